@@ -1,0 +1,46 @@
+/*
+ * core/internal.h - declarations shared by the core's own files (aks__ names).
+ * Nothing here is part of the public API.
+ */
+#ifndef AKS_CORE_INTERNAL_H
+#define AKS_CORE_INTERNAL_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aksandbox/aksandbox.h>
+
+/* Internal symbols are hidden by -fvisibility=hidden; public ones say AKS_EXPORT. */
+
+/* ---- errors (error.c) ---- */
+int aks__error_set(aks_error **err, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
+int aks__error_vset(aks_error **err, int code, const char *fmt, va_list ap) AKS_PRINTF(3, 0);
+/* Prefixes an existing error's message: "<prefix>: <old message>". */
+void aks__error_prefix(aks_error *err, const char *fmt, ...) AKS_PRINTF(2, 3);
+
+/* ---- time (call.c) ---- */
+int64_t aks__now_ms(void);
+
+/* ---- logging (host_api.c) ---- */
+void aks__log(int level, const char *component, const char *fmt, ...) AKS_PRINTF(3, 4);
+
+/* Frees *p; for __attribute__((cleanup)). */
+static inline void aks__freep(void *p)
+{
+	void **pp = p;
+	extern void free(void *);
+	free(*pp);
+}
+#define aks_autofree __attribute__((cleanup(aks__freep)))
+
+/* Returns *p and sets it to NULL: hands ownership out of a cleanup scope. */
+#define aks_steal(p)                                                                               \
+	({                                                                                         \
+		__typeof__(*(p)) aks_steal_tmp_ = *(p);                                            \
+		*(p) = NULL;                                                                       \
+		aks_steal_tmp_;                                                                    \
+	})
+
+#endif /* AKS_CORE_INTERNAL_H */

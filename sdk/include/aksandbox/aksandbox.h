@@ -1,0 +1,195 @@
+/*
+ * aksandbox/aksandbox.h - the embedding API of libaksandbox.
+ *
+ * Programs that host sandboxes (the aksandbox CLI, the MCP server, workers,
+ * agent frameworks) use this API; plugins use plugin.h and provider.h only.
+ *
+ * Conventions: functions return AKS_OK or a negative aks_status and take
+ * `aks_error **err` last (see common.h). The output parameter is named `out`.
+ * A `const` pointer returned by a getter is borrowed from its parent object.
+ */
+#ifndef AKSANDBOX_AKSANDBOX_H
+#define AKSANDBOX_AKSANDBOX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aksandbox/common.h>
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+#include <aksandbox/version.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- library ------------------------------------------------------------- */
+
+/* The package version of the library, e.g. "0.1.0". */
+AKS_EXPORT const char *aks_version(void);
+
+/* ---- errors -------------------------------------------------------------- */
+
+AKS_EXPORT int aks_error_code(const aks_error *err);
+AKS_EXPORT const char *aks_error_message(const aks_error *err);
+AKS_EXPORT void aks_error_free(aks_error *err);
+/* A short, static description of a status code ("policy error"). */
+AKS_EXPORT const char *aks_strerror(int code);
+/* The seeds' error class name for a code ("SandboxPolicyError"). */
+AKS_EXPORT const char *aks_error_type_name(int code);
+
+/* ---- plugins ------------------------------------------------------------- */
+
+/* A loaded plugin. Plugins stay resident until the process exits. */
+typedef struct aks_plugin aks_plugin;
+
+/*
+ * Resolves `type` to a plugin and loads it. `type` is a plugin name
+ * ("docker" -> docker.so, searched in AKS_PLUGIN_PATH, then the installed
+ * plugin directory) or a path to a .so (anything containing '/').
+ * `kind` is the aks_plugin_kind expected, or 0 for any. Loading the same
+ * file twice returns the same plugin.
+ */
+AKS_EXPORT int aks_plugin_load(const char *type, int kind, const aks_plugin **out,
+                               aks_error **err);
+AKS_EXPORT const aks_plugin_descriptor *aks_plugin_get_descriptor(const aks_plugin *plugin);
+/* The absolute path of the file the plugin was loaded from. */
+AKS_EXPORT const char *aks_plugin_get_file(const aks_plugin *plugin);
+/* For providers: the class capabilities (NULL for other kinds). */
+AKS_EXPORT const aks_capabilities *aks_plugin_get_capabilities(const aks_plugin *plugin);
+/* The compiled-in plugin directory ($(pkglibdir)/plugins-<ABI major>). */
+AKS_EXPORT const char *aks_plugin_dir(void);
+
+/*
+ * Calls `visit` for every plugin file found on the search path, in search
+ * order, shadowed names skipped. `plugin` is NULL and `error` set when the
+ * file failed to load. A non-zero return from `visit` stops the walk and is
+ * returned.
+ */
+typedef int (*aks_plugin_visit_fn)(const char *file, const aks_plugin *plugin,
+                                   const aks_error *error, void *userdata);
+AKS_EXPORT int aks_plugin_foreach(aks_plugin_visit_fn visit, void *userdata);
+
+/* ---- provider config blocks ---------------------------------------------- */
+
+/*
+ * Builds a plugin's validated config block. From a YAML file: the document
+ * is either a config.yaml (the block is `sandbox.<name>`, or the first
+ * `sandbox.profiles.*.<name>`), or the bare block itself. Unknown keys,
+ * wrong types and missing required keys are AKS_ECONFIG errors naming the
+ * file, line and column.
+ */
+AKS_EXPORT int aks_config_load_block(const aks_plugin *plugin, const char *yaml_path,
+                                     aks_config **out, aks_error **err);
+/* The block with every key at its default (fails if a key is required). */
+AKS_EXPORT int aks_config_default_block(const aks_plugin *plugin, aks_config **out,
+                                        aks_error **err);
+AKS_EXPORT void aks_config_free(aks_config *config);
+
+/* ---- calls: deadline, policy, principal, cancellation --------------------- */
+
+typedef struct aks_cancel aks_cancel;
+
+/* A cancellation token; one token may be shared by several calls. */
+AKS_EXPORT int aks_cancel_new(aks_cancel **out, aks_error **err);
+/* Async-signal-safe and thread-safe; idempotent. */
+AKS_EXPORT void aks_cancel_trigger(aks_cancel *cancel);
+AKS_EXPORT bool aks_cancel_is_triggered(const aks_cancel *cancel);
+AKS_EXPORT void aks_cancel_free(aks_cancel *cancel);
+
+/* The defaults of the seeds: egress allow, timeout 120 s, strict. */
+AKS_EXPORT void aks_policy_init(aks_policy *policy);
+/* An agent-mode principal for `subject`. */
+AKS_EXPORT void aks_principal_init(aks_principal *principal, const char *subject);
+
+/*
+ * Prepares a call. The deadline is now + timeout (timeout <= 0: none). The
+ * policy, principal and cancel token are borrowed and must outlive the call;
+ * any of them may be NULL (defaults; not cancellable).
+ */
+AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *policy,
+                              const aks_principal *principal, aks_cancel *cancel);
+
+/* ---- providers and sandboxes ----------------------------------------------- */
+
+typedef struct aks_provider aks_provider;
+typedef struct aks_sandbox aks_sandbox;
+
+#define AKS_DEFAULT_STREAM_CAP ((size_t)4 << 20) /* bytes kept per stream */
+#define AKS_DEFAULT_FILE_CAP ((size_t)64 << 20)  /* largest download */
+
+/* Instantiates a provider plugin with its validated config block. The config
+ * is borrowed and must outlive the provider. */
+AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *config,
+                                 aks_provider **out, aks_error **err);
+/* The instance's capabilities (which may differ from the class's). */
+AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provider *prov);
+AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov);
+/* Bytes of stdout and of stderr kept per result (the rest is counted and
+ * reported as cut), and the largest file a download may return. */
+AKS_EXPORT void aks_provider_set_limits(aks_provider *prov, size_t stream_cap,
+                                        size_t file_cap);
+AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call,
+                                   aks_sandbox **out, aks_error **err);
+AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id,
+                                   const aks_call *call, aks_sandbox **out,
+                                   aks_error **err);
+AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id,
+                                    const aks_call *call, aks_error **err);
+/* Releases the instance; every sandbox handle must be closed first. */
+AKS_EXPORT void aks_provider_close(aks_provider *prov);
+
+AKS_EXPORT const char *aks_sandbox_get_id(const aks_sandbox *sb);
+
+/*
+ * The execution operations. On success *out is a new result. On AKS_ETIMEOUT
+ * and AKS_ECANCELLED *out is also set, holding what the program printed before
+ * it was killed (aks_result_timed_out() is true). On other errors *out is
+ * NULL. A failing program is AKS_OK with a non-zero exit code.
+ */
+AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code,
+                                        const char *language, const aks_call *call,
+                                        aks_result **out, aks_error **err);
+AKS_EXPORT int aks_sandbox_execute_command(aks_sandbox *sb, const char *command,
+                                           const aks_call *call, aks_result **out,
+                                           aks_error **err);
+AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb,
+                                            const char *const *packages,
+                                            const aks_call *call, aks_result **out,
+                                            aks_error **err);
+AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path,
+                                       const void *data, size_t len,
+                                       const aks_call *call, aks_error **err);
+/* On success the result holds exactly one file. */
+AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path,
+                                         const aks_call *call, aks_result **out,
+                                         aks_error **err);
+/* Releases the handle; backend state stays for a later attach. */
+AKS_EXPORT void aks_sandbox_close(aks_sandbox *sb);
+
+/* ---- results --------------------------------------------------------------- */
+
+AKS_EXPORT int aks_result_get_exit_code(const aks_result *r);
+/* The kept bytes of a stream (NUL-terminated for convenience; may contain
+ * NULs, so use *len). */
+AKS_EXPORT const char *aks_result_get_stdout(const aks_result *r, size_t *len);
+AKS_EXPORT const char *aks_result_get_stderr(const aks_result *r, size_t *len);
+/* The bytes the program wrote to a stream, kept or not. */
+AKS_EXPORT uint64_t aks_result_get_stream_total(const aks_result *r, int stream);
+AKS_EXPORT bool aks_result_is_truncated(const aks_result *r, int stream);
+AKS_EXPORT bool aks_result_timed_out(const aks_result *r);
+AKS_EXPORT const char *aks_result_get_notice(const aks_result *r);
+AKS_EXPORT const char *aks_result_get_provider_data(const aks_result *r);
+AKS_EXPORT size_t aks_result_get_file_count(const aks_result *r);
+AKS_EXPORT const unsigned char *aks_result_get_file(const aks_result *r, size_t index,
+                                                    const char **path,
+                                                    const char **mime_type,
+                                                    size_t *len);
+AKS_EXPORT void aks_result_free(aks_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AKSANDBOX_AKSANDBOX_H */

@@ -1,0 +1,215 @@
+/*
+ * aksandbox/provider.h - the provider (sandbox backend) contract.
+ *
+ * A provider plugin's descriptor has kind AKS_PLUGIN_PROVIDER and its `ops`
+ * points at a static const aks_provider_ops. The provider declares its
+ * capabilities honestly: under-declaring is safe (the host refuses the
+ * operation with a clear capability error), over-declaring is a security bug.
+ *
+ * Mandatory slots: init, create, destroy, sandbox->id, sandbox->execute_code
+ * (language "python"), sandbox->close. Every other slot may be NULL; the host
+ * turns a NULL slot into a capability error in one place. A slot whose
+ * capability is declared false is never called.
+ *
+ * Threading: calls are blocking and may come from several threads at once for
+ * different sandboxes of one provider instance; the host never calls two
+ * operations on the same sandbox handle at the same time.
+ *
+ * Deadlines: every call carries a deadline. A provider returns by then; on
+ * expiry it kills the program (and everything it started) and returns
+ * AKS_ETIMEOUT after marking the result with result_set_timed_out(). A failing
+ * program is a result (exit code != 0), never an error.
+ *
+ * Ownership: see plugin.h.
+ */
+#ifndef AKSANDBOX_PROVIDER_H
+#define AKSANDBOX_PROVIDER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aksandbox/common.h>
+#include <aksandbox/plugin.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The honest isolation boundary of a provider. */
+typedef enum aks_isolation {
+	AKS_ISOLATION_NONE = 0,           /* host process */
+	AKS_ISOLATION_OS_POLICY = 1,      /* seccomp, Seatbelt, bubblewrap */
+	AKS_ISOLATION_CONTAINER = 2,      /* shared-kernel namespaces */
+	AKS_ISOLATION_SYSCALL_FILTER = 3, /* user-space kernel (gVisor) */
+	AKS_ISOLATION_MICRO_VM = 4,       /* Firecracker or managed VM */
+	AKS_ISOLATION_WASM = 5            /* in-process WebAssembly */
+} aks_isolation;
+
+#define AKS_CAPABILITIES_VERSION 1
+
+/* What a provider supports (the seeds' SandboxCapabilities). */
+typedef struct aks_capabilities {
+	uint32_t struct_version; /* AKS_CAPABILITIES_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_capabilities) */
+	uint32_t isolation;      /* aks_isolation; required */
+	const char *const *languages; /* NULL-terminated; must include "python" */
+	bool shell;              /* execute_command */
+	bool files;              /* upload_file and download_file */
+	bool package_install;    /* install_packages */
+	bool stateful;           /* interpreter state persists across calls */
+	bool attach;             /* reconnect to a live sandbox by id */
+	bool provisions;         /* can create environments (false: attach-only) */
+	bool attaches_external;  /* can bind to an environment it did not create */
+	bool principal_user;     /* enforces a user identity */
+	bool policy_network;     /* enforces egress policy */
+	bool policy_filesystem;  /* enforces filesystem policy */
+	bool policy_resources;   /* enforces cpu and memory limits */
+} aks_capabilities;
+
+/* ---- policy and principal (host-owned, borrowed by the plugin) ------------ */
+
+typedef enum aks_egress {
+	AKS_EGRESS_ALLOW = 0,
+	AKS_EGRESS_DENY = 1,
+	AKS_EGRESS_ALLOWLIST = 2
+} aks_egress;
+
+#define AKS_POLICY_VERSION 1
+
+typedef struct aks_policy {
+	uint32_t struct_version;
+	uint32_t struct_size;
+	uint32_t network_egress;            /* aks_egress */
+	const char *const *network_allow;   /* NULL-terminated domains / CIDRs */
+	const char *const *fs_allow_read;   /* NULL-terminated; empty = default */
+	const char *const *fs_allow_write;  /* NULL-terminated */
+	double cpu;                         /* cores; 0 = unset */
+	int64_t memory_mb;                  /* 0 = unset */
+	double timeout;                     /* seconds per execution; 0 = none */
+	bool strict;                        /* fail closed on unenforceable parts */
+} aks_policy;
+
+typedef enum aks_identity_mode {
+	AKS_IDENTITY_AGENT = 0,
+	AKS_IDENTITY_USER = 1
+} aks_identity_mode;
+
+#define AKS_PRINCIPAL_VERSION 1
+
+typedef struct aks_principal {
+	uint32_t struct_version;
+	uint32_t struct_size;
+	uint32_t mode;                    /* aks_identity_mode */
+	const char *subject;              /* agent name or resolved user id */
+	const char *const *groups;        /* NULL-terminated */
+	const char *const *credentials;   /* NULL-terminated key, value pairs */
+} aks_principal;
+
+/* ---- the per-call context ------------------------------------------------- */
+
+#define AKS_CALL_VERSION 1
+
+struct aks_call {
+	uint32_t struct_version;     /* AKS_CALL_VERSION */
+	uint32_t struct_size;        /* sizeof(aks_call) */
+	int64_t deadline_ms;         /* CLOCK_MONOTONIC ms; 0 = no deadline */
+	double timeout;              /* the seconds the deadline stands for */
+	const aks_principal *principal;
+	const aks_policy *policy;
+	void *host_private;          /* cancellation state; plugins do not touch */
+};
+
+/* ---- provider and sandbox operation tables -------------------------------- */
+
+/* Completed privately by each plugin; the host only passes them back. */
+typedef struct aks_provider_impl aks_provider_impl;
+typedef struct aks_sandbox_impl aks_sandbox_impl;
+
+#define AKS_SANDBOX_OPS_VERSION 1
+
+typedef struct aks_sandbox_ops {
+	uint32_t struct_version; /* AKS_SANDBOX_OPS_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_sandbox_ops) */
+
+	/* Mandatory. The provider-scoped id used to attach later. */
+	const char *(*id)(const aks_sandbox_impl *sb);
+
+	/* Mandatory, for language "python" at least. An undeclared language is
+	 * AKS_ECAPABILITY. */
+	int (*execute_code)(aks_sandbox_impl *sb, const char *code,
+	                    const char *language, const aks_call *call,
+	                    aks_result *out, aks_error **err);
+
+	/* Optional (capability `shell`). Runs `command` with a POSIX shell. */
+	int (*execute_command)(aks_sandbox_impl *sb, const char *command,
+	                       const aks_call *call, aks_result *out,
+	                       aks_error **err);
+
+	/* Optional (capability `files`). Paths are relative to the workspace; a
+	 * path that escapes it is AKS_EPOLICY. Upload creates parent directories.
+	 * Download adds one file to `out` (result_add_file + AKS_STREAM_FILE
+	 * writes); a missing file is AKS_ENOTFOUND. */
+	int (*upload_file)(aks_sandbox_impl *sb, const char *path, const void *data,
+	                   size_t len, const aks_call *call, aks_error **err);
+	int (*download_file)(aks_sandbox_impl *sb, const char *path,
+	                     const aks_call *call, aks_result *out, aks_error **err);
+
+	/* Optional (capability `package_install`). */
+	int (*install_packages)(aks_sandbox_impl *sb, const char *const *packages,
+	                        const aks_call *call, aks_result *out,
+	                        aks_error **err);
+
+	/* Mandatory. Releases the handle but keeps backend state, so a later
+	 * attach works. Called exactly once per handle. */
+	void (*close)(aks_sandbox_impl *sb);
+} aks_sandbox_ops;
+
+#define AKS_PROVIDER_OPS_VERSION 1
+
+typedef struct aks_provider_ops {
+	uint32_t struct_version; /* AKS_PROVIDER_OPS_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_provider_ops) */
+
+	/* Mandatory. What the provider class supports; readable without init. */
+	const aks_capabilities *capabilities;
+
+	/* Mandatory. Builds one provider instance from its validated config block.
+	 * Keep it cheap: connect to backends lazily. */
+	int (*init)(const aks_host_api *host, const aks_config *config,
+	            aks_provider_impl **out, aks_error **err);
+
+	/* Optional. Releases the instance; called once, after every sandbox
+	 * handle of the instance has been closed. */
+	void (*fini)(aks_provider_impl *prov);
+
+	/* Optional. The instance's capabilities when its config changes what it
+	 * enforces (docker with runtime runsc, kubernetes with network_policy).
+	 * The host always reads these when the slot is set. */
+	const aks_capabilities *(*instance_capabilities)(const aks_provider_impl *prov);
+
+	/* Mandatory unless capabilities->provisions is false. Provisions a new
+	 * sandbox honouring call->policy and call->principal; a dimension it
+	 * declared but cannot honour for this request is AKS_EPOLICY. */
+	int (*create)(aks_provider_impl *prov, const aks_call *call,
+	              aks_sandbox_impl **out, aks_error **err);
+
+	/* Optional (capability `attach`). Reconnects to a live sandbox; a target
+	 * that no longer exists is AKS_EGONE (the self-heal signal). */
+	int (*attach)(aks_provider_impl *prov, const char *sandbox_id,
+	              const aks_call *call, aks_sandbox_impl **out, aks_error **err);
+
+	/* Mandatory. Permanently disposes a sandbox. Idempotent: an unknown id is
+	 * not an error. */
+	int (*destroy)(aks_provider_impl *prov, const char *sandbox_id,
+	               const aks_call *call, aks_error **err);
+
+	/* Mandatory. The operations on a sandbox handle. */
+	const aks_sandbox_ops *sandbox;
+} aks_provider_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AKSANDBOX_PROVIDER_H */
