@@ -466,7 +466,7 @@ int aks__schema_check(const aks_plugin_descriptor *desc, const char *file, aks_e
 		value_clear(&v);
 		if (rc < 0) {
 			rc = aks__error_set(err, AKS_EPLUGIN,
-			                    "plugin '%s': the default of config key '%s' (%s) is not a %s: %s",
+			                    "plugin '%s': the default of config key '%s' (%s) is not a valid %s: %s",
 			                    file, k->name, text, aks__config_type_name(k->type),
 			                    aks_error_message(e));
 			aks_error_free(e);

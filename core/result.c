@@ -150,6 +150,9 @@ int aks__result_set_provider_data(aks_result *r, const char *json_object)
 		struct json_object *obj = json_tokener_parse_ex(tok, json_object, -1);
 		bool ok = obj && json_tokener_get_error(tok) == json_tokener_success &&
 		          json_object_is_type(obj, json_type_object);
+		/* Nothing but whitespace may follow the object. */
+		for (size_t i = json_tokener_get_parse_end(tok); ok && json_object[i]; i++)
+			ok = strchr(" \t\r\n", json_object[i]) != NULL;
 		json_object_put(obj);
 		json_tokener_free(tok);
 		if (!ok)

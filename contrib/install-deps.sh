@@ -1,0 +1,18 @@
+#!/bin/sh
+# Installs what aksandbox needs to build and test on Debian 12, from Debian's
+# own packages. Idempotent: installs only what is missing.
+set -eu
+packages="build-essential autoconf automake libtool pkg-config autoconf-archive
+  libyaml-dev libjson-c-dev libcmocka-dev python3 hyperfine"
+missing=""
+for p in $packages; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+		missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "installing:$missing"
+$sudo apt-get update -qq
+# shellcheck disable=SC2086
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $missing >/dev/null

@@ -1,0 +1,58 @@
+#!/bin/sh
+# The README's second command: the whole test suite.
+#
+#  1. installs missing build dependencies (Debian packages);
+#  2. builds in _build/ and runs `make check`;
+#  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
+#     _build-asan/ and runs `make check` there (any finding fails a test);
+#  4. runs `make distcheck` (the tarball builds, installs and passes its tests);
+# then prints one summary line: "N passed, N failed[, N skipped]".
+#
+# Every test case counts: the TAP drivers record one :test-result: per case.
+set -u
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top" || exit 1
+jobs=$(nproc 2>/dev/null || echo 2)
+status=0
+
+step() { printf '\n=== %s\n' "$*"; }
+
+"$top/contrib/install-deps.sh" || { echo "cannot install dependencies"; exit 1; }
+[ -x configure ] || autoreconf -fi >/dev/null || exit 1
+
+run_suite() { # dir, configure flags...
+	dir=$1; shift
+	mkdir -p "$dir"
+	( cd "$dir" &&
+	  { [ -f Makefile ] || ../configure --quiet "$@" >/dev/null; } &&
+	  make -j"$jobs" >/dev/null &&
+	  make -j"$jobs" check ) || status=1
+}
+
+step "make check"
+run_suite _build
+step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
+run_suite _build-asan --enable-sanitizers
+step "make distcheck"
+distcheck_result=pass
+( cd _build && make -j"$jobs" distcheck >distcheck.out 2>&1 ) ||
+	{ distcheck_result=fail; status=1; tail -40 _build/distcheck.out; }
+
+# Count every test case of both suites.
+trs=$(find _build _build-asan -name '*.trs' -not -path '*/aksandbox-*/*' 2>/dev/null)
+passed=0 failed=0 skipped=0
+for f in $trs; do
+	p=$(grep -c '^:test-result: PASS' "$f"); x=$(grep -c '^:test-result: XFAIL' "$f")
+	e=$(grep -cE '^:test-result: (FAIL|ERROR|XPASS)' "$f"); s=$(grep -c '^:test-result: SKIP' "$f")
+	passed=$((passed + p + x)); failed=$((failed + e)); skipped=$((skipped + s))
+done
+if [ "$distcheck_result" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+[ "$failed" -gt 0 ] && status=1
+[ -z "$trs" ] && { echo "no test results found"; status=1; }
+echo
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+exit $status
