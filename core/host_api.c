@@ -37,6 +37,7 @@ static void read_log_level(void)
 		log_threshold = AKS_LOG_ERROR - 1;
 }
 
+static void vlog(int level, const char *component, const char *fmt, va_list ap) AKS_PRINTF(3, 0);
 static void vlog(int level, const char *component, const char *fmt, va_list ap)
 {
 	static const char *const names[] = {"error", "warning", "info", "debug"};

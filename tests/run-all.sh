@@ -6,6 +6,7 @@
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test);
 #  4. runs `make distcheck` (the tarball builds, installs and passes its tests);
+#  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/);
 # then prints one summary line: "N passed, N failed[, N skipped]".
 #
 # Every test case counts: the TAP drivers record one :test-result: per case.
@@ -38,6 +39,14 @@ distcheck_result=pass
 ( cd _build && make -j"$jobs" distcheck >distcheck.out 2>&1 ) ||
 	{ distcheck_result=fail; status=1; tail -40 _build/distcheck.out; }
 
+step "fuzzing (libFuzzer, bounded time per target)"
+fuzz_result=pass
+mkdir -p _build-fuzz
+( cd _build-fuzz &&
+  { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
+  make -j"$jobs" >/dev/null && make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" ) ||
+	{ fuzz_result=fail; status=1; }
+
 # Count every test case of both suites.
 trs=$(find _build _build-asan -name '*.trs' -not -path '*/aksandbox-*/*' 2>/dev/null)
 passed=0 failed=0 skipped=0
@@ -46,7 +55,9 @@ for f in $trs; do
 	e=$(grep -cE '^:test-result: (FAIL|ERROR|XPASS)' "$f"); s=$(grep -c '^:test-result: SKIP' "$f")
 	passed=$((passed + p + x)); failed=$((failed + e)); skipped=$((skipped + s))
 done
-if [ "$distcheck_result" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+for r in "$distcheck_result" "$fuzz_result"; do
+	if [ "$r" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
 [ "$failed" -gt 0 ] && status=1
 [ -z "$trs" ] && { echo "no test results found"; status=1; }
 echo
