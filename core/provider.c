@@ -26,6 +26,7 @@ struct aks_provider {
 	const aks_provider_ops *ops;
 	const aks_sandbox_ops *sandbox_ops;
 	aks_provider_impl *impl;
+	aks_config *defaults; /* the config built when none was given; lives until fini */
 	const aks_capabilities *caps;
 	size_t stream_cap;
 	size_t file_cap;
@@ -123,23 +124,22 @@ AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *con
 	prov->file_cap = AKS_DEFAULT_FILE_CAP;
 	atomic_init(&prov->open_sandboxes, 0);
 
-	aks_config *defaults = NULL;
 	if (!config) {
-		int rc = aks__config_build(d, NULL, d->name, &defaults, err);
+		/* Accessor results live until fini (plugin.h), so this config does too. */
+		int rc = aks__config_build(d, NULL, d->name, &prov->defaults, err);
 		if (rc < 0) {
 			free(prov);
 			return rc;
 		}
-		config = defaults;
+		config = prov->defaults;
 	}
 	int rc = prov->ops->init(aks__host_api(), config, &prov->impl, err);
-	/* Plugins copy what they keep from the config during init. */
-	aks_config_free(defaults);
 	rc = plugin_status(prov, "init", rc, err);
 	if (rc == AKS_OK && !prov->impl)
 		rc = aks__error_set(err, AKS_EPLUGIN, "%s: init succeeded but returned no instance",
 		                    prov->name);
 	if (rc < 0) {
+		aks_config_free(prov->defaults);
 		free(prov);
 		return rc;
 	}
@@ -240,6 +240,7 @@ AKS_EXPORT void aks_provider_close(aks_provider *prov)
 	}
 	if (prov->ops->fini)
 		prov->ops->fini(prov->impl);
+	aks_config_free(prov->defaults);
 	free(prov);
 }
 

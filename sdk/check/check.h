@@ -1,0 +1,89 @@
+/*
+ * sdk/check/check.h - shared state and helpers of aksandbox-plugin-check, the
+ * provider contract suite (the seeds' SandboxProviderContract) as a program.
+ *
+ * The checks run in order in one process and share what the earlier ones set
+ * up (the loaded plugin, its config block, the provider instance). A check
+ * whose prerequisite failed fails too, naming the check to look at: nothing is
+ * skipped, so a broken plugin can never pass by omission.
+ */
+#ifndef AKS_CHECK_CHECK_H
+#define AKS_CHECK_CHECK_H
+
+/* cmocka.h needs these first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <aksandbox/aksandbox.h>
+
+/* Every sandbox call gets this many seconds. */
+#define AKS_CHECK_CALL_TIMEOUT 30
+
+/* The program the seeds' suite expects to fail: an undefined name in Python,
+ * so it exits non-zero on real backends too. */
+#define AKS_CHECK_FAIL_MARKER "__nonzero_exit__"
+
+/* The key no schema declares. */
+#define AKS_CHECK_UNKNOWN_KEY "definitely_not_a_key"
+
+struct aks_check_state {
+	const char *plugin_path;  /* as given, with "./" added when it had no '/' */
+	const char *config_path;  /* NULL: the default block */
+	const aks_plugin *plugin; /* set by check_plugin_loads */
+	aks_config *config;       /* set by check_provider_opens */
+	aks_provider *provider;   /* set by check_provider_opens */
+};
+
+extern struct aks_check_state aks_check;
+
+/* ---- checks (each a cmocka test) ---- */
+void aks_check_plugin_loads(void **state);
+void aks_check_exports_only_entry(void **state);
+void aks_check_descriptor_is_valid(void **state);
+void aks_check_unknown_config_key_is_refused(void **state);
+void aks_check_provider_opens(void **state);
+void aks_check_execute_python(void **state);
+void aks_check_undeclared_language(void **state);
+void aks_check_honesty_shell(void **state);
+void aks_check_honesty_files(void **state);
+void aks_check_honesty_package_install(void **state);
+void aks_check_program_failure_is_result(void **state);
+void aks_check_close_is_idempotent(void **state);
+void aks_check_destroy_is_idempotent(void **state);
+void aks_check_attach_honesty(void **state);
+void aks_check_provider_reopens(void **state);
+
+/* ---- helpers (scratch.c) ----
+ * Objects a check creates are tracked so that the check's teardown releases
+ * them even when an assertion jumps out of the check half-way. */
+int aks_check_teardown(void **state);
+
+/* The plugin and the provider instance, or fail the check naming the earlier
+ * check that should have set them up. */
+const aks_plugin *aks_check_need_plugin(void);
+aks_provider *aks_check_need_provider(void);
+
+/* A new sandbox, tracked: closed and destroyed by the teardown. */
+aks_sandbox *aks_check_create(void);
+/* Attaches to `id` and tracks the handle; returns the status (the handle is
+ * stored in *out on success, and the error, if any, in *err). */
+int aks_check_attach(const char *id, aks_sandbox **out, aks_error **err);
+/* Closes a tracked handle now. */
+void aks_check_close(aks_sandbox *sb);
+/* Tracks a result (may be NULL) so the teardown frees it. */
+aks_result *aks_check_keep(aks_result *r);
+/* Tracks a copy of a sandbox id for the teardown to destroy. */
+const char *aks_check_keep_id(const char *id);
+
+/* Fails unless rc == want; the message names the call, both statuses and
+ * the error's message. Frees err either way. */
+void aks_check_expect(const char *what, int rc, int want, aks_error *err);
+
+/* A call context with the suite's deadline and the default policy. */
+void aks_check_call(aks_call *call);
+
+#endif /* AKS_CHECK_CHECK_H */

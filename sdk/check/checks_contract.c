@@ -1,0 +1,272 @@
+/*
+ * sdk/check/checks_contract.c - the seven checks of the seeds' provider
+ * contract suite (reference section 9), against the public API, so the host's
+ * own capability handling is part of what is checked.
+ *
+ * Capabilities are the instance's (aks_provider_get_capabilities): that is
+ * what the host enforces. Declared operations must work; undeclared ones must
+ * be AKS_ECAPABILITY. A failing program is a result, never an error.
+ */
+#include "config.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+
+static const aks_capabilities *caps(void)
+{
+	return aks_provider_get_capabilities(aks_check_need_provider());
+}
+
+static bool declares_language(const char *language)
+{
+	for (const char *const *l = caps()->languages; l && *l; l++)
+		if (strcmp(*l, language) == 0)
+			return true;
+	return false;
+}
+
+/* The kept stdout of r, or "" */
+static const char *out_of(const aks_result *r)
+{
+	size_t len = 0;
+	const char *s = aks_result_get_stdout(r, &len);
+	return s ? s : "";
+}
+
+static aks_result *run_code(aks_sandbox *sb, const char *code, const char *language, int want)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+	char what[256];
+
+	aks_check_call(&call);
+	int rc = aks_sandbox_execute_code(sb, code, language, &call, &r, &err);
+	aks_check_keep(r);
+	snprintf(what, sizeof(what), "execute_code(\"%s\", %s)", code, language);
+	aks_check_expect(what, rc, want, err);
+	if (want == AKS_OK && !r)
+		fail_msg("%s returned AKS_OK without a result", what);
+	return r;
+}
+
+void aks_check_execute_python(void **state)
+{
+	(void)state;
+	aks_sandbox *sb = aks_check_create();
+	aks_result *r = run_code(sb, "print('hi')", "python", AKS_OK);
+	int code = aks_result_get_exit_code(r);
+	if (code != 0)
+		fail_msg("print('hi') exited with %d (stderr: %s)", code,
+		         aks_result_get_stderr(r, NULL) ? aks_result_get_stderr(r, NULL) : "");
+	if (!strstr(out_of(r), "hi"))
+		fail_msg("print('hi') printed '%s', which lacks 'hi'", out_of(r));
+}
+
+void aks_check_undeclared_language(void **state)
+{
+	static const char lang[] = "definitely-not-a-language";
+
+	(void)state;
+	if (declares_language(lang))
+		fail_msg("the provider declares the language '%s'", lang);
+	aks_sandbox *sb = aks_check_create();
+	run_code(sb, "noop", lang, AKS_ECAPABILITY);
+}
+
+void aks_check_honesty_shell(void **state)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+
+	(void)state;
+	bool shell = caps()->shell;
+	aks_sandbox *sb = aks_check_create();
+	aks_check_call(&call);
+	int rc = aks_sandbox_execute_command(sb, "echo hi", &call, &r, &err);
+	aks_check_keep(r);
+	if (!shell) {
+		aks_check_expect("execute_command without the shell capability", rc,
+		                 AKS_ECAPABILITY, err);
+		return;
+	}
+	aks_check_expect("execute_command(\"echo hi\") with the shell capability", rc, AKS_OK, err);
+	if (!r)
+		fail_msg("execute_command returned AKS_OK without a result");
+	if (aks_result_get_exit_code(r) != 0)
+		fail_msg("echo hi exited with %d", aks_result_get_exit_code(r));
+	if (!strstr(out_of(r), "hi"))
+		fail_msg("echo hi printed '%s', which lacks 'hi'", out_of(r));
+}
+
+void aks_check_honesty_files(void **state)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+
+	(void)state;
+	bool files = caps()->files;
+	aks_sandbox *sb = aks_check_create();
+	aks_check_call(&call);
+	int rc = aks_sandbox_upload_file(sb, "f.txt", "data", 4, &call, &err);
+	aks_check_expect(files ? "upload_file(\"f.txt\") with the files capability"
+	                       : "upload_file without the files capability",
+	                 rc, files ? AKS_OK : AKS_ECAPABILITY, err);
+	err = NULL;
+	aks_check_call(&call);
+	rc = aks_sandbox_download_file(sb, "f.txt", &call, &r, &err);
+	aks_check_keep(r);
+	aks_check_expect(files ? "download_file(\"f.txt\") with the files capability"
+	                       : "download_file without the files capability",
+	                 rc, files ? AKS_OK : AKS_ECAPABILITY, err);
+	if (!files)
+		return;
+	if (!r || aks_result_get_file_count(r) != 1)
+		fail_msg("download_file returned %zu files, not 1",
+		         r ? aks_result_get_file_count(r) : (size_t)0);
+	size_t len = 0;
+	const char *path = NULL;
+	const unsigned char *data = aks_result_get_file(r, 0, &path, NULL, &len);
+	if (!data || len != 4 || memcmp(data, "data", 4) != 0)
+		fail_msg("download_file(\"f.txt\") returned %zu bytes '%.*s', not the 4 bytes "
+		         "'data' uploaded",
+		         len, data ? (int)(len > 64 ? 64 : len) : 0,
+		         data ? (const char *)data : "");
+}
+
+void aks_check_honesty_package_install(void **state)
+{
+	static const char *const packages[] = {"pip-noop", NULL};
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+
+	(void)state;
+	bool declared = caps()->package_install;
+	aks_sandbox *sb = aks_check_create();
+	aks_check_call(&call);
+	int rc = aks_sandbox_install_packages(sb, packages, &call, &r, &err);
+	aks_check_keep(r);
+	aks_check_expect(declared ? "install_packages([\"pip-noop\"]) with the package_install "
+	                            "capability"
+	                          : "install_packages without the package_install capability",
+	                 rc, declared ? AKS_OK : AKS_ECAPABILITY, err);
+	if (declared && !r)
+		fail_msg("install_packages returned AKS_OK without a result");
+}
+
+void aks_check_program_failure_is_result(void **state)
+{
+	(void)state;
+	aks_sandbox *sb = aks_check_create();
+	aks_result *r = run_code(sb, AKS_CHECK_FAIL_MARKER, "python", AKS_OK);
+	if (aks_result_get_exit_code(r) == 0)
+		fail_msg("the failing program %s exited with 0", AKS_CHECK_FAIL_MARKER);
+}
+
+/* close releases the handle only: the sandbox stays attachable, and (with
+ * files) keeps its workspace. Closing the re-attached handle works as well. */
+void aks_check_close_is_idempotent(void **state)
+{
+	aks_error *err = NULL;
+	aks_call call;
+
+	(void)state;
+	const aks_capabilities *c = caps();
+	aks_sandbox *sb = aks_check_create();
+	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
+	if (c->files) {
+		aks_check_call(&call);
+		int rc = aks_sandbox_upload_file(sb, "kept.txt", "kept", 4, &call, &err);
+		aks_check_expect("upload_file(\"kept.txt\")", rc, AKS_OK, err);
+		err = NULL;
+	}
+	aks_check_close(sb);
+	if (!c->attach)
+		return;
+
+	aks_sandbox *again = NULL;
+	int rc = aks_check_attach(id, &again, &err);
+	aks_check_expect("attach after close (close must keep the sandbox)", rc, AKS_OK, err);
+	err = NULL;
+	if (c->files) {
+		aks_result *r = NULL;
+		aks_check_call(&call);
+		rc = aks_sandbox_download_file(again, "kept.txt", &call, &r, &err);
+		aks_check_keep(r);
+		aks_check_expect("download_file(\"kept.txt\") after close and attach", rc, AKS_OK,
+		                 err);
+		size_t len = 0;
+		const unsigned char *data = r && aks_result_get_file_count(r) == 1
+		                                ? aks_result_get_file(r, 0, NULL, NULL, &len)
+		                                : NULL;
+		if (!data || len != 4 || memcmp(data, "kept", 4) != 0)
+			fail_msg("a file uploaded before close was not kept");
+	}
+	aks_check_close(again);
+}
+
+/* destroy twice and destroy of an unknown id succeed; after destroy the
+ * sandbox is gone for attach. */
+void aks_check_destroy_is_idempotent(void **state)
+{
+	aks_error *err = NULL;
+	aks_call call;
+
+	(void)state;
+	aks_provider *prov = aks_check_need_provider();
+	aks_sandbox *sb = aks_check_create();
+	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
+	aks_check_close(sb);
+	for (int round = 1; round <= 2; round++) {
+		char what[64];
+		aks_check_call(&call);
+		int rc = aks_provider_destroy(prov, id, &call, &err);
+		snprintf(what, sizeof(what), "destroy (round %d)", round);
+		aks_check_expect(what, rc, AKS_OK, err);
+		err = NULL;
+	}
+	aks_check_call(&call);
+	int rc = aks_provider_destroy(prov, "unknown-sandbox-id", &call, &err);
+	aks_check_expect("destroy(\"unknown-sandbox-id\")", rc, AKS_OK, err);
+	err = NULL;
+	if (caps()->attach) {
+		aks_sandbox *again = NULL;
+		rc = aks_check_attach(id, &again, &err);
+		aks_check_expect("attach to a destroyed sandbox", rc, AKS_EGONE, err);
+	}
+}
+
+void aks_check_attach_honesty(void **state)
+{
+	aks_sandbox *again = NULL;
+	aks_error *err = NULL;
+
+	(void)state;
+	if (!caps()->attach) {
+		int rc = aks_check_attach("whatever", &again, &err);
+		aks_check_expect("attach without the attach capability", rc, AKS_ECAPABILITY, err);
+		return;
+	}
+	aks_sandbox *sb = aks_check_create();
+	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
+	int rc = aks_check_attach(id, &again, &err);
+	aks_check_expect("attach to a live sandbox", rc, AKS_OK, err);
+	err = NULL;
+	if (!again)
+		fail_msg("attach returned AKS_OK without a sandbox");
+	const char *again_id = aks_sandbox_get_id(again);
+	if (!again_id || strcmp(again_id, id) != 0)
+		fail_msg("attach('%s') returned a sandbox with id '%s'", id,
+		         again_id ? again_id : "(null)");
+	run_code(again, "print('hi')", "python", AKS_OK);
+
+	aks_sandbox *none = NULL;
+	rc = aks_check_attach("nonexistent-id", &none, &err);
+	aks_check_expect("attach(\"nonexistent-id\")", rc, AKS_EGONE, err);
+}

@@ -1,0 +1,484 @@
+/*
+ * fake.c - the in-memory fake provider (the seeds' FakeSandbox and
+ * FakeSandboxProvider, reference section 9), for tests that need a provider
+ * without any backend.
+ *
+ *  - execute_code (python, bash) and execute_command echo their input on
+ *    stdout with exit code 0; input containing FAKE_FAIL_MARKER instead gives
+ *    stderr "simulated non-zero exit" and exit code 1 (a failing program is a
+ *    result, never an error).
+ *  - Files live in an in-memory map per sandbox; a missing file is
+ *    AKS_ENOTFOUND.
+ *  - install_packages is deliberately absent: the host turns the NULL slot into
+ *    a capability error.
+ *  - create mints a uuid4-style id of 32 lowercase hex digits; attach of an
+ *    unknown id is AKS_EGONE; destroy is idempotent.
+ *
+ * Tests drive one instance from many threads at once, so one mutex per
+ * instance guards the sandbox table and everything the sandboxes hold.
+ * Sandboxes are reference counted: the table holds one reference and every
+ * open handle one more, so destroy while a handle is open is safe (the handle
+ * then answers AKS_EGONE).
+ *
+ * FAKE_PLUGIN_NAME lets another test plugin reuse this file under its own name
+ * (tests/plugins/broken/extra_export.c); FAKE_NO_DESCRIPTOR leaves out the
+ * capabilities, the operation tables and the descriptor, for a plugin that
+ * wraps these operations in its own (tests/plugins/broken/contract_liar.c).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+
+#ifndef FAKE_PLUGIN_NAME
+#define FAKE_PLUGIN_NAME "fake"
+#endif
+
+#define FAKE_FAIL_MARKER "__nonzero_exit__"
+#define FAKE_FAIL_STDERR "simulated non-zero exit"
+#define FAKE_ID_LEN      32
+
+struct fake_file {
+	struct fake_file *next;
+	char *path;
+	unsigned char *data;
+	size_t len;
+};
+
+struct fake_box {
+	struct fake_box *next; /* in the instance's table while not destroyed */
+	char id[FAKE_ID_LEN + 1];
+	unsigned refs; /* the table's (while live) plus one per open handle */
+	bool destroyed;
+	struct fake_file *files;
+};
+
+struct aks_provider_impl {
+	const aks_host_api *host;
+	pthread_mutex_t lock;
+	struct fake_box *boxes;
+};
+
+struct aks_sandbox_impl {
+	struct aks_provider_impl *prov;
+	struct fake_box *box;
+};
+
+static const char *const fake_languages[] = {"python", "bash", NULL};
+
+/* ---- sandboxes ---------------------------------------------------------- */
+
+static void fake_files_free(struct fake_file *f)
+{
+	while (f) {
+		struct fake_file *next = f->next;
+		free(f->path);
+		free(f->data);
+		free(f);
+		f = next;
+	}
+}
+
+/* Drops one reference; the caller holds prov->lock. */
+static void fake_box_unref(struct fake_box *box)
+{
+	if (--box->refs > 0)
+		return;
+	fake_files_free(box->files);
+	free(box);
+}
+
+/* The caller holds prov->lock. */
+static struct fake_box *fake_box_find(struct aks_provider_impl *prov, const char *id)
+{
+	for (struct fake_box *b = prov->boxes; b; b = b->next)
+		if (strcmp(b->id, id) == 0)
+			return b;
+	return NULL;
+}
+
+/* Fills buf with random bytes: getrandom() first, /dev/urandom as a fallback
+ * for kernels without it. */
+static int fake_random(unsigned char *buf, size_t len)
+{
+	size_t got = 0;
+
+	while (got < len) {
+		ssize_t n = getrandom(buf + got, len - got, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		got += (size_t)n;
+	}
+	if (got == len)
+		return 0;
+
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	got = 0;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	return got == len ? 0 : -1;
+}
+
+/* A uuid4 in hex without dashes, like Python's uuid.uuid4().hex. */
+static int fake_mint_id(char out[FAKE_ID_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char raw[FAKE_ID_LEN / 2];
+
+	if (fake_random(raw, sizeof(raw)) != 0)
+		return -1;
+	raw[6] = (unsigned char)((raw[6] & 0x0f) | 0x40); /* version 4 */
+	raw[8] = (unsigned char)((raw[8] & 0x3f) | 0x80); /* RFC 4122 variant */
+	for (size_t i = 0; i < sizeof(raw); i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 0x0f];
+	}
+	out[FAKE_ID_LEN] = '\0';
+	return 0;
+}
+
+static const char *fake_sandbox_id(const aks_sandbox_impl *sb)
+{
+	return sb->box->id;
+}
+
+/* Both execution operations follow one rule: echo the input, or fail the
+ * "program" when it contains the marker. */
+static int fake_run(aks_sandbox_impl *sb, const char *input, aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	bool gone;
+
+	pthread_mutex_lock(&sb->prov->lock);
+	gone = sb->box->destroyed;
+	pthread_mutex_unlock(&sb->prov->lock);
+	if (gone)
+		return host->error_set(err, AKS_EGONE, "fake sandbox '%s' was destroyed",
+		                       sb->box->id);
+
+	if (strstr(input, FAKE_FAIL_MARKER)) {
+		int rc = host->result_write(out, AKS_STREAM_STDERR, FAKE_FAIL_STDERR,
+		                            strlen(FAKE_FAIL_STDERR), err);
+		if (rc != AKS_OK)
+			return rc;
+		host->result_set_exit_code(out, 1);
+		return AKS_OK;
+	}
+	int rc = host->result_write(out, AKS_STREAM_STDOUT, input, strlen(input), err);
+	if (rc != AKS_OK)
+		return rc;
+	host->result_set_exit_code(out, 0);
+	return AKS_OK;
+}
+
+static int fake_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                             const aks_call *call, aks_result *out, aks_error **err)
+{
+	bool known = false;
+
+	for (const char *const *l = fake_languages; *l; l++)
+		if (strcmp(*l, language) == 0)
+			known = true;
+	if (!known)
+		return sb->prov->host->error_set(err, AKS_ECAPABILITY,
+		                                 "provider '%s' does not support language:%s",
+		                                 FAKE_PLUGIN_NAME, language);
+	return fake_run(sb, code, out, err);
+}
+
+static int fake_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                                aks_result *out, aks_error **err)
+{
+	return fake_run(sb, command, out, err);
+}
+
+/* The fake has no real workspace, but it keeps the contract's path rule:
+ * absolute paths and ".." components would escape a workspace. */
+static bool fake_path_escapes(const char *path)
+{
+	if (path[0] == '/')
+		return true;
+	for (const char *p = path; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n == 2 && p[0] == '.' && p[1] == '.')
+			return true;
+		p += n;
+		p += strspn(p, "/");
+	}
+	return false;
+}
+
+static int fake_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                            const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	struct fake_file *f;
+	unsigned char *copy;
+
+	if (path[0] == '\0' || fake_path_escapes(path))
+		return host->error_set(err, AKS_EPOLICY, "path '%s' escapes the sandbox workspace",
+		                       path);
+	copy = malloc(len ? len : 1);
+	if (!copy)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	if (len)
+		memcpy(copy, data, len);
+
+	pthread_mutex_lock(&sb->prov->lock);
+	if (sb->box->destroyed) {
+		pthread_mutex_unlock(&sb->prov->lock);
+		free(copy);
+		return host->error_set(err, AKS_EGONE, "fake sandbox '%s' was destroyed",
+		                       sb->box->id);
+	}
+	for (f = sb->box->files; f; f = f->next)
+		if (strcmp(f->path, path) == 0)
+			break;
+	if (f) {
+		free(f->data);
+	} else {
+		f = calloc(1, sizeof(*f));
+		char *name = strdup(path);
+		if (!f || !name) {
+			pthread_mutex_unlock(&sb->prov->lock);
+			free(f);
+			free(name);
+			free(copy);
+			return host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
+		f->path = name;
+		f->next = sb->box->files;
+		sb->box->files = f;
+	}
+	f->data = copy;
+	f->len = len;
+	pthread_mutex_unlock(&sb->prov->lock);
+	return AKS_OK;
+}
+
+static int fake_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call,
+                              aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	unsigned char *copy = NULL;
+	size_t len = 0;
+	int rc = AKS_ENOTFOUND;
+
+	if (path[0] == '\0' || fake_path_escapes(path))
+		return host->error_set(err, AKS_EPOLICY, "path '%s' escapes the sandbox workspace",
+		                       path);
+
+	/* Copy under the lock and hand the copy to the host outside it, so a
+	 * slow host allocator never blocks the other threads. */
+	pthread_mutex_lock(&sb->prov->lock);
+	if (sb->box->destroyed) {
+		rc = AKS_EGONE;
+	} else {
+		for (struct fake_file *f = sb->box->files; f; f = f->next) {
+			if (strcmp(f->path, path) != 0)
+				continue;
+			copy = malloc(f->len ? f->len : 1);
+			if (copy) {
+				memcpy(copy, f->data, f->len);
+				len = f->len;
+				rc = AKS_OK;
+			} else {
+				rc = AKS_ENOMEM;
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&sb->prov->lock);
+
+	if (rc == AKS_EGONE)
+		return host->error_set(err, rc, "fake sandbox '%s' was destroyed", sb->box->id);
+	if (rc == AKS_ENOTFOUND)
+		return host->error_set(err, rc, "no such file: '%s'", path);
+	if (rc == AKS_ENOMEM)
+		return host->error_set(err, rc, "out of memory");
+
+	rc = host->result_add_file(out, path, "application/octet-stream");
+	if (rc != AKS_OK)
+		rc = host->error_set(err, rc, "cannot add '%s' to the result", path);
+	else
+		rc = host->result_write(out, AKS_STREAM_FILE, copy, len, err);
+	free(copy);
+	return rc;
+}
+
+static void fake_close(aks_sandbox_impl *sb)
+{
+	pthread_mutex_lock(&sb->prov->lock);
+	fake_box_unref(sb->box);
+	pthread_mutex_unlock(&sb->prov->lock);
+	free(sb);
+}
+
+/* ---- the provider --------------------------------------------------------- */
+
+static int fake_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
+                     aks_error **err)
+{
+	aks_provider_impl *prov = calloc(1, sizeof(*prov));
+
+	if (!prov)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	if (pthread_mutex_init(&prov->lock, NULL) != 0) {
+		free(prov);
+		return host->error_set(err, AKS_ERROR, "cannot initialise a mutex");
+	}
+	prov->host = host;
+	*out = prov;
+	return AKS_OK;
+}
+
+static void fake_fini(aks_provider_impl *prov)
+{
+	/* Every handle is closed by now, so the table holds the last
+	 * reference of each live sandbox. */
+	while (prov->boxes) {
+		struct fake_box *b = prov->boxes;
+		prov->boxes = b->next;
+		fake_box_unref(b);
+	}
+	pthread_mutex_destroy(&prov->lock);
+	free(prov);
+}
+
+/* A new handle on box, which the caller holds the lock for. */
+static aks_sandbox_impl *fake_handle_new(aks_provider_impl *prov, struct fake_box *box)
+{
+	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
+
+	if (!sb)
+		return NULL;
+	sb->prov = prov;
+	sb->box = box;
+	box->refs++;
+	return sb;
+}
+
+static int fake_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                       aks_error **err)
+{
+	struct fake_box *box = calloc(1, sizeof(*box));
+
+	if (!box)
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	if (fake_mint_id(box->id) != 0) {
+		free(box);
+		return prov->host->error_set(err, AKS_EPROVISION,
+		                             "cannot read random bytes for a sandbox id");
+	}
+	pthread_mutex_lock(&prov->lock);
+	aks_sandbox_impl *sb = fake_handle_new(prov, box);
+	if (!sb) {
+		pthread_mutex_unlock(&prov->lock);
+		free(box);
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	box->refs++; /* the table's */
+	box->next = prov->boxes;
+	prov->boxes = box;
+	pthread_mutex_unlock(&prov->lock);
+	*out = sb;
+	return AKS_OK;
+}
+
+static int fake_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                       aks_sandbox_impl **out, aks_error **err)
+{
+	pthread_mutex_lock(&prov->lock);
+	struct fake_box *box = fake_box_find(prov, sandbox_id);
+	if (!box) {
+		pthread_mutex_unlock(&prov->lock);
+		return prov->host->error_set(err, AKS_EGONE, "fake sandbox '%s' no longer exists",
+		                             sandbox_id);
+	}
+	aks_sandbox_impl *sb = fake_handle_new(prov, box);
+	pthread_mutex_unlock(&prov->lock);
+	if (!sb)
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	*out = sb;
+	return AKS_OK;
+}
+
+static int fake_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                        aks_error **err)
+{
+	pthread_mutex_lock(&prov->lock);
+	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
+		struct fake_box *box = *p;
+		if (strcmp(box->id, sandbox_id) != 0)
+			continue;
+		*p = box->next;
+		box->next = NULL;
+		box->destroyed = true;
+		fake_box_unref(box);
+		break;
+	}
+	pthread_mutex_unlock(&prov->lock);
+	return AKS_OK; /* an unknown id is not an error */
+}
+
+#ifndef FAKE_NO_DESCRIPTOR
+static const aks_capabilities fake_capabilities = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_NONE,
+    .languages = fake_languages,
+    .shell = true,
+    .files = true,
+    .package_install = false,
+    .stateful = true,
+    .attach = true,
+    .provisions = true,
+};
+
+static const aks_sandbox_ops fake_sandbox_ops = {
+    .struct_version = AKS_SANDBOX_OPS_VERSION,
+    .struct_size = sizeof(aks_sandbox_ops),
+    .id = fake_sandbox_id,
+    .execute_code = fake_execute_code,
+    .execute_command = fake_execute_command,
+    .upload_file = fake_upload_file,
+    .download_file = fake_download_file,
+    .install_packages = NULL, /* deliberately: package_install is false */
+    .close = fake_close,
+};
+
+static const aks_provider_ops fake_provider_ops = {
+    .struct_version = AKS_PROVIDER_OPS_VERSION,
+    .struct_size = sizeof(aks_provider_ops),
+    .capabilities = &fake_capabilities,
+    .init = fake_init,
+    .fini = fake_fini,
+    .instance_capabilities = NULL,
+    .create = fake_create,
+    .attach = fake_attach,
+    .destroy = fake_destroy,
+    .sandbox = &fake_sandbox_ops,
+};
+
+AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, FAKE_PLUGIN_NAME, "1.0", "Apache-2.0",
+                  "in-memory fake provider for tests (echoes code, keeps files in memory)", NULL,
+                  &fake_provider_ops);
+#endif /* FAKE_NO_DESCRIPTOR */
