@@ -55,6 +55,7 @@ void aks_check_program_failure_is_result(void **state);
 void aks_check_close_is_idempotent(void **state);
 void aks_check_destroy_is_idempotent(void **state);
 void aks_check_attach_honesty(void **state);
+void aks_check_deadline_and_cancel_are_honoured(void **state);
 void aks_check_provider_reopens(void **state);
 
 /* ---- helpers (scratch.c) ----

@@ -9,9 +9,11 @@
  */
 #include "config.h"
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "check.h"
 
@@ -269,4 +271,75 @@ void aks_check_attach_honesty(void **state)
 	aks_sandbox *none = NULL;
 	rc = aks_check_attach("nonexistent-id", &none, &err);
 	aks_check_expect("attach(\"nonexistent-id\")", rc, AKS_EGONE, err);
+}
+
+/* Triggers a cancellation token after a delay, from another thread. */
+struct delayed_cancel {
+	aks_cancel *cancel;
+	unsigned delay_ms;
+};
+
+static void *cancel_later(void *arg)
+{
+	struct delayed_cancel *d = arg;
+	struct timespec ts = {d->delay_ms / 1000, (long)(d->delay_ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+	aks_cancel_trigger(d->cancel);
+	return NULL;
+}
+
+static double seconds_since(const struct timespec *start)
+{
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return (double)(now.tv_sec - start->tv_sec) + (double)(now.tv_nsec - start->tv_nsec) / 1e9;
+}
+
+/* A program that would run for a minute: the provider must come back at its
+ * deadline (AKS_ETIMEOUT, result marked timed out) or when the call is
+ * cancelled (AKS_ECANCELLED), well before the program would have ended. A
+ * provider that does not really run code (a fake) may answer AKS_OK at once. */
+void aks_check_deadline_and_cancel_are_honoured(void **state)
+{
+	static const char code[] = "import time\ntime.sleep(60)\n";
+	const double grace = 10.0;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+	struct timespec start;
+
+	(void)state;
+	aks_sandbox *sb = aks_check_create();
+	aks_call_init(&call, 1.0, NULL, NULL, NULL);
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	int rc = aks_sandbox_execute_code(sb, code, "python", &call, &r, &err);
+	double took = seconds_since(&start);
+	aks_check_keep(r);
+	if (took > 1.0 + grace)
+		fail_msg("a 1 s deadline returned after %.1f s", took);
+	if (rc != AKS_OK) {
+		aks_check_expect("a program past its 1 s deadline", rc, AKS_ETIMEOUT, err);
+		if (!r || !aks_result_timed_out(r))
+			fail_msg("AKS_ETIMEOUT without a result marked timed out");
+	}
+
+	aks_cancel *cancel = NULL;
+	err = NULL;
+	if (aks_cancel_new(&cancel, &err) < 0)
+		fail_msg("aks_cancel_new: %s", aks_error_message(err));
+	struct delayed_cancel d = {cancel, 500};
+	pthread_t thread;
+	pthread_create(&thread, NULL, cancel_later, &d);
+	aks_call_init(&call, 120.0, NULL, NULL, cancel);
+	r = NULL;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	rc = aks_sandbox_execute_code(sb, code, "python", &call, &r, &err);
+	took = seconds_since(&start);
+	pthread_join(thread, NULL);
+	aks_cancel_free(cancel);
+	aks_check_keep(r);
+	if (took > 0.5 + grace)
+		fail_msg("a call cancelled after 0.5 s returned after %.1f s", took);
+	if (rc != AKS_OK)
+		aks_check_expect("a cancelled program", rc, AKS_ECANCELLED, err);
 }

@@ -71,6 +71,7 @@ int main(int argc, char **argv)
 	    CHECK(close_is_idempotent),
 	    CHECK(destroy_is_idempotent),
 	    CHECK(attach_honesty),
+	    CHECK(deadline_and_cancel_are_honoured),
 	    CHECK(provider_reopens),
 	};
 	int failed = cmocka_run_group_tests_name("aksandbox-plugin-check", checks, NULL, NULL);
