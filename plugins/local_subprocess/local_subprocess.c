@@ -1,0 +1,320 @@
+/*
+ * plugins/local_subprocess/local_subprocess.c - the descriptor, the provider
+ * instance and the sandbox lifecycle (create, attach, destroy, close).
+ *
+ * A sandbox is a directory, ak-sandbox-XXXXXX, under `workdir` (or $TMPDIR,
+ * or /tmp); its path is the sandbox id. Programs run as plain subprocesses of
+ * this host, with NO isolation: this provider is for development and tests.
+ * See docs/plugins/local_subprocess.md.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+
+#include "aks_fsguard.h"
+#include "ls_internal.h"
+
+#ifndef LS_VERSION
+#error "LS_VERSION must be defined (the package version)"
+#endif
+
+/* ---- descriptor ---------------------------------------------------------------- */
+
+static const char *const ls_languages[] = {"python", "bash", NULL};
+
+/* Honest: no isolation and no policy enforcement, so the core refuses any
+ * non-default policy under strict. */
+static const aks_capabilities ls_capabilities = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_NONE,
+    .languages = ls_languages,
+    .shell = true,
+    .files = true,
+    .package_install = false,
+    .stateful = false,
+    .attach = true,
+    .provisions = true,
+    .attaches_external = false,
+    .principal_user = false,
+    .policy_network = false,
+    .policy_filesystem = false,
+    .policy_resources = false,
+};
+
+static const aks_config_key ls_config_keys[] = {
+    AKS_CONFIG_KEY("workdir", AKS_CONFIG_STRING, false, NULL,
+                   "base directory for sandbox directories (created with parents); "
+                   "null = $TMPDIR or /tmp"),
+    AKS_CONFIG_KEY("python", AKS_CONFIG_STRING, false, "python3",
+                   "Python interpreter for language python, looked up in the child's PATH"),
+    AKS_CONFIG_KEY("env_passthrough", AKS_CONFIG_STRING_LIST, false, "[]",
+                   "host environment variables copied into the child's minimal environment"),
+    AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
+                   "extra environment variables for the child (override everything else)"),
+    AKS_CONFIG_END,
+};
+
+/* ---- helpers -------------------------------------------------------------------- */
+
+int ls_gone(const aks_host_api *host, const char *dir, aks_error **err)
+{
+	return host->error_set(err, AKS_EGONE, "sandbox working directory '%s' no longer exists",
+	                       dir);
+}
+
+/* An environment variable name: non-empty, no '=' (and no NUL, by C). */
+static bool valid_env_name(const char *name)
+{
+	return name && *name && !strchr(name, '=');
+}
+
+static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl **out,
+                      aks_error **err)
+{
+	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
+	if (!sb || !(sb->dir = strdup(dir))) {
+		free(sb);
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	sb->prov = prov;
+	*out = sb;
+	return AKS_OK;
+}
+
+/* ---- provider instance -------------------------------------------------------------- */
+
+static char **copy_strv(const char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **c = calloc(n + 1, sizeof(*c));
+	if (!c)
+		return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!(c[i] = strdup(v[i]))) {
+			while (i)
+				free(c[--i]);
+			free(c);
+			return NULL;
+		}
+	return c;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void ls_fini(aks_provider_impl *prov)
+{
+	if (!prov)
+		return;
+	free(prov->workdir);
+	free(prov->python);
+	free_strv(prov->env_passthrough);
+	free_strv(prov->env);
+	free(prov);
+}
+
+/* Checks and copies the validated config block. */
+static int read_config(aks_provider_impl *prov, const aks_config *config, aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	const char *workdir = NULL, *python = NULL;
+	const char *const *pass = NULL, *const *env = NULL;
+	if (host->config_string(config, "workdir", &workdir) != AKS_OK ||
+	    host->config_string(config, "python", &python) != AKS_OK ||
+	    host->config_list(config, "env_passthrough", &pass) != AKS_OK ||
+	    host->config_map(config, "env", &env) != AKS_OK)
+		return host->error_set(
+		    err, AKS_ECONFIG, "local_subprocess: the host could not read the config block");
+	if (!python)
+		python = "python3";
+	if (!*python)
+		return host->error_set(err, AKS_ECONFIG,
+		                       "local_subprocess: python must not be empty");
+	for (const char *const *n = pass; n && *n; n++)
+		if (!valid_env_name(*n))
+			return host->error_set(err, AKS_ECONFIG,
+			                       "local_subprocess: env_passthrough: '%s' is not a "
+			                       "variable name",
+			                       *n);
+	for (const char *const *kv = env; kv && kv[0]; kv += 2)
+		if (!valid_env_name(kv[0]) || !kv[1])
+			return host->error_set(err, AKS_ECONFIG,
+			                       "local_subprocess: env: '%s' is not a variable name",
+			                       kv[0]);
+	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
+	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
+	    !(prov->env = copy_strv(env)))
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	return AKS_OK;
+}
+
+static int ls_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
+                   aks_error **err)
+{
+	aks_provider_impl *prov = calloc(1, sizeof(*prov));
+	if (!prov)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	prov->host = host;
+	int rc = read_config(prov, config, err);
+	if (rc != AKS_OK) {
+		ls_fini(prov);
+		return rc;
+	}
+	host->log(AKS_LOG_WARNING, LS_NAME,
+	          "local_subprocess provides NO isolation: development/test use only");
+	*out = prov;
+	return AKS_OK;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------ */
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                     aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	const char *base = prov->workdir;
+	if (base) {
+		int rc = aks_fs_mkdir_p(base, 0777);
+		if (rc < 0)
+			return host->error_set(err, AKS_EPROVISION,
+			                       "cannot create workdir '%s': %s", base,
+			                       strerror(-rc));
+	} else {
+		base = getenv("TMPDIR");
+		if (!base || !is_dir(base))
+			base = "/tmp";
+	}
+	/* An absolute, canonical id, so attach works from any working directory. */
+	char *cbase = realpath(base, NULL);
+	if (!cbase)
+		return host->error_set(err, AKS_EPROVISION, "cannot use '%s' for sandboxes: %s",
+		                       base, strerror(errno));
+	size_t n = strlen(cbase);
+	char *dir = malloc(n + sizeof("/" LS_PREFIX "XXXXXX"));
+	if (!dir) {
+		free(cbase);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	memcpy(dir, cbase, n);
+	strcpy(dir + n, strcmp(cbase, "/") == 0 ? LS_PREFIX "XXXXXX" : "/" LS_PREFIX "XXXXXX");
+	free(cbase);
+	if (!mkdtemp(dir)) {
+		int e = errno;
+		int rc = host->error_set(err, AKS_EPROVISION,
+		                         "cannot create a sandbox directory in '%s': %s", base,
+		                         strerror(e));
+		free(dir);
+		return rc;
+	}
+	int rc = new_handle(prov, dir, out, err);
+	if (rc != AKS_OK)
+		rmdir(dir);
+	free(dir);
+	return rc;
+}
+
+static int ls_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                     aks_sandbox_impl **out, aks_error **err)
+{
+	if (!sandbox_id || !is_dir(sandbox_id))
+		return ls_gone(prov->host, sandbox_id ? sandbox_id : "", err);
+	return new_handle(prov, sandbox_id, out, err);
+}
+
+/* Deletes only what create() made: a directory (not a symlink to one) whose
+ * base name starts with ak-sandbox-. Anything else, including an id that no
+ * longer exists, is a no-op: destroy is idempotent. */
+static int ls_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                      aks_error **err)
+{
+	if (!sandbox_id || !*sandbox_id)
+		return AKS_OK;
+	char *path = strdup(sandbox_id);
+	if (!path)
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	size_t len = strlen(path);
+	while (len > 1 && path[len - 1] == '/')
+		path[--len] = '\0';
+	const char *slash = strrchr(path, '/');
+	const char *base = slash ? slash + 1 : path;
+	struct stat st;
+	if (strncmp(base, LS_PREFIX, strlen(LS_PREFIX)) == 0 && lstat(path, &st) == 0 &&
+	    S_ISDIR(st.st_mode)) {
+		int rc = aks_fs_remove_tree(path);
+		if (rc < 0) /* ignored, as the original does, but not silently */
+			prov->host->log(AKS_LOG_WARNING, LS_NAME,
+			                "destroy: could not remove all of '%s': %s", path,
+			                strerror(-rc));
+	}
+	free(path);
+	return AKS_OK;
+}
+
+/* ---- sandbox handle --------------------------------------------------------------------- */
+
+static const char *ls_id(const aks_sandbox_impl *sb)
+{
+	return sb->dir;
+}
+
+/* Nothing runs between calls, so there is nothing to release but memory;
+ * the directory stays for a later attach. */
+static void ls_close(aks_sandbox_impl *sb)
+{
+	if (!sb)
+		return;
+	free(sb->dir);
+	free(sb);
+}
+
+static const aks_sandbox_ops ls_sandbox_ops = {
+    .struct_version = AKS_SANDBOX_OPS_VERSION,
+    .struct_size = sizeof(aks_sandbox_ops),
+    .id = ls_id,
+    .execute_code = ls_execute_code,
+    .execute_command = ls_execute_command,
+    .upload_file = ls_upload_file,
+    .download_file = ls_download_file,
+    .install_packages = NULL,
+    .close = ls_close,
+};
+
+static const aks_provider_ops ls_provider_ops = {
+    .struct_version = AKS_PROVIDER_OPS_VERSION,
+    .struct_size = sizeof(aks_provider_ops),
+    .capabilities = &ls_capabilities,
+    .init = ls_init,
+    .fini = ls_fini,
+    .instance_capabilities = NULL,
+    .create = ls_create,
+    .attach = ls_attach,
+    .destroy = ls_destroy,
+    .sandbox = &ls_sandbox_ops,
+};
+
+AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, LS_NAME, LS_VERSION, "Apache-2.0",
+                  "runs code as local subprocesses in a temporary directory (NO isolation: "
+                  "development and tests only)",
+                  ls_config_keys, &ls_provider_ops);

@@ -1,0 +1,205 @@
+/*
+ * plugins/local_subprocess/ls_exec.c - execute_code and execute_command.
+ *
+ * Each execution is one supervised program (plugins/common/aks_proc.h): its
+ * whole process tree is killed on timeout or cancellation, and whatever is
+ * left of it when it exits is killed too, so no execution leaves a daemon
+ * behind. The child gets a minimal environment, not the host's.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "aks_proc.h"
+#include "ls_internal.h"
+
+/* Linux refuses a single argument of 32 pages or more (MAX_ARG_STRLEN), and
+ * the code travels as one argument (`bash -c <code>`). Say so plainly instead
+ * of reporting "argument list too long" from the exec. */
+#define LS_MAX_ARG 131071
+
+/* ---- the child's environment ------------------------------------------------------ */
+
+typedef struct env_list {
+	char **v;
+	size_t len, cap;
+} env_list;
+
+static void env_free(env_list *e)
+{
+	for (size_t i = 0; i < e->len; i++)
+		free(e->v[i]);
+	free(e->v);
+}
+
+/* Sets name=value, replacing an earlier value of the same name. */
+static int env_set(env_list *e, const char *name, const char *value)
+{
+	size_t nl = strlen(name), vl = strlen(value);
+	char *entry = malloc(nl + 1 + vl + 1);
+	if (!entry)
+		return -1;
+	memcpy(entry, name, nl);
+	entry[nl] = '=';
+	memcpy(entry + nl + 1, value, vl + 1);
+	for (size_t i = 0; i < e->len; i++)
+		if (strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '=') {
+			free(e->v[i]);
+			e->v[i] = entry;
+			return 0;
+		}
+	if (e->len + 2 > e->cap) {
+		size_t cap = e->cap ? e->cap * 2 : 16;
+		char **v = realloc(e->v, cap * sizeof(*v));
+		if (!v) {
+			free(entry);
+			return -1;
+		}
+		e->v = v;
+		e->cap = cap;
+	}
+	e->v[e->len++] = entry;
+	e->v[e->len] = NULL;
+	return 0;
+}
+
+/* Defaults, then the host variables named in env_passthrough, then `env`. */
+static int build_env(const aks_provider_impl *prov, const char *dir, env_list *e)
+{
+	if (env_set(e, "PATH", "/usr/local/bin:/usr/bin:/bin") < 0 || env_set(e, "HOME", dir) < 0 ||
+	    env_set(e, "TMPDIR", dir) < 0 || env_set(e, "LANG", "C.UTF-8") < 0 ||
+	    env_set(e, "PWD", dir) < 0)
+		return -1;
+	for (char *const *n = prov->env_passthrough; n && *n; n++) {
+		const char *v = getenv(*n);
+		if (v && env_set(e, *n, v) < 0)
+			return -1;
+	}
+	for (char *const *kv = prov->env; kv && kv[0]; kv += 2)
+		if (env_set(e, kv[0], kv[1]) < 0)
+			return -1;
+	return 0;
+}
+
+/* ---- running ------------------------------------------------------------------------- */
+
+typedef struct run_ctx {
+	const aks_host_api *host;
+	const aks_call *call;
+	aks_result *out;
+	aks_error **err;
+	int write_rc;
+} run_ctx;
+
+static int on_output(void *ctx, int stream, const void *data, size_t len)
+{
+	run_ctx *c = ctx;
+	int s = stream == AKS_PROC_STDOUT ? AKS_STREAM_STDOUT : AKS_STREAM_STDERR;
+	c->write_rc = c->host->result_write(c->out, s, data, len, c->err);
+	return c->write_rc != AKS_OK;
+}
+
+static bool on_cancelled(void *ctx)
+{
+	run_ctx *c = ctx;
+	return c->host->cancelled && c->host->cancelled(c->call);
+}
+
+static int run(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call, aks_result *out,
+               aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	struct stat st;
+	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ls_gone(host, sb->dir, err);
+	if (strlen(argv[2]) > LS_MAX_ARG)
+		return host->error_set(err, AKS_ELIMIT,
+		                       "the code is %zu bytes; local_subprocess passes it as one "
+		                       "argument, which Linux limits to %d bytes",
+		                       strlen(argv[2]), LS_MAX_ARG);
+	run_ctx ctx = {host, call, out, err, AKS_OK};
+	if (on_cancelled(&ctx)) {
+		host->result_set_timed_out(out);
+		return host->error_set(err, AKS_ECANCELLED,
+		                       "execution cancelled before it started");
+	}
+
+	env_list env = {0};
+	if (build_env(sb->prov, sb->dir, &env) < 0) {
+		env_free(&env);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	aks_proc_spec spec = {
+	    .argv = argv,
+	    .envp = (const char *const *)env.v,
+	    .cwd = sb->dir,
+	    .deadline_ms = call ? call->deadline_ms : 0,
+	    .cancel_fd =
+	        AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd ? host->cancel_fd(call) : -1,
+	    .cancelled = on_cancelled,
+	    .output = on_output,
+	    .ctx = &ctx,
+	};
+	aks_proc_outcome oc;
+	int rc = aks_proc_run(&spec, &oc);
+	env_free(&env);
+	if (rc < 0)
+		return host->error_set(err, AKS_EIO, "cannot start a subprocess: %s",
+		                       strerror(-rc));
+
+	host->result_set_exit_code(out, oc.exit_code);
+	switch (oc.end) {
+	case AKS_PROC_TIMED_OUT:
+		host->result_set_timed_out(out);
+		return host->error_set(err, AKS_ETIMEOUT, "subprocess exceeded timeout %gs",
+		                       call ? call->timeout : 0.0);
+	case AKS_PROC_CANCELLED:
+		host->result_set_timed_out(out);
+		return host->error_set(err, AKS_ECANCELLED, "subprocess was cancelled");
+	case AKS_PROC_ABORTED:
+		/* result_write failed and filled *err already. */
+		return ctx.write_rc != AKS_OK ? ctx.write_rc
+		                              : host->error_set(err, AKS_ERROR, "output failed");
+	default:
+		if (!oc.status_known)
+			host->log(AKS_LOG_WARNING, LS_NAME,
+			          "the supervisor of a subprocess in '%s' died before reporting "
+			          "(killed by the program?); its exit code is unknown",
+			          sb->dir);
+		return AKS_OK;
+	}
+}
+
+int ls_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                    const aks_call *call, aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!language)
+		language = "python";
+	if (!code)
+		return host->error_set(err, AKS_EINVAL, "execute_code: no code");
+	const char *interp;
+	if (strcmp(language, "python") == 0)
+		interp = sb->prov->python;
+	else if (strcmp(language, "bash") == 0)
+		interp = "bash";
+	else
+		return host->error_set(err, AKS_ECAPABILITY,
+		                       "local_subprocess does not support capability: language:%s",
+		                       language);
+	const char *argv[] = {interp, "-c", code, NULL};
+	return run(sb, argv, call, out, err);
+}
+
+int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                       aks_result *out, aks_error **err)
+{
+	if (!command)
+		return sb->prov->host->error_set(err, AKS_EINVAL, "execute_command: no command");
+	const char *argv[] = {"bash", "-c", command, NULL};
+	return run(sb, argv, call, out, err);
+}
