@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,8 @@
 #include "host_api.h"
 #include "result.h"
 
-static int log_threshold = -1;
+/* Read by every logging thread, set by aks_log_set_level: atomic. */
+static atomic_int log_threshold = -1;
 static pthread_once_t log_once = PTHREAD_ONCE_INIT;
 
 /* AKS_LOG_LEVEL=error|warning|info|debug; warnings by default. */
@@ -35,6 +37,12 @@ static void read_log_level(void)
 		log_threshold = AKS_LOG_DEBUG;
 	else if (strcmp(v, "quiet") == 0 || strcmp(v, "none") == 0)
 		log_threshold = AKS_LOG_ERROR - 1;
+}
+
+AKS_EXPORT void aks_log_set_level(int level)
+{
+	pthread_once(&log_once, read_log_level);
+	log_threshold = level < AKS_LOG_ERROR ? AKS_LOG_ERROR - 1 : level;
 }
 
 static void vlog(int level, const char *component, const char *fmt, va_list ap) AKS_PRINTF(3, 0);

@@ -29,6 +29,11 @@ extern "C" {
 /* The package version of the library, e.g. "0.1.0". */
 AKS_EXPORT const char *aks_version(void);
 
+/* The most verbose aks_log_level written to stderr (plugins' logs included);
+ * -1 silences everything. Overrides the AKS_LOG_LEVEL environment variable
+ * (error, warning, info, debug or quiet), whose default is warning. */
+AKS_EXPORT void aks_log_set_level(int level);
+
 /* ---- errors -------------------------------------------------------------- */
 
 AKS_EXPORT int aks_error_code(const aks_error *err);

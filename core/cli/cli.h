@@ -1,0 +1,106 @@
+/*
+ * core/cli/cli.h - the pieces of the aksandbox command line.
+ *
+ * The CLI uses only the public embedding API (<aksandbox/aksandbox.h>). Its
+ * parts are kept apart so later work can swap one without touching the
+ * others:
+ *  - the runtime (embedded_default.c): which profiles exist and the provider,
+ *    policy and scope behind each. Today it is the embedded default; the YAML
+ *    config (-c FILE) will provide another implementation of this interface.
+ *  - the commands (cmd_*.c): argument parsing and output, one file per verb.
+ *  - util.c: error records, output writing, shell quoting.
+ */
+#ifndef AKS_CLI_H
+#define AKS_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <aksandbox/aksandbox.h>
+
+/* Exit statuses, as timeout(1) and env(1) use them. */
+enum {
+	CLI_EXIT_OK = 0,
+	CLI_EXIT_FAILURE = 1,   /* e.g. `providers` could not write its output */
+	CLI_EXIT_USAGE = 2,     /* bad command line */
+	CLI_EXIT_TIMEOUT = 124, /* the deadline passed; the program was killed */
+	CLI_EXIT_ERROR = 125,   /* the machinery failed (config, plugin, provider) */
+	CLI_EXIT_SIGNAL = 128   /* + the signal number that cancelled the call */
+};
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/*
+ * The CLI's own error record. The embedding API gives no way to construct an
+ * aks_error, and the runtime must report errors of its own (an unknown
+ * profile), so the CLI copies library errors into this.
+ */
+typedef struct cli_error {
+	int code; /* aks_status */
+	char message[1024];
+} cli_error;
+
+int cli_error_set(cli_error *err, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
+/* Copies `src` into `err` (or a generic text for `code` when src is NULL),
+ * frees `src`, and returns `code`. */
+int cli_error_take(cli_error *err, int code, aks_error *src);
+/* Prints "aksandbox: <message>" on stderr. */
+void cli_error_print(const cli_error *err);
+
+/* ---- output ------------------------------------------------------------------ */
+
+/* Writes every byte to `fd`, retrying after EINTR. 0 or -1 with errno set. */
+int cli_write_all(int fd, const void *data, size_t len);
+/* "aksandbox: <text>\n" on stderr. */
+void cli_warn(const char *fmt, ...) AKS_PRINTF(1, 2);
+
+/*
+ * Joins argv into one POSIX shell command that runs exactly that argv: every
+ * word that is not made of safe characters only is single-quoted. Returns a
+ * malloc'ed string, or NULL when out of memory.
+ */
+char *cli_shell_join(int argc, char *const argv[]);
+
+/* ---- the runtime: profiles and the providers behind them -------------------- */
+
+typedef enum cli_scope {
+	CLI_SCOPE_PER_CALL = 0 /* create a sandbox, run, destroy it */
+} cli_scope;
+
+/* A resolved profile. Everything is owned by the runtime. */
+typedef struct cli_profile {
+	const char *name;
+	aks_provider *provider;   /* opened on first use */
+	const aks_policy *policy; /* policy->timeout is the default timeout */
+	const aks_principal *principal;
+	cli_scope scope;
+} cli_profile;
+
+typedef struct cli_runtime cli_runtime;
+
+/* The embedded default: one profile `default`, the local_subprocess provider
+ * in process, scope per_call, the seeds' default policy. Loading is lazy:
+ * nothing is loaded until a profile is asked for. */
+int cli_runtime_open_default(cli_runtime **out, cli_error *err);
+/* Resolves a profile by name (NULL: the default profile) and opens its
+ * provider. An unknown name is AKS_ECONFIG, naming the configured ones. */
+int cli_runtime_get_profile(cli_runtime *rt, const char *name, const cli_profile **out,
+                            cli_error *err);
+void cli_runtime_close(cli_runtime *rt);
+
+/* ---- commands ------------------------------------------------------------------ */
+
+/* Each takes the argv that starts with the command's name and returns the
+ * process's exit status. */
+int cli_cmd_providers(int argc, char *argv[]);
+int cli_cmd_run(int argc, char *argv[]);
+int cli_cmd_code(int argc, char *argv[]);
+
+/* Help texts and usage errors (main.c). */
+void cli_usage_hint(const char *command);
+/* Reports what getopt_long (with opterr = 0 and ':' leading the option
+ * string) returned as `c` ('?' or ':'), and returns CLI_EXIT_USAGE. */
+int cli_option_error(int argc, char *argv[], int c);
+void cli_print_help(const char *command);
+
+#endif /* AKS_CLI_H */

@@ -1,0 +1,244 @@
+/*
+ * core/cli/main.c - `aksandbox`: global options, command dispatch and help.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct command {
+	const char *name;
+	int (*run)(int argc, char *argv[]);
+	const char *synopsis; /* after "aksandbox NAME" */
+	const char *summary;  /* one line for --help */
+	const char *help;     /* the rest of `aksandbox help NAME` */
+};
+
+static int cmd_help(int argc, char *argv[]);
+
+static const struct command commands[] = {
+    {"run", cli_cmd_run, "[--profile P] [--timeout SECONDS] [--] CMD [ARG...]",
+     "run a command in a fresh sandbox",
+     "Runs CMD with its arguments in a fresh sandbox, which is destroyed afterwards.\n"
+     "The arguments are passed literally: they are quoted for the sandbox's shell.\n"
+     "The program's stdout and stderr are copied byte for byte, and its exit code\n"
+     "is aksandbox's exit status.\n"
+     "\n"
+     "Options:\n"
+     "  -p, --profile P        the sandbox profile (default: default)\n"
+     "  -t, --timeout SECONDS  kill the program after SECONDS (default: the\n"
+     "                         profile's policy timeout, 120; 0: no limit)\n"
+     "  -h, --help             show this help\n"},
+    {"code", cli_cmd_code, "[-l LANG] [--profile P] [--timeout SECONDS] [FILE|-]",
+     "run code from FILE or standard input in a fresh sandbox",
+     "Reads code from FILE, or from standard input when FILE is '-' or absent, and\n"
+     "runs it with the interpreter for LANG in a fresh sandbox. Output and exit\n"
+     "status are passed through as with 'aksandbox run'.\n"
+     "\n"
+     "Options:\n"
+     "  -l, --language LANG    the language of the code (default: python); see\n"
+     "                         'aksandbox providers' for what each provider runs\n"
+     "  -p, --profile P        the sandbox profile (default: default)\n"
+     "  -t, --timeout SECONDS  kill the program after SECONDS (default: 120; 0: none)\n"
+     "  -h, --help             show this help\n"},
+    {"providers", cli_cmd_providers, "[--json]",
+     "list the plugins on the search path and what they support",
+     "Lists every plugin found on the search path (AKS_PLUGIN_PATH, then the\n"
+     "installed plugin directory): kind, version, license, capabilities, config\n"
+     "keys and file. Files that fail to load are listed with the reason.\n"
+     "\n"
+     "Options:\n"
+     "  --json      print one JSON document instead of text\n"
+     "  -h, --help  show this help\n"},
+    {"help", cmd_help, "[COMMAND]", "show help for aksandbox or one of its commands", ""},
+};
+#define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static const char exit_status_help[] =
+    "Exit status of run and code:\n"
+    "  the program's exit code, or\n"
+    "  2    usage error\n"
+    "  124  the timeout expired (the program was killed)\n"
+    "  125  aksandbox itself failed (configuration, plugin, provider)\n"
+    "  128+N  cancelled by signal N (130 for SIGINT, 143 for SIGTERM)\n";
+
+static const struct command *find_command(const char *name)
+{
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		if (strcmp(commands[i].name, name) == 0)
+			return &commands[i];
+	}
+	return NULL;
+}
+
+/* Edit distance, for "did you mean" hints. */
+static size_t distance(const char *a, const char *b)
+{
+	size_t lb = strlen(b), row[64];
+	if (lb >= sizeof(row) / sizeof(row[0]) || strlen(a) >= 64)
+		return (size_t)-1;
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = j;
+	for (size_t i = 1; a[i - 1]; i++) {
+		size_t diag = row[0];
+		row[0] = i;
+		for (size_t j = 1; j <= lb; j++) {
+			size_t up = row[j];
+			size_t best = diag + (a[i - 1] != b[j - 1]);
+			if (up + 1 < best)
+				best = up + 1;
+			if (row[j - 1] + 1 < best)
+				best = row[j - 1] + 1;
+			row[j] = best;
+			diag = up;
+		}
+	}
+	return row[lb];
+}
+
+void cli_usage_hint(const char *command)
+{
+	if (command && find_command(command))
+		fprintf(stderr, "Try 'aksandbox help %s'.\n", command);
+	else
+		fprintf(stderr, "Try 'aksandbox --help'.\n");
+}
+
+int cli_option_error(int argc, char *argv[], int c)
+{
+	const char *opt = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+	char short_opt[3] = {'-', (char)optopt, '\0'};
+
+	/* An unknown short option may sit inside a cluster (-jx): name it alone. */
+	if (c == '?' && optopt)
+		opt = short_opt;
+	if (c == ':')
+		cli_warn("%s: option '%s' needs an argument", argv[0], opt);
+	else
+		cli_warn("%s: unknown option '%s'", argv[0], opt);
+	cli_usage_hint(argv[0]);
+	return CLI_EXIT_USAGE;
+}
+
+static void print_usage(FILE *f)
+{
+	fprintf(f, "Usage: aksandbox [--version] [--help] COMMAND [ARGS...]\n"
+	           "\n"
+	           "Runs code and commands for AI agents in sandboxes provided by plugins.\n"
+	           "\n"
+	           "Commands:\n");
+	for (size_t i = 0; i < N_COMMANDS; i++)
+		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+	fprintf(f, "\n"
+	           "With no configuration file, one profile exists: 'default', the\n"
+	           "local_subprocess provider (no isolation), one fresh sandbox per call.\n"
+	           "\n"
+	           "Options:\n"
+	           "  -h, --help     show this help\n"
+	           "  -V, --version  show the version and the plugin ABI\n"
+	           "\n"
+	           "Run 'aksandbox help COMMAND' for a command's options.\n");
+}
+
+void cli_print_help(const char *name)
+{
+	const struct command *cmd = name ? find_command(name) : NULL;
+	if (!cmd || strcmp(cmd->name, "help") == 0) {
+		print_usage(stdout);
+		return;
+	}
+	printf("Usage: aksandbox %s %s\n\n%s", cmd->name, cmd->synopsis, cmd->help);
+	if (cmd->run == cli_cmd_run || cmd->run == cli_cmd_code)
+		printf("\n%s", exit_status_help);
+}
+
+static int cmd_help(int argc, char *argv[])
+{
+	if (argc > 2) {
+		cli_warn("help: unexpected argument '%s'", argv[2]);
+		cli_usage_hint("help");
+		return CLI_EXIT_USAGE;
+	}
+	if (argc == 2 && !find_command(argv[1])) {
+		cli_warn("help: unknown command '%s'", argv[1]);
+		cli_usage_hint(NULL);
+		return CLI_EXIT_USAGE;
+	}
+	cli_print_help(argc == 2 ? argv[1] : NULL);
+	return CLI_EXIT_OK;
+}
+
+static void print_version(void)
+{
+	printf("aksandbox %s\n"
+	       "plugin ABI %d.%d\n"
+	       "plugin directory %s\n",
+	       aks_version(), AKS_ABI_MAJOR, AKS_ABI_MINOR, aks_plugin_dir());
+}
+
+static int unknown_command(const char *name)
+{
+	const char *best = NULL;
+	size_t best_d = 3; /* suggest only close misspellings */
+	for (size_t i = 0; i < N_COMMANDS; i++) {
+		size_t d = distance(name, commands[i].name);
+		if (d < best_d) {
+			best_d = d;
+			best = commands[i].name;
+		}
+	}
+	cli_warn("unknown command '%s'", name);
+	if (best)
+		fprintf(stderr, "Did you mean 'aksandbox %s'?\n", best);
+	cli_usage_hint(NULL);
+	return CLI_EXIT_USAGE;
+}
+
+int main(int argc, char *argv[])
+{
+	static const struct option options[] = {
+	    {"help", no_argument, NULL, 'h'},
+	    {"version", no_argument, NULL, 'V'},
+	    {NULL, 0, NULL, 0},
+	};
+	int c;
+
+	/* Our stderr carries the program's stderr byte for byte, so the library's
+	 * warnings (local_subprocess warns on every start that it does not
+	 * isolate) stay quiet unless the user asks for them. */
+	if (!getenv("AKS_LOG_LEVEL"))
+		aks_log_set_level(AKS_LOG_ERROR);
+
+	/* '+': stop at the command, whose own options are parsed by it. */
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:hV", options, NULL)) != -1) {
+		switch (c) {
+		case 'h':
+			print_usage(stdout);
+			return CLI_EXIT_OK;
+		case 'V':
+			print_version();
+			return CLI_EXIT_OK;
+		default: {
+			char opt[3] = {'-', (char)optopt, '\0'};
+			cli_warn("unknown option '%s'", optopt ? opt : argv[optind - 1]);
+			cli_usage_hint(NULL);
+			return CLI_EXIT_USAGE;
+		}
+		}
+	}
+	if (optind >= argc) {
+		cli_warn("missing command");
+		print_usage(stderr);
+		return CLI_EXIT_USAGE;
+	}
+
+	const struct command *cmd = find_command(argv[optind]);
+	if (!cmd)
+		return unknown_command(argv[optind]);
+	return cmd->run(argc - optind, argv + optind);
+}

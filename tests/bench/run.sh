@@ -1,0 +1,86 @@
+#!/bin/sh
+# tests/bench/run.sh - the benchmarks behind `make bench` (not part of make check).
+#
+# Prints figures and ratios measured in this run only; it never asserts a
+# wall-clock limit, since those depend on the machine. See README.md beside
+# this file for what each figure means.
+#
+# Environment: AKS_TEST_BUILDDIR (the build tree), AKS_PLUGIN_PATH (set by
+# make bench), BENCH_RUNS (hyperfine runs, default 100), BENCH_ITER (bench_exec
+# iterations, default 200), BENCH_LOAD (fresh processes for plugin loading,
+# default 30).
+set -eu
+
+B=${AKS_TEST_BUILDDIR:?run through make bench}
+RUNS=${BENCH_RUNS:-100}
+ITER=${BENCH_ITER:-200}
+LOAD=${BENCH_LOAD:-30}
+
+for tool in hyperfine python3; do
+	command -v "$tool" >/dev/null || { echo "run.sh: $tool is needed (apt-get install $tool)" >&2; exit 1; }
+done
+
+# Programs linked against the uninstalled libaksandbox are libtool wrapper
+# scripts; time the real binaries, or the wrapper's shell would be measured too.
+real_binary() {
+	dir=$(dirname "$1") base=$(basename "$1")
+	for cand in "$dir/.libs/lt-$base" "$dir/.libs/$base" "$1"; do
+		if [ -x "$cand" ] && [ -f "$cand" ] && ! grep -q "libtool wrapper" "$cand" 2>/dev/null; then
+			echo "$cand"
+			return 0
+		fi
+	done
+	echo "run.sh: no real binary for $1" >&2
+	return 1
+}
+AKS=$(real_binary "$B/core/cli/aksandbox")
+BENCH_EXEC=$(real_binary "$B/tests/bench/bench_exec")
+LD_LIBRARY_PATH="$B/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+AKS_LOG_LEVEL=${AKS_LOG_LEVEL:-error}
+export LD_LIBRARY_PATH AKS_LOG_LEVEL
+
+# Fail early, with the reason, if the CLI cannot run at all.
+"$AKS" run -- true || { echo "run.sh: '$AKS run -- true' failed" >&2; exit 1; }
+
+T=$(mktemp -d "${TMPDIR:-/tmp}/aks-bench.XXXXXX")
+trap 'rm -rf "$T"' EXIT
+
+# hyperfine_pair TITLE JSON LABEL_A CMD_A LABEL_B CMD_B: medians of two
+# commands (no intermediate shell) and their ratio.
+hyperfine_pair() {
+	title=$1 json=$2
+	hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$json" \
+		-n "$3" "$4" -n "$5" "$6" >"$T/hyperfine.log" 2>&1 ||
+		{ cat "$T/hyperfine.log" >&2; exit 1; }
+	python3 - "$json" "$title" <<'EOF'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+a, b = res[0], res[1]
+print(sys.argv[2] + ": %d runs each (median, stddev in ms)" % len(a["times"]))
+for r in (a, b):
+    print("  %-44s %8.3f %8.3f" % (r["command"], r["median"] * 1e3, r["stddev"] * 1e3))
+print("  ratio: %.2fx   difference: %.3f ms" % (a["median"] / b["median"], (a["median"] - b["median"]) * 1e3))
+EOF
+}
+
+echo "aksandbox benchmarks ($(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, $(uname -r))"
+echo "CLI: $AKS"
+echo
+
+# 1. The whole CLI round trip against the bare shell.
+hyperfine_pair "Process: aksandbox run -- true vs sh -c true" "$T/run.json" \
+	"aksandbox run -- true" "$AKS run -- true" "sh -c true" "sh -c true"
+echo
+
+# 2. One execution in process, against bare fork/exec.
+"$BENCH_EXEC" exec -n "$ITER"
+echo
+
+# 3. Plugin loading: in process (fresh process per sample) ...
+"$BENCH_EXEC" load -n "$LOAD"
+echo
+
+# ... and as a whole program: listing every plugin against printing the version
+# (same process start-up and library load, no plugin loaded).
+hyperfine_pair "Process: aksandbox providers vs aksandbox --version" "$T/providers.json" \
+	"aksandbox providers" "$AKS providers" "aksandbox --version" "$AKS --version"
