@@ -243,9 +243,23 @@ static const char *err_of(const aks_result *r)
 	return aks_result_get_stderr(r, NULL);
 }
 
+/* Running (or stopped): not gone, and not a zombie. A zombie has stopped
+ * running for good; whether its new parent (init, here possibly a process
+ * that reaps slowly) has collected it yet is not ours to wait for. */
 static bool pid_alive(pid_t pid)
 {
-	return kill(pid, 0) == 0 || errno != ESRCH;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return false;
+	char path[64], stat[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n] = '\0';
+	const char *close_paren = strrchr(stat, ')');
+	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
 }
 
 /* Every PID in the file (one a line) is gone; the file holds `expected`. */

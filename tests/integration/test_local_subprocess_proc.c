@@ -135,9 +135,23 @@ static int run_sh(const char *script, const char *cwd, int64_t timeout_ms, captu
 	return aks_proc_run(&spec, oc);
 }
 
+/* Running (or stopped): not gone, and not a zombie. A zombie has stopped
+ * running for good; whether its new parent (init, here possibly a process
+ * that reaps slowly) has collected it yet is not ours to wait for. */
 static bool pid_alive(pid_t pid)
 {
-	return kill(pid, 0) == 0 || errno != ESRCH;
+	if (kill(pid, 0) != 0 && errno == ESRCH)
+		return false;
+	char path[64], stat[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+	fclose(f);
+	stat[n] = '\0';
+	const char *close_paren = strrchr(stat, ')');
+	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
 }
 
 /* Every PID listed in `path` (one a line) must be gone. Returns the count. */
