@@ -84,3 +84,18 @@ echo
 # (same process start-up and library load, no plugin loaded).
 hyperfine_pair "Process: aksandbox providers vs aksandbox --version" "$T/providers.json" \
 	"aksandbox providers" "$AKS providers" "aksandbox --version" "$AKS --version"
+
+# Memory: the peak resident size of the aksandbox process (wait4's ru_maxrss,
+# measured by bench_exec rss). Output beyond the per-stream cap (4 MiB) is
+# counted and dropped, so a program printing 256 MiB must not make the host
+# grow by more than the cap.
+echo
+echo "Memory: peak RSS of the aksandbox process (KiB)"
+small=$("$BENCH_EXEC" rss "$AKS" run -- true)
+capped=$("$BENCH_EXEC" rss "$AKS" run -- head -c 4194304 /dev/zero)
+big=$("$BENCH_EXEC" rss "$AKS" run -- head -c 268435456 /dev/zero)
+printf '  %-45s %8d\n' "aksandbox run -- true" "$small"
+printf '  %-45s %8d\n' "aksandbox run -- head -c 4MiB /dev/zero" "$capped"
+printf '  %-45s %8d\n' "aksandbox run -- head -c 256MiB /dev/zero" "$big"
+printf '  growth for 4 MiB of output: %d KiB; for 256 MiB: %d KiB (cap: 4096 KiB)\n' \
+	$((capped - small)) $((big - small))
