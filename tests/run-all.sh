@@ -3,6 +3,7 @@
 #
 #  1. installs missing build dependencies (Debian packages);
 #  2. builds in _build/ and runs `make check`;
+#     then runs the main tests again under valgrind memcheck;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test);
 #  4. runs `make distcheck` (the tarball builds, installs and passes its tests);
@@ -32,6 +33,9 @@ run_suite() { # dir, configure flags...
 
 step "make check"
 run_suite _build
+step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
+( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
+cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
 run_suite _build-asan --enable-sanitizers
 step "make distcheck"
@@ -60,6 +64,9 @@ for r in "$distcheck_result" "$fuzz_result"; do
 done
 [ "$failed" -gt 0 ] && status=1
 [ -z "$trs" ] && { echo "no test results found"; status=1; }
+vp=$(grep -c '^ok ' _build/valgrind.out 2>/dev/null) vf=$(grep -c '^not ok ' _build/valgrind.out 2>/dev/null)
+[ "${vp:-0}" -eq 0 ] && vf=$((${vf:-0} + 1)) # no valgrind result at all is a failure
+passed=$((passed + ${vp:-0})); failed=$((failed + ${vf:-0}))
 echo
 if [ "$skipped" -gt 0 ]; then
 	echo "$passed passed, $failed failed, $skipped skipped"
