@@ -122,6 +122,9 @@ static const aks_host_api host_api = {
     .now_ms = aks__now_ms,
     .cancelled = aks__call_cancelled,
     .cancel_fd = aks__call_cancel_fd,
+    .principal_set = aks__principal_set,
+    .principal_add_group = aks__principal_add_group,
+    .principal_add_credential = aks__principal_add_credential,
 };
 
 const aks_host_api *aks__host_api(void)

@@ -20,6 +20,11 @@ int aks__error_vset(aks_error **err, int code, const char *fmt, va_list ap) AKS_
 /* Prefixes an existing error's message: "<prefix>: <old message>". */
 void aks__error_prefix(aks_error *err, const char *fmt, ...) AKS_PRINTF(2, 3);
 
+/* ---- principals (principal.c) ---- */
+int aks__principal_set(aks_principal_builder *b, int mode, const char *subject);
+int aks__principal_add_group(aks_principal_builder *b, const char *group);
+int aks__principal_add_credential(aks_principal_builder *b, const char *key, const char *value);
+
 /* ---- time (call.c) ---- */
 int64_t aks__now_ms(void);
 

@@ -269,6 +269,29 @@ static int check_provider(const char *file, const aks_provider_ops *ops, aks_err
 	return AKS_OK;
 }
 
+static int check_resolver(const char *file, const aks_resolver_ops *ops, aks_error **err)
+{
+	if (!ops)
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': resolver has no operations table",
+		                      file);
+	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_resolver_ops))
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': resolver operations table has version %u and size %u "
+		                      "(expected version >= 1 and size >= %zu)",
+		                      file, ops->struct_version, ops->struct_size,
+		                      sizeof(aks_resolver_ops));
+	if (!ops->init)
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': resolver is missing the mandatory operation 'init'",
+		                      file);
+	if (!ops->resolve)
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': resolver is missing the mandatory operation "
+		                      "'resolve'",
+		                      file);
+	return AKS_OK;
+}
+
 static int check_descriptor(const char *file, const aks_plugin_descriptor *d, aks_error **err)
 {
 	if (!d)
@@ -321,6 +344,8 @@ static int check_descriptor(const char *file, const aks_plugin_descriptor *d, ak
 		return rc;
 	if (d->kind == AKS_PLUGIN_PROVIDER)
 		return check_provider(file, d->ops, err);
+	if (d->kind == AKS_PLUGIN_RESOLVER)
+		return check_resolver(file, d->ops, err);
 	return AKS_OK;
 }
 

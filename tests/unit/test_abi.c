@@ -25,7 +25,7 @@ _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layo
 _Static_assert(sizeof(aks_provider_ops) == 72, "provider ops size");
 _Static_assert(sizeof(aks_sandbox_ops) == 64, "sandbox ops size");
 _Static_assert(offsetof(aks_host_api, log) == 8, "host api layout");
-_Static_assert(sizeof(aks_host_api) == 8 + 21 * sizeof(void *), "host api size");
+_Static_assert(sizeof(aks_host_api) == 8 + 24 * sizeof(void *), "host api size");
 #endif
 
 /* Status codes are append-only and never renumbered. */

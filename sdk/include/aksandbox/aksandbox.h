@@ -18,6 +18,7 @@
 #include <aksandbox/common.h>
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
+#include <aksandbox/resolver.h>
 #include <aksandbox/version.h>
 
 #ifdef __cplusplus
@@ -172,6 +173,31 @@ AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path,
                                          aks_error **err);
 /* Releases the handle; backend state stays for a later attach. */
 AKS_EXPORT void aks_sandbox_close(aks_sandbox *sb);
+
+/* ---- principal resolvers --------------------------------------------------- */
+
+typedef struct aks_resolver aks_resolver;
+/* A principal the host owns (from a resolver, or built by the embedder). */
+typedef struct aks_principal_builder aks_resolved_principal;
+
+/* Instantiates a resolver plugin with its validated config block (borrowed;
+ * it must outlive the resolver; NULL means the defaults). */
+AKS_EXPORT int aks_resolver_open(const aks_plugin *plugin, const aks_config *config,
+                                 aks_resolver **out, aks_error **err);
+/* The built-in resolver: an agent-mode principal whose subject is the agent. */
+AKS_EXPORT int aks_resolver_open_agent(aks_resolver **out, aks_error **err);
+/* Resolves a principal for a call; on success *out is new and the caller frees
+ * it with aks_resolved_principal_free(). */
+AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_request *request,
+                                    aks_resolved_principal **out, aks_error **err);
+AKS_EXPORT void aks_resolver_close(aks_resolver *resolver);
+/* Fills a request; attributes may be NULL. */
+AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request,
+                                         const char *conversation_id, const char *agent,
+                                         const char *const *attributes);
+/* The principal, valid as long as the resolved principal. */
+AKS_EXPORT const aks_principal *aks_resolved_principal_get(const aks_resolved_principal *p);
+AKS_EXPORT void aks_resolved_principal_free(aks_resolved_principal *p);
 
 /* ---- results --------------------------------------------------------------- */
 

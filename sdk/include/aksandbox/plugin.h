@@ -160,6 +160,9 @@ typedef struct aks_result aks_result;
 /* Per-call context; defined in provider.h. */
 typedef struct aks_call aks_call;
 
+/* A host-owned principal a resolver fills (resolver.h). */
+typedef struct aks_principal_builder aks_principal_builder;
+
 #define AKS_HOST_API_VERSION 1
 
 typedef struct aks_host_api {
@@ -213,6 +216,13 @@ typedef struct aks_host_api {
 	/* A file descriptor that becomes readable once the call is cancelled, for
 	 * poll(); -1 when the call cannot be cancelled. Do not read or close it. */
 	int (*cancel_fd)(const aks_call *call);
+
+	/* Principals (resolvers). mode is aks_identity_mode (provider.h). Each
+	 * returns AKS_OK, AKS_EINVAL for a bad argument, AKS_ENOMEM. */
+	int (*principal_set)(aks_principal_builder *b, int mode, const char *subject);
+	int (*principal_add_group)(aks_principal_builder *b, const char *group);
+	int (*principal_add_credential)(aks_principal_builder *b, const char *key,
+	                                const char *value);
 } aks_host_api;
 
 /* True when the host's table is large enough to hold `member`. */
