@@ -288,3 +288,19 @@ size_t aks__node_pairs(const aks_node *map)
 {
 	return map && map->kind == AKS_NODE_MAPPING ? map->count / 2 : 0;
 }
+
+const char *aks__node_where(const aks_node *node, char *buf, size_t size)
+{
+	if (!buf || size == 0)
+		return "";
+	if (!node)
+		snprintf(buf, size, "<unknown>");
+	else if (node->line == 0 && node->file && *node->file)
+		snprintf(buf, size, "environment variable %s", node->file);
+	else if (node->line == 0)
+		snprintf(buf, size, "the environment");
+	else
+		snprintf(buf, size, "%s:%u:%u", node->file ? node->file : "<unknown>", node->line,
+		         node->column);
+	return buf;
+}

@@ -4,9 +4,8 @@
  * The CLI uses only the public embedding API (<aksandbox/aksandbox.h>). Its
  * parts are kept apart so later work can swap one without touching the
  * others:
- *  - the runtime (embedded_default.c): which profiles exist and the provider,
- *    policy and scope behind each. Today it is the embedded default; the YAML
- *    config (-c FILE) will provide another implementation of this interface.
+ *  - the runtime (runtime.c): which profiles exist and the provider, policy
+ *    and principal behind each, from config.yaml or the embedded default.
  *  - the commands (cmd_*.c): argument parsing and output, one file per verb.
  *  - util.c: error records, output writing, shell quoting.
  */
@@ -78,12 +77,17 @@ typedef struct cli_profile {
 
 typedef struct cli_runtime cli_runtime;
 
-/* The embedded default: one profile `default`, the local_subprocess provider
- * in process, scope per_call, the seeds' default policy. Loading is lazy:
- * nothing is loaded until a profile is asked for. */
-int cli_runtime_open_default(cli_runtime **out, cli_error *err);
-/* Resolves a profile by name (NULL: the default profile) and opens its
- * provider. An unknown name is AKS_ECONFIG, naming the configured ones. */
+/* The config file given with -c FILE (NULL: aks_settings_find_file decides). */
+extern const char *cli_config_path;
+
+/* Loads the configuration (-c FILE, $AKSANDBOX_CONFIG, the default locations,
+ * or the embedded default: one profile `default`, the local_subprocess
+ * provider in process), validating every profile and opening its provider. */
+int cli_runtime_open(cli_runtime **out, cli_error *err);
+/* Resolves a profile by name (NULL: the default profile), resolves the CLI's
+ * principal and passes both gates. An unknown name is AKS_ECONFIG, naming the
+ * configured ones. The CLI runs every call in a fresh sandbox (per_call)
+ * whatever the profile's scope: it keeps no sessions between invocations yet. */
 int cli_runtime_get_profile(cli_runtime *rt, const char *name, const cli_profile **out,
                             cli_error *err);
 void cli_runtime_close(cli_runtime *rt);
@@ -95,6 +99,7 @@ void cli_runtime_close(cli_runtime *rt);
 int cli_cmd_providers(int argc, char *argv[]);
 int cli_cmd_run(int argc, char *argv[]);
 int cli_cmd_code(int argc, char *argv[]);
+int cli_cmd_check(int argc, char *argv[]);
 
 /* Help texts and usage errors (main.c). */
 void cli_usage_hint(const char *command);

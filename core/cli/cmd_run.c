@@ -188,7 +188,7 @@ static int execute(const struct exec_request *req)
 	cli_error err = {0};
 	int rc, status;
 
-	rc = cli_runtime_open_default(&rt, &err);
+	rc = cli_runtime_open(&rt, &err);
 	if (rc == AKS_OK)
 		rc = cli_runtime_get_profile(rt, req->profile, &prof, &err);
 	if (rc == AKS_OK) {

@@ -54,6 +54,19 @@ static const struct command commands[] = {
      "Options:\n"
      "  --json      print one JSON document instead of text\n"
      "  -h, --help  show this help\n"},
+    {"check", cli_cmd_check, "[-c FILE] [--json]",
+     "validate the configuration and report what each profile enforces",
+     "Loads the configuration as any host would (config.yaml's sandbox: block, with\n"
+     "the AK_SANDBOX__... environment overrides), reporting the first error with its\n"
+     "file, line and column. Then, for each profile: the plugin and its file, the\n"
+     "isolation tier, the lifecycle, the identity rule, and for each policy dimension\n"
+     "whether it is enforced, refused (strict) or only warned about (strict: false).\n"
+     "Exits 1 when the configuration does not load or any profile would be refused.\n"
+     "\n"
+     "Options:\n"
+     "  -c, --config FILE  the configuration file (default: as for every command)\n"
+     "  --json             print one JSON document instead of text\n"
+     "  -h, --help         show this help\n"},
     {"help", cmd_help, "[COMMAND]", "show help for aksandbox or one of its commands", ""},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -134,12 +147,16 @@ static void print_usage(FILE *f)
 	for (size_t i = 0; i < N_COMMANDS; i++)
 		fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
 	fprintf(f, "\n"
-	           "With no configuration file, one profile exists: 'default', the\n"
-	           "local_subprocess provider (no isolation), one fresh sandbox per call.\n"
+	           "The configuration is config.yaml's sandbox: block, read from -c FILE, else\n"
+	           "$AKSANDBOX_CONFIG, else ./config.yaml, else ~/.config/aksandbox/config.yaml,\n"
+	           "else /etc/aksandbox/config.yaml. With none of them, one profile exists:\n"
+	           "'default', the local_subprocess provider (no isolation). Commands run every\n"
+	           "call in a fresh sandbox.\n"
 	           "\n"
 	           "Options:\n"
-	           "  -h, --help     show this help\n"
-	           "  -V, --version  show the version and the plugin ABI\n"
+	           "  -c, --config FILE  the configuration file\n"
+	           "  -h, --help         show this help\n"
+	           "  -V, --version      show the version and the plugin ABI\n"
 	           "\n"
 	           "Run 'aksandbox help COMMAND' for a command's options.\n");
 }
@@ -203,6 +220,7 @@ int main(int argc, char *argv[])
 	static const struct option options[] = {
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
+	    {"config", required_argument, NULL, 'c'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -215,8 +233,15 @@ int main(int argc, char *argv[])
 
 	/* '+': stop at the command, whose own options are parsed by it. */
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+:hV", options, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+:hVc:", options, NULL)) != -1) {
 		switch (c) {
+		case 'c':
+			cli_config_path = optarg;
+			break;
+		case ':':
+			cli_warn("option '%s' needs an argument", argv[optind - 1]);
+			cli_usage_hint(NULL);
+			return CLI_EXIT_USAGE;
 		case 'h':
 			print_usage(stdout);
 			return CLI_EXIT_OK;

@@ -199,6 +199,92 @@ AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request,
 AKS_EXPORT const aks_principal *aks_resolved_principal_get(const aks_resolved_principal *p);
 AKS_EXPORT void aks_resolved_principal_free(aks_resolved_principal *p);
 
+/* ---- configuration (the sandbox: block of config.yaml) ------------------------ */
+
+typedef struct aks_settings aks_settings;
+typedef struct aks_profile aks_profile;
+
+typedef enum aks_scope {
+	AKS_SCOPE_PER_SESSION = 0, /* one sandbox per session; the workspace persists */
+	AKS_SCOPE_PER_CALL = 1,    /* a fresh sandbox per execution */
+	AKS_SCOPE_PER_RUNTIME = 2  /* one shared sandbox per profile */
+} aks_scope;
+
+typedef enum aks_environment {
+	AKS_ENV_MANAGED = 0, /* the provider creates and owns the sandbox */
+	AKS_ENV_ATTACHED = 1 /* an existing environment, never created or destroyed */
+} aks_environment;
+
+/* Policy dimensions (aks_profile_get_unenforced). */
+#define AKS_POLICY_NETWORK 1u
+#define AKS_POLICY_FILESYSTEM 2u
+#define AKS_POLICY_RESOURCES 4u
+
+/*
+ * The config file to use: `explicit_path` if given; else $AKSANDBOX_CONFIG;
+ * else ./config.yaml; else $XDG_CONFIG_HOME/aksandbox/config.yaml (default
+ * ~/.config/...); else /etc/aksandbox/config.yaml. NULL when none exists (the
+ * embedded default applies). The caller frees the result.
+ */
+AKS_EXPORT char *aks_settings_find_file(const char *explicit_path);
+
+/*
+ * Loads and validates the sandbox: block of `path` (NULL: the embedded
+ * default, local_subprocess in process), after applying the AK_SANDBOX__...
+ * overrides of `envp` (NULL: the process environment). For an enabled sandbox
+ * every profile's plugin is loaded, its block validated against the plugin's
+ * schema and its provider instance opened. Errors name file, line, column (or
+ * the environment variable) and the key path.
+ */
+AKS_EXPORT int aks_settings_load(const char *path, const char *const *envp,
+                                 aks_settings **out, aks_error **err);
+AKS_EXPORT void aks_settings_free(aks_settings *settings);
+AKS_EXPORT const char *aks_settings_get_file(const aks_settings *settings);
+AKS_EXPORT bool aks_settings_is_enabled(const aks_settings *settings);
+AKS_EXPORT const char *aks_settings_get_default_profile(const aks_settings *settings);
+AKS_EXPORT int64_t aks_settings_get_tool_output_max_chars(const aks_settings *settings);
+AKS_EXPORT const char *aks_settings_get_broker_flavor(const aks_settings *settings);
+AKS_EXPORT double aks_settings_get_wait_timeout(const aks_settings *settings);
+/* The agents filter: true when `agent` gets the tools (NULL agent: always). */
+AKS_EXPORT bool aks_settings_agent_allowed(const aks_settings *settings, const char *agent);
+/* The principal resolver (NULL when the sandbox is disabled). */
+AKS_EXPORT aks_resolver *aks_settings_get_resolver(const aks_settings *settings);
+/* "agent" for the built-in resolver, else the configured plugin type. */
+AKS_EXPORT const char *aks_settings_get_resolver_type(const aks_settings *settings);
+AKS_EXPORT size_t aks_settings_get_profile_count(const aks_settings *settings);
+AKS_EXPORT aks_profile *aks_settings_get_profile(const aks_settings *settings, size_t index);
+/* `name` NULL: the default profile. Unknown: "unknown sandbox profile 'x';
+ * configured profiles: ['default']". */
+AKS_EXPORT int aks_settings_find_profile(const aks_settings *settings, const char *name,
+                                         aks_profile **out, aks_error **err);
+
+AKS_EXPORT const char *aks_profile_get_name(const aks_profile *profile);
+AKS_EXPORT const char *aks_profile_get_type(const aks_profile *profile);
+AKS_EXPORT int aks_profile_get_scope(const aks_profile *profile);       /* aks_scope */
+AKS_EXPORT int aks_profile_get_environment(const aks_profile *profile); /* aks_environment */
+AKS_EXPORT int64_t aks_profile_get_idle_timeout(const aks_profile *profile);
+AKS_EXPORT int aks_profile_get_identity_mode(const aks_profile *profile);
+AKS_EXPORT const aks_policy *aks_profile_get_policy(const aks_profile *profile);
+AKS_EXPORT const char *aks_profile_get_attach_to(const aks_profile *profile);
+/* The params block as JSON text ("{}" when absent). */
+AKS_EXPORT const char *aks_profile_get_params(const aks_profile *profile);
+/* The profile's provider instance (NULL when the sandbox is disabled). */
+AKS_EXPORT aks_provider *aks_profile_get_provider(const aks_profile *profile);
+/* AKS_POLICY_* dimensions the profile sets but its provider cannot enforce. */
+AKS_EXPORT unsigned aks_profile_get_unenforced(const aks_profile *profile);
+
+/*
+ * The gates every request passes, fail closed. The policy gate refuses
+ * (AKS_EPOLICY) a strict profile whose provider cannot enforce a dimension it
+ * sets; with strict: false it logs one warning per profile and passes. The
+ * principal gate refuses a user-identity profile whose provider does not
+ * support user identity (AKS_ECAPABILITY) or whose principal is not a user
+ * (AKS_EPOLICY). timeout is always enforced and never refused.
+ */
+AKS_EXPORT int aks_profile_check_policy(aks_profile *profile, aks_error **err);
+AKS_EXPORT int aks_profile_check_principal(const aks_profile *profile,
+                                           const aks_principal *principal, aks_error **err);
+
 /* ---- results --------------------------------------------------------------- */
 
 AKS_EXPORT int aks_result_get_exit_code(const aks_result *r);

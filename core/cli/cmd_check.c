@@ -1,0 +1,341 @@
+/*
+ * core/cli/cmd_check.c - `aksandbox check [-c FILE] [--json]`: loads the
+ * configuration as any host would (every error with its location) and
+ * reports, for each profile, the plugin and its file, the isolation tier, and
+ * for each policy dimension whether it is enforced, refused (strict) or only
+ * warned about (strict: false), plus the identity rule. Exits 1 when the
+ * configuration does not load or any profile would be refused.
+ *
+ * The report is built once as JSON; the text form is rendered from it, so the
+ * two cannot disagree.
+ */
+#include "config.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "cli.h"
+
+static const char *isolation_name(uint32_t tier)
+{
+	static const char *const names[] = {"none",           "os_policy", "container",
+	                                    "syscall_filter", "micro_vm",  "wasm"};
+	return tier < sizeof(names) / sizeof(*names) ? names[tier] : "unknown";
+}
+
+static const char *scope_name(int scope)
+{
+	return scope == AKS_SCOPE_PER_CALL ? "per_call"
+	       : scope == AKS_SCOPE_PER_RUNTIME ? "per_runtime"
+	                                        : "per_session";
+}
+
+/* One policy dimension: {value, status[, reason]}. */
+static struct json_object *dimension(const char *value, bool set, bool enforceable, bool strict,
+                                     struct json_object *refusals, const char *name)
+{
+	struct json_object *d = json_object_new_object();
+	json_object_object_add(d, "value", json_object_new_string(value));
+	const char *status = !set ? "default" : enforceable ? "enforced" : strict ? "refused"
+	                                                                       : "warned";
+	json_object_object_add(d, "status", json_object_new_string(status));
+	if (set && !enforceable && strict)
+		json_object_array_add(refusals, json_object_new_string(name));
+	return d;
+}
+
+static char *join_list(const char *const *items)
+{
+	size_t len = 1;
+	for (size_t i = 0; items && items[i]; i++)
+		len += strlen(items[i]) + 2;
+	char *s = calloc(1, len);
+	for (size_t i = 0; s && items && items[i]; i++) {
+		if (i)
+			strcat(s, ", ");
+		strcat(s, items[i]);
+	}
+	return s;
+}
+
+static struct json_object *profile_report(const aks_settings *settings, aks_profile *p)
+{
+	struct json_object *o = json_object_new_object();
+	struct json_object *refusals = json_object_new_array();
+	const aks_provider *prov = aks_profile_get_provider(p);
+	const aks_plugin *plugin = aks_provider_get_plugin(prov);
+	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(plugin);
+	const aks_capabilities *caps = aks_provider_get_capabilities(prov);
+	const aks_policy *pol = aks_profile_get_policy(p);
+	char buf[256];
+
+	json_object_object_add(o, "name", json_object_new_string(aks_profile_get_name(p)));
+	json_object_object_add(
+	    o, "default",
+	    json_object_new_boolean(!strcmp(aks_profile_get_name(p),
+	                                    aks_settings_get_default_profile(settings))));
+	json_object_object_add(o, "type", json_object_new_string(aks_profile_get_type(p)));
+	json_object_object_add(o, "plugin", json_object_new_string(d->name));
+	json_object_object_add(o, "version", json_object_new_string(d->version));
+	json_object_object_add(o, "file", json_object_new_string(aks_plugin_get_file(plugin)));
+	json_object_object_add(o, "isolation",
+	                       json_object_new_string(isolation_name(caps->isolation)));
+	json_object_object_add(o, "scope", json_object_new_string(scope_name(aks_profile_get_scope(p))));
+	json_object_object_add(o, "environment",
+	                       json_object_new_string(aks_profile_get_environment(p) == AKS_ENV_ATTACHED
+	                                                  ? "attached"
+	                                                  : "managed"));
+	if (aks_profile_get_attach_to(p))
+		json_object_object_add(o, "attach_to",
+		                       json_object_new_string(aks_profile_get_attach_to(p)));
+	json_object_object_add(o, "idle_timeout", json_object_new_int64(aks_profile_get_idle_timeout(p)));
+
+	struct json_object *policy = json_object_new_object();
+	static const char *const egress[] = {"allow", "deny", "allowlist"};
+	const char *eg = pol->network_egress < 3 ? egress[pol->network_egress] : "?";
+	char *allow = join_list(pol->network_allow);
+	if (pol->network_egress == AKS_EGRESS_ALLOWLIST && allow && *allow)
+		snprintf(buf, sizeof(buf), "allowlist [%s]", allow);
+	else
+		snprintf(buf, sizeof(buf), "%s", eg);
+	free(allow);
+	json_object_object_add(policy, "network_egress",
+	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW,
+	                                 caps->policy_network, pol->strict, refusals,
+	                                 "network_egress"));
+	char *rd = join_list(pol->fs_allow_read), *wr = join_list(pol->fs_allow_write);
+	bool fs = (rd && *rd) || (wr && *wr);
+	snprintf(buf, sizeof(buf), fs ? "read [%s], write [%s]" : "provider default", rd ? rd : "",
+	         wr ? wr : "");
+	free(rd);
+	free(wr);
+	json_object_object_add(policy, "filesystem",
+	                       dimension(buf, fs, caps->policy_filesystem, pol->strict, refusals,
+	                                 "filesystem"));
+	bool res = pol->cpu > 0 || pol->memory_mb > 0;
+	if (res)
+		snprintf(buf, sizeof(buf), "cpu %s%g, memory %s%lld MB", pol->cpu > 0 ? "" : "unset ",
+		         pol->cpu, pol->memory_mb > 0 ? "" : "unset ", (long long)pol->memory_mb);
+	else
+		snprintf(buf, sizeof(buf), "unlimited");
+	json_object_object_add(policy, "resources",
+	                       dimension(buf, res, caps->policy_resources, pol->strict, refusals,
+	                                 "resources"));
+	snprintf(buf, sizeof(buf), "%g s", pol->timeout);
+	struct json_object *timeout = json_object_new_object();
+	json_object_object_add(timeout, "value", json_object_new_string(buf));
+	json_object_object_add(timeout, "status", json_object_new_string("enforced"));
+	json_object_object_add(policy, "timeout", timeout);
+	json_object_object_add(policy, "strict", json_object_new_boolean(pol->strict));
+	json_object_object_add(o, "policy", policy);
+
+	/* The identity rule: user mode needs a provider that enforces it and a
+	 * resolver that can produce a user principal. */
+	struct json_object *identity = json_object_new_object();
+	bool user = aks_profile_get_identity_mode(p) == AKS_IDENTITY_USER;
+	const char *status = "agent", *reason = NULL;
+	if (user && !caps->principal_user) {
+		status = "refused";
+		reason = "the provider does not support user identity (principal_user)";
+	} else if (user && !strcmp(aks_settings_get_resolver_type(settings), "agent")) {
+		status = "refused";
+		reason = "the built-in agent resolver never returns a user principal; configure "
+		         "sandbox.principal_resolver";
+	} else if (user) {
+		status = "per request";
+		reason = "each call needs a verified user identity from the resolver";
+	}
+	json_object_object_add(identity, "mode", json_object_new_string(user ? "user" : "agent"));
+	json_object_object_add(identity, "status", json_object_new_string(status));
+	if (reason)
+		json_object_object_add(identity, "reason", json_object_new_string(reason));
+	if (!strcmp(status, "refused"))
+		json_object_array_add(refusals, json_object_new_string("identity"));
+	json_object_object_add(o, "identity", identity);
+
+	json_object_object_add(o, "ok", json_object_new_boolean(json_object_array_length(refusals) == 0));
+	json_object_object_add(o, "refused", refusals);
+	return o;
+}
+
+static struct json_object *build_report(const aks_settings *s)
+{
+	struct json_object *r = json_object_new_object();
+	const char *file = aks_settings_get_file(s);
+	json_object_object_add(r, "config", file ? json_object_new_string(file) : NULL);
+	json_object_object_add(r, "enabled", json_object_new_boolean(aks_settings_is_enabled(s)));
+	json_object_object_add(r, "principal_resolver",
+	                       json_object_new_string(aks_settings_get_resolver_type(s)));
+	json_object_object_add(r, "default_profile",
+	                       json_object_new_string(aks_settings_get_default_profile(s)));
+	json_object_object_add(r, "broker_flavor",
+	                       json_object_new_string(aks_settings_get_broker_flavor(s)));
+	struct json_object *profiles = json_object_new_array();
+	bool ok = true, default_found = aks_settings_get_profile_count(s) == 0;
+	for (size_t i = 0; i < aks_settings_get_profile_count(s); i++) {
+		aks_profile *p = aks_settings_get_profile(s, i);
+		default_found |= !strcmp(aks_profile_get_name(p), aks_settings_get_default_profile(s));
+		if (!aks_settings_is_enabled(s)) {
+			struct json_object *o = json_object_new_object();
+			json_object_object_add(o, "name", json_object_new_string(aks_profile_get_name(p)));
+			json_object_object_add(o, "type", json_object_new_string(aks_profile_get_type(p)));
+			json_object_array_add(profiles, o);
+			continue;
+		}
+		struct json_object *o = profile_report(s, p);
+		ok = ok && json_object_get_boolean(json_object_object_get(o, "ok"));
+		json_object_array_add(profiles, o);
+	}
+	json_object_object_add(r, "profiles", profiles);
+	struct json_object *warnings = json_object_new_array();
+	if (!default_found) {
+		char msg[512];
+		snprintf(msg, sizeof(msg),
+		         "default_profile '%s' is not a configured profile: calls that name no "
+		         "profile will fail",
+		         aks_settings_get_default_profile(s));
+		json_object_array_add(warnings, json_object_new_string(msg));
+	}
+	json_object_object_add(r, "warnings", warnings);
+	json_object_object_add(r, "ok", json_object_new_boolean(ok));
+	return r;
+}
+
+static const char *str(struct json_object *o, const char *key)
+{
+	struct json_object *v = json_object_object_get(o, key);
+	return v ? json_object_get_string(v) : "";
+}
+
+static void print_dimension(struct json_object *policy, const char *name)
+{
+	struct json_object *d = json_object_object_get(policy, name);
+	const char *status = str(d, "status");
+	const char *note = !strcmp(status, "default")    ? "not set"
+	                   : !strcmp(status, "enforced") ? "enforced"
+	                   : !strcmp(status, "refused")  ? "REFUSED: the provider cannot enforce it "
+	                                                   "(strict)"
+	                                                 : "NOT ENFORCED: warned once and allowed "
+	                                                   "(strict: false)";
+	if (!strcmp(name, "timeout"))
+		note = "enforced (always)";
+	printf("    %-15s %-32s %s\n", name, str(d, "value"), note);
+}
+
+static void print_text(struct json_object *r)
+{
+	const char *config = str(r, "config");
+	printf("config              %s\n", *config ? config : "(none found: the embedded default)");
+	printf("sandbox             %s\n",
+	       json_object_get_boolean(json_object_object_get(r, "enabled"))
+	           ? "enabled"
+	           : "disabled (inert: no plugin is loaded, no tool is offered)");
+	printf("principal resolver  %s\n", str(r, "principal_resolver"));
+	printf("broker              %s\n", str(r, "broker_flavor"));
+	printf("default profile     %s\n", str(r, "default_profile"));
+	struct json_object *profiles = json_object_object_get(r, "profiles");
+	if (json_object_array_length(profiles) == 0)
+		printf("\nno profiles configured\n");
+	for (size_t i = 0; i < json_object_array_length(profiles); i++) {
+		struct json_object *p = json_object_array_get_idx(profiles, i);
+		printf("\nprofile '%s'%s\n", str(p, "name"),
+		       json_object_get_boolean(json_object_object_get(p, "default")) ? " (default)" : "");
+		if (!json_object_object_get(p, "plugin")) {
+			printf("  type         %s (not loaded: the sandbox is disabled)\n", str(p, "type"));
+			continue;
+		}
+		printf("  plugin       %s %s (%s)\n", str(p, "plugin"), str(p, "version"),
+		       str(p, "file"));
+		printf("  isolation    %s\n", str(p, "isolation"));
+		printf("  lifecycle    scope %s, environment %s%s%s, idle_timeout %s s\n",
+		       str(p, "scope"), str(p, "environment"),
+		       json_object_object_get(p, "attach_to") ? ", attach_to " : "",
+		       str(p, "attach_to"), str(p, "idle_timeout"));
+		struct json_object *id = json_object_object_get(p, "identity");
+		printf("  identity     %s", str(id, "mode"));
+		if (json_object_object_get(id, "reason"))
+			printf(": %s%s", !strcmp(str(id, "status"), "refused") ? "REFUSED: " : "",
+			       str(id, "reason"));
+		printf("\n  policy (strict: %s)\n",
+		       json_object_get_boolean(json_object_object_get(
+		           json_object_object_get(p, "policy"), "strict"))
+		           ? "true"
+		           : "false");
+		struct json_object *policy = json_object_object_get(p, "policy");
+		print_dimension(policy, "network_egress");
+		print_dimension(policy, "filesystem");
+		print_dimension(policy, "resources");
+		print_dimension(policy, "timeout");
+		printf("  verdict      %s\n",
+		       json_object_get_boolean(json_object_object_get(p, "ok"))
+		           ? "ok"
+		           : "REFUSED: requests on this profile fail");
+	}
+	struct json_object *warnings = json_object_object_get(r, "warnings");
+	for (size_t i = 0; i < json_object_array_length(warnings); i++)
+		printf("\nwarning: %s\n", json_object_get_string(json_object_array_get_idx(warnings, i)));
+}
+
+int cli_cmd_check(int argc, char *argv[])
+{
+	static const struct option options[] = {
+	    {"config", required_argument, NULL, 'c'},
+	    {"json", no_argument, NULL, 'j'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	bool json = false;
+	int c;
+	optind = 1;
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+:c:h", options, NULL)) != -1) {
+		switch (c) {
+		case 'c':
+			cli_config_path = optarg;
+			break;
+		case 'j':
+			json = true;
+			break;
+		case 'h':
+			cli_print_help(argv[0]);
+			return CLI_EXIT_OK;
+		default:
+			return cli_option_error(argc, argv, c);
+		}
+	}
+	if (optind < argc) {
+		cli_warn("check: unexpected argument '%s'", argv[optind]);
+		cli_usage_hint("check");
+		return CLI_EXIT_USAGE;
+	}
+	char *file = aks_settings_find_file(cli_config_path);
+	aks_settings *settings = NULL;
+	aks_error *err = NULL;
+	int rc = aks_settings_load(file, NULL, &settings, &err);
+	struct json_object *report;
+	if (rc < 0) {
+		report = json_object_new_object();
+		json_object_object_add(report, "config", file ? json_object_new_string(file) : NULL);
+		json_object_object_add(report, "ok", json_object_new_boolean(false));
+		json_object_object_add(report, "error", json_object_new_string(aks_error_message(err)));
+	} else {
+		report = build_report(settings);
+	}
+	bool ok = json_object_get_boolean(json_object_object_get(report, "ok"));
+	if (json)
+		printf("%s\n", json_object_to_json_string_ext(report, JSON_C_TO_STRING_PRETTY |
+		                                                          JSON_C_TO_STRING_SPACED));
+	else if (rc < 0)
+		cli_warn("%s", aks_error_message(err));
+	else
+		print_text(report);
+	json_object_put(report);
+	aks_error_free(err);
+	aks_settings_free(settings);
+	free(file);
+	return ok ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+}
