@@ -86,8 +86,8 @@ static void value_clear(config_value *v)
 }
 
 /* Where a value came from, for messages: "file:line:col: " or "". */
-#define POS_FMT "%s:%u:%u: "
-#define POS_ARGS(n) (n)->file, (n)->line, (n)->column
+#define POS_FMT "%s: "
+#define POS_ARGS(n) aks__node_where((n), (char[AKS_NODE_WHERE_SIZE]){0}, AKS_NODE_WHERE_SIZE)
 
 static int type_error(const aks_node *n, const char *label, const aks_config_key *key,
                       aks_error **err)

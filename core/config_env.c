@@ -135,8 +135,8 @@ static int split_path(override *o, aks_error **err)
 	/* The value sits at depth n + 1 (the root is 0, `sandbox` is 1). */
 	if (n + 1 > AKS_YAML_MAX_DEPTH)
 		return aks__error_set(err, AKS_ECONFIG,
-		                      "environment variable %s: nesting deeper than %d levels", o->name,
-		                      AKS_YAML_MAX_DEPTH);
+		                      "environment variable %s: nesting deeper than %d levels",
+		                      o->name, AKS_YAML_MAX_DEPTH);
 	if (!(o->path = strdup(rest)) || !(o->parts = calloc(n, sizeof(*o->parts))))
 		return oom(err);
 	char *p = o->path;
@@ -147,11 +147,12 @@ static int split_path(override *o, aks_error **err)
 			end[1] = '\0';
 		}
 		if (!*p)
-			return aks__error_set(err, AKS_ECONFIG,
-			                      "environment variable %s: empty key in the name (nested "
-			                      "keys are separated by '__', e.g. "
-			                      "AK_SANDBOX__BROKER__FLAVOR)",
-			                      o->name);
+			return aks__error_set(
+			    err, AKS_ECONFIG,
+			    "environment variable %s: empty key in the name (nested "
+			    "keys are separated by '__', e.g. "
+			    "AK_SANDBOX__BROKER__FLAVOR)",
+			    o->name);
 		o->parts[i] = p;
 		p = end ? end + 2 : p + strlen(p);
 	}
@@ -201,26 +202,27 @@ static int parse_value(override *o, aks_error **err)
 	unsigned height = resource_tree(o->tree, file);
 	if (o->nparts + 1 + height > AKS_YAML_MAX_DEPTH)
 		return aks__error_set(err, AKS_ECONFIG,
-		                      "environment variable %s: nesting deeper than %d levels", o->name,
-		                      AKS_YAML_MAX_DEPTH);
+		                      "environment variable %s: nesting deeper than %d levels",
+		                      o->name, AKS_YAML_MAX_DEPTH);
 	return AKS_OK;
 }
 
 static int check_override(const override *prev, override *o, aks_error **err)
 {
 	if (strcmp(o->key, ENV_BLOCK) == 0)
-		return aks__error_set(err, AKS_ECONFIG,
-		                      "environment variable %s: the whole sandbox block cannot be set "
-		                      "at once; set its keys one by one, e.g. AK_SANDBOX__ENABLED=true",
-		                      o->name);
+		return aks__error_set(
+		    err, AKS_ECONFIG,
+		    "environment variable %s: the whole sandbox block cannot be set "
+		    "at once; set its keys one by one, e.g. AK_SANDBOX__ENABLED=true",
+		    o->name);
 	if (!o->value)
-		return aks__error_set(err, AKS_ECONFIG, "environment variable %s: no '=' in the entry",
-		                      o->name);
+		return aks__error_set(err, AKS_ECONFIG,
+		                      "environment variable %s: no '=' in the entry", o->name);
 	if (prev && strcmp(prev->key, o->key) == 0) {
 		if (strcmp(prev->name, o->name) == 0)
-			return aks__error_set(err, AKS_ECONFIG,
-			                      "environment variable %s: set twice in the environment",
-			                      o->name);
+			return aks__error_set(
+			    err, AKS_ECONFIG,
+			    "environment variable %s: set twice in the environment", o->name);
 		return aks__error_set(err, AKS_ECONFIG,
 		                      "environment variables %s and %s: both set the same key "
 		                      "(names are case-insensitive)",
@@ -266,9 +268,12 @@ static int map_add(aks_node *map, aks_node *key, aks_node *value)
 static const char *kind_name(const aks_node *n)
 {
 	switch (n->kind) {
-	case AKS_NODE_SCALAR: return "a scalar";
-	case AKS_NODE_SEQUENCE: return "a list";
-	case AKS_NODE_MAPPING: return "a mapping";
+	case AKS_NODE_SCALAR:
+		return "a scalar";
+	case AKS_NODE_SEQUENCE:
+		return "a list";
+	case AKS_NODE_MAPPING:
+		return "a mapping";
 	}
 	return "a node";
 }
@@ -287,11 +292,12 @@ static int find_key(const aks_node *map, const char *part, bool exact, const ove
 		if (exact ? strcmp(k, part) != 0 : !equal_ci(k, part))
 			continue;
 		if (*index != map->count)
-			return aks__error_set(err, AKS_ECONFIG,
-			                      "environment variable %s: '%s' has both '%s' and '%s', "
-			                      "which differ only in case; rename one",
-			                      o->name, where->data ? where->data : "the document",
-			                      map->items[*index]->value, k);
+			return aks__error_set(
+			    err, AKS_ECONFIG,
+			    "environment variable %s: '%s' has both '%s' and '%s', "
+			    "which differ only in case; rename one",
+			    o->name, where->data ? where->data : "the document",
+			    map->items[*index]->value, k);
 		*index = i;
 	}
 	return AKS_OK;
@@ -395,10 +401,10 @@ int aks__config_apply_env(aks_node **root, const char *const *envp, aks_error **
 		rc = ensure_root(root, err);
 	if (rc == AKS_OK && l.count > 0 && (*root)->kind != AKS_NODE_MAPPING) {
 		char at[AKS_NODE_WHERE_SIZE];
-		rc = aks__error_set(err, AKS_ECONFIG,
-		                    "environment variable %s: the document (%s) is %s, not a mapping",
-		                    l.items[0].name, aks__node_where(*root, at, sizeof(at)),
-		                    kind_name(*root));
+		rc = aks__error_set(
+		    err, AKS_ECONFIG,
+		    "environment variable %s: the document (%s) is %s, not a mapping",
+		    l.items[0].name, aks__node_where(*root, at, sizeof(at)), kind_name(*root));
 	}
 	/* Sorted by name, a variable comes after every shorter one naming a prefix of its
 	 * path, so AK_SANDBOX__BROKER__FLAVOR refines what AK_SANDBOX__BROKER set. */

@@ -26,23 +26,21 @@
 
 /* ---- locations and messages ---------------------------------------------- */
 
-/* "file:line:col" or "environment variable NAME". */
+/* "file:line:col" or "environment variable NAME" (config when unknown). */
 static const char *where(const aks_node *n, char *buf, size_t size)
 {
-	if (!n)
+	if (!n) {
 		snprintf(buf, size, "config");
-	else if (n->line == 0)
-		snprintf(buf, size, "environment variable %s", n->file);
-	else
-		snprintf(buf, size, "%s:%u:%u", n->file, n->line, n->column);
-	return buf;
+		return buf;
+	}
+	return aks__node_where(n, buf, size);
 }
 
 static int fail(aks_error **err, const aks_node *n, const char *path, const char *fmt, ...)
     AKS_PRINTF(4, 5);
 static int fail(aks_error **err, const aks_node *n, const char *path, const char *fmt, ...)
 {
-	char pos[512], msg[1024];
+	char pos[AKS_NODE_WHERE_SIZE], msg[1024];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
@@ -652,7 +650,7 @@ static int check_environment(const aks_profile *p, const aks_node *at, aks_error
 /* Loads the plugin, validates its block and opens the instance. */
 static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, aks_error **err)
 {
-	char sub[320], pos[512];
+	char sub[320], pos[AKS_NODE_WHERE_SIZE];
 	const aks_node *type_node = aks__node_get(pn, "type");
 	aks_error *e = NULL;
 	int rc = aks_plugin_load(p->type, AKS_PLUGIN_PROVIDER, &p->plugin, &e);
@@ -821,7 +819,7 @@ static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_er
 	const char *path = "sandbox.principal_resolver";
 	const aks_node *n = aks__node_get(sb, "principal_resolver");
 	const aks_node *type = n, *block = NULL;
-	char sub[256], pos[512];
+	char sub[256], pos[AKS_NODE_WHERE_SIZE];
 	if (aks__node_is_null(n))
 		return load ? aks_resolver_open_agent(&s->resolver, err) : AKS_OK;
 	if (n->kind == AKS_NODE_MAPPING) {
