@@ -3,7 +3,7 @@
 # own packages. Idempotent: installs only what is missing.
 set -eu
 packages="build-essential autoconf automake libtool pkg-config autoconf-archive
-  libyaml-dev libjson-c-dev libcmocka-dev python3 hyperfine clang libclang-rt-14-dev valgrind"
+  libyaml-dev libjson-c-dev libssl-dev libcmocka-dev python3 hyperfine clang libclang-rt-14-dev valgrind"
 missing=""
 for p in $packages; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -554,13 +554,15 @@ static const char *const profile_keys[] = {"type",     "scope",  "environment", 
                                            "identity", "policy", "params",      NULL};
 
 struct block_names {
-	const char *own; /* the provider block this profile's type reads */
+	const char *own;      /* the provider block this profile's type reads */
+	const char *resolver; /* top level: the block of `principal_resolver: NAME` */
 };
 
 static bool provider_block_key(const char *key, void *ctx)
 {
 	const struct block_names *names = ctx;
-	return is_builtin_provider(key) || (names && names->own && strcmp(key, names->own) == 0);
+	return is_builtin_provider(key) || (names && names->own && strcmp(key, names->own) == 0) ||
+	       (names && names->resolver && strcmp(key, names->resolver) == 0);
 }
 
 /* The plugin name a `type` stands for: itself, or a path's base name less ".so". */
@@ -742,7 +744,7 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 		          ".so");
 	else if (!(p->type = strdup(type->value)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-	struct block_names names = {NULL};
+	struct block_names names = {NULL, NULL};
 	char *own = p->type ? type_plugin_name(p->type) : NULL;
 	names.own = own;
 	if (rc == AKS_OK && !sugar)
@@ -839,6 +841,14 @@ static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_er
 	} else if (n->kind != AKS_NODE_SCALAR) {
 		return fail(err, n, path, "expected a resolver plugin name, a path, or a mapping with "
 		                          "type; got %s", kind_name(n));
+	} else {
+		/* `principal_resolver: NAME` reads its options from sandbox.NAME, like the
+		 * provider sugar. */
+		char *own = type_plugin_name(n->value);
+		if (!own)
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		block = aks__node_get(sb, own);
+		free(own);
 	}
 	if (!strcmp(type->value, "agent")) /* the built-in, named explicitly */
 		return load ? aks_resolver_open_agent(&s->resolver, err) : AKS_OK;
@@ -902,13 +912,18 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 
 	/* The sugar's provider block is named after its type. */
 	const aks_node *sugar_type = aks__node_get(sb, "type");
+	const aks_node *resolver = aks__node_get(sb, "principal_resolver");
 	char *sugar_own = sugar_type && sugar_type->kind == AKS_NODE_SCALAR
 	                      ? type_plugin_name(sugar_type->value)
 	                      : NULL;
-	struct block_names names = {sugar_own};
+	char *resolver_own = resolver && resolver->kind == AKS_NODE_SCALAR && !aks__node_is_null(resolver)
+	                         ? type_plugin_name(resolver->value)
+	                         : NULL;
+	struct block_names names = {sugar_own, resolver_own};
 	if (rc == AKS_OK)
 		rc = check_keys(sb, "sandbox", sandbox_keys, provider_block_key, &names, err);
 	free(sugar_own);
+	free(resolver_own);
 	double chars = (double)s->tool_output_max_chars;
 	if (rc == AKS_OK)
 		rc = get_bool(sb, "enabled", "sandbox.enabled", &s->enabled, err);

@@ -448,7 +448,7 @@ static void test_supervisor_killed(void **state)
 	pid_t pid = (pid_t)atoi(t);
 	free(t);
 	assert_true(pid > 1);
-	for (int i = 0; i < 300 && pid_alive(pid); i++)
+	for (int i = 0; i < 1000 && pid_alive(pid); i++)
 		usleep(10000);
 	assert_false(pid_alive(pid));
 	free(pidfile);

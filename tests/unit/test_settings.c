@@ -1,0 +1,556 @@
+/* Unit tests: config.yaml's sandbox: block — defaults, sugar, overrides, every
+ * validation error with its location, the environment matrix, the gates. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <aksandbox/aksandbox.h>
+
+static char dir[] = "/tmp/aks-settings-XXXXXX";
+static char config_path[PATH_MAX];
+static const char *const no_env[] = {NULL};
+
+static int setup(void **state)
+{
+	(void)state;
+	if (!mkdtemp(dir))
+		return -1;
+	snprintf(config_path, sizeof(config_path), "%s/config.yaml", dir);
+	/* The stub providers (docker, kubernetes, ec2_ssm, ...) join the path. */
+	const char *build = getenv("AKS_TEST_BUILDDIR"), *path = getenv("AKS_PLUGIN_PATH");
+	char *joined = NULL;
+	if (!build || asprintf(&joined, "%s/tests/plugins/stubs/.libs:%s", build, path ? path : "") < 0)
+		return -1;
+	setenv("AKS_PLUGIN_PATH", joined, 1);
+	free(joined);
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	(void)state;
+	unlink(config_path);
+	rmdir(dir);
+	return 0;
+}
+
+static void write_config(const char *yaml)
+{
+	FILE *f = fopen(config_path, "w");
+	assert_non_null(f);
+	fputs(yaml, f);
+	fclose(f);
+}
+
+static aks_settings *load_ok_env(const char *yaml, const char *const *env)
+{
+	write_config(yaml);
+	aks_settings *s = NULL;
+	aks_error *err = NULL;
+	if (aks_settings_load(config_path, env, &s, &err) != AKS_OK)
+		fail_msg("unexpected error: %s", aks_error_message(err));
+	return s;
+}
+
+static aks_settings *load_ok(const char *yaml)
+{
+	return load_ok_env(yaml, no_env);
+}
+
+/* The error text, with the config file's path replaced by "config.yaml". */
+static char *load_err_env(const char *yaml, const char *const *env, int code)
+{
+	write_config(yaml);
+	aks_settings *s = NULL;
+	aks_error *err = NULL;
+	int rc = aks_settings_load(config_path, env, &s, &err);
+	if (rc != code)
+		fail_msg("expected %d, got %d: %s", code, rc, err ? aks_error_message(err) : "");
+	assert_null(s);
+	const char *msg = aks_error_message(err);
+	char *out = calloc(1, strlen(msg) + 1);
+	const char *p = strstr(msg, config_path);
+	if (p) {
+		memcpy(out, msg, (size_t)(p - msg));
+		strcat(out, "config.yaml");
+		strcat(out, p + strlen(config_path));
+	} else {
+		strcpy(out, msg);
+	}
+	aks_error_free(err);
+	return out;
+}
+
+static char *load_err(const char *yaml)
+{
+	return load_err_env(yaml, no_env, AKS_ECONFIG);
+}
+
+#define EXPECT_ERROR(yaml, expected)                                                               \
+	do {                                                                                       \
+		char *msg_ = load_err(yaml);                                                       \
+		assert_string_equal(msg_, expected);                                               \
+		free(msg_);                                                                        \
+	} while (0)
+
+static void test_defaults(void **state)
+{
+	(void)state;
+	aks_settings *s = load_ok("other_section: {kept: out}\n");
+	assert_false(aks_settings_is_enabled(s));
+	assert_string_equal(aks_settings_get_default_profile(s), "default");
+	assert_int_equal(aks_settings_get_tool_output_max_chars(s), 8000);
+	assert_string_equal(aks_settings_get_broker_flavor(s), "thread");
+	assert_true(aks_settings_get_wait_timeout(s) == 60.0);
+	assert_int_equal(aks_settings_get_profile_count(s), 0);
+	assert_string_equal(aks_settings_get_resolver_type(s), "agent");
+	assert_true(aks_settings_agent_allowed(s, "anyone"));
+	aks_settings_free(s);
+}
+
+static void test_embedded_default(void **state)
+{
+	(void)state;
+	aks_settings *s = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_load(NULL, no_env, &s, &err), AKS_OK);
+	assert_true(aks_settings_is_enabled(s));
+	assert_null(aks_settings_get_file(s));
+	assert_string_equal(aks_settings_get_broker_flavor(s), "embedded");
+	aks_profile *p = NULL;
+	assert_int_equal(aks_settings_find_profile(s, NULL, &p, &err), AKS_OK);
+	assert_string_equal(aks_profile_get_name(p), "default");
+	assert_string_equal(aks_profile_get_type(p), "local_subprocess");
+	assert_non_null(aks_profile_get_provider(p));
+	aks_settings_free(s);
+}
+
+static void test_sugar(void **state)
+{
+	(void)state;
+	aks_settings *s = load_ok("sandbox:\n"
+	                          "  enabled: true\n"
+	                          "  default_profile: main\n"
+	                          "  type: local_subprocess\n"
+	                          "  scope: per_call\n"
+	                          "  local_subprocess: {workdir: /tmp}\n");
+	assert_int_equal(aks_settings_get_profile_count(s), 1);
+	aks_profile *p = aks_settings_get_profile(s, 0);
+	assert_string_equal(aks_profile_get_name(p), "main");
+	assert_int_equal(aks_profile_get_scope(p), AKS_SCOPE_PER_CALL);
+	assert_int_equal(aks_profile_get_environment(p), AKS_ENV_MANAGED);
+	assert_int_equal(aks_profile_get_idle_timeout(p), 1800);
+	aks_settings_free(s);
+	/* An explicit profiles map always wins over the sugar. */
+	s = load_ok("sandbox:\n"
+	            "  enabled: true\n"
+	            "  type: local_subprocess\n"
+	            "  local_subprocess: {}\n"
+	            "  profiles:\n"
+	            "    only: {type: local_subprocess, local_subprocess: {}}\n");
+	assert_int_equal(aks_settings_get_profile_count(s), 1);
+	assert_string_equal(aks_profile_get_name(aks_settings_get_profile(s, 0)), "only");
+	aks_settings_free(s);
+}
+
+static void test_profile_defaults_and_values(void **state)
+{
+	(void)state;
+	aks_settings *s = load_ok("sandbox:\n"
+	                          "  enabled: true\n"
+	                          "  agents: [coder, analyst]\n"
+	                          "  tool_output_max_chars: 4000\n"
+	                          "  broker: {flavor: embedded, wait_timeout: 0}\n"
+	                          "  profiles:\n"
+	                          "    plain: {type: local_subprocess, local_subprocess: {}}\n"
+	                          "    tuned:\n"
+	                          "      type: local_subprocess\n"
+	                          "      scope: per_runtime\n"
+	                          "      idle_timeout: 60\n"
+	                          "      identity: {mode: agent}\n"
+	                          "      params: {a: 1}\n"
+	                          "      policy:\n"
+	                          "        network_egress: allowlist\n"
+	                          "        network_allow: [example.com, 10.0.0.0/8]\n"
+	                          "        fs_allow_read: [/data]\n"
+	                          "        cpu: 1.5\n"
+	                          "        memory_mb: 256\n"
+	                          "        timeout: 5\n"
+	                          "        strict: false\n"
+	                          "      local_subprocess: {}\n");
+	assert_true(aks_settings_agent_allowed(s, "coder"));
+	assert_false(aks_settings_agent_allowed(s, "writer"));
+	assert_true(aks_settings_agent_allowed(s, NULL));
+	assert_int_equal(aks_settings_get_tool_output_max_chars(s), 4000);
+	assert_true(aks_settings_get_wait_timeout(s) == 0.0);
+	aks_profile *plain = NULL, *tuned = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "plain", &plain, &err), AKS_OK);
+	const aks_policy *pol = aks_profile_get_policy(plain);
+	assert_int_equal(aks_profile_get_scope(plain), AKS_SCOPE_PER_SESSION);
+	assert_int_equal(pol->network_egress, AKS_EGRESS_ALLOW);
+	assert_true(pol->timeout == 120.0);
+	assert_true(pol->strict);
+	assert_null(pol->network_allow[0]);
+	assert_string_equal(aks_profile_get_params(plain), "{}");
+	assert_int_equal(aks_settings_find_profile(s, "tuned", &tuned, &err), AKS_OK);
+	pol = aks_profile_get_policy(tuned);
+	assert_int_equal(aks_profile_get_scope(tuned), AKS_SCOPE_PER_RUNTIME);
+	assert_int_equal(aks_profile_get_idle_timeout(tuned), 60);
+	assert_int_equal(pol->network_egress, AKS_EGRESS_ALLOWLIST);
+	assert_string_equal(pol->network_allow[1], "10.0.0.0/8");
+	assert_string_equal(pol->fs_allow_read[0], "/data");
+	assert_true(pol->cpu == 1.5);
+	assert_int_equal(pol->memory_mb, 256);
+	assert_true(pol->timeout == 5.0);
+	assert_false(pol->strict);
+	assert_string_equal(aks_profile_get_params(tuned), "{\"a\":1}");
+	assert_int_equal(aks_profile_get_unenforced(tuned),
+	                 AKS_POLICY_NETWORK | AKS_POLICY_FILESYSTEM | AKS_POLICY_RESOURCES);
+	aks_settings_free(s);
+}
+
+static void test_unknown_profile(void **state)
+{
+	(void)state;
+	aks_settings *s = load_ok("sandbox:\n  enabled: true\n  type: local_subprocess\n"
+	                          "  local_subprocess: {}\n");
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "x", &p, &err), AKS_ECONFIG);
+	assert_string_equal(aks_error_message(err),
+	                    "unknown sandbox profile 'x'; configured profiles: ['default']");
+	aks_error_free(err);
+	aks_settings_free(s);
+	s = load_ok("sandbox: {enabled: false}\n");
+	err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, NULL, &p, &err), AKS_ECONFIG);
+	assert_string_equal(aks_error_message(err), "sandbox capability is disabled");
+	aks_error_free(err);
+	aks_settings_free(s);
+}
+
+static void test_key_and_type_errors(void **state)
+{
+	(void)state;
+	EXPECT_ERROR("sandbox:\n  enabeld: true\n",
+	             "config.yaml:2:3: unknown key 'sandbox.enabeld'; did you mean 'enabled'?");
+	EXPECT_ERROR("sandbox:\n  enabled: maybe\n",
+	             "config.yaml:2:12: sandbox.enabled: 'maybe' is not a boolean (true or false)");
+	EXPECT_ERROR("sandbox: [1]\n", "config.yaml:1:10: sandbox: expected a mapping, got a list");
+	EXPECT_ERROR("sandbox:\n  tool_output_max_chars: 0\n",
+	             "config.yaml:2:26: sandbox.tool_output_max_chars: must be at least 1, got 0");
+	EXPECT_ERROR("sandbox:\n  agents: coder\n",
+	             "config.yaml:2:11: sandbox.agents: expected a list of strings, got a scalar");
+	EXPECT_ERROR("sandbox:\n  broker: {flavor: fast}\n",
+	             "config.yaml:2:20: sandbox.broker.flavor: unknown sandbox broker flavor 'fast'; "
+	             "expected one of ['embedded', 'queue', 'thread'] or a path to a broker plugin");
+	EXPECT_ERROR("sandbox:\n  broker: {wait_timeout: -1}\n",
+	             "config.yaml:2:26: sandbox.broker.wait_timeout: must be at least 0, got -1");
+	EXPECT_ERROR("sandbox:\n  broker: {flavor: queue}\n",
+	             "config.yaml:2:20: sandbox.broker.flavor 'queue' requires the "
+	             "sandbox.broker.queue block");
+	EXPECT_ERROR("sandbox:\n  broker:\n    queue: {input: {}}\n",
+	             "config.yaml:3:12: sandbox.broker.queue.type: is required when the block is "
+	             "declared (in_memory, nats, kafka, sqs, or a plugin)");
+}
+
+static void test_profile_errors(void **state)
+{
+	(void)state;
+	const char *head = "sandbox:\n  enabled: true\n  profiles:\n    p:\n";
+	char yaml[1024];
+#define PROFILE(body) (snprintf(yaml, sizeof(yaml), "%s%s", head, body), yaml)
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      scope: per_turn\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:14: sandbox.profiles.p.scope: 'per_turn' is not one of: "
+	             "per_session, per_call, per_runtime");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      environment: owned\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:20: sandbox.profiles.p.environment: 'owned' is not one of: "
+	             "managed, attached");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      identity: {mode: admin}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:24: sandbox.profiles.p.identity.mode: 'admin' is not one of: "
+	             "agent, user");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {network_egress: block}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:32: sandbox.profiles.p.policy.network_egress: 'block' is not one "
+	             "of: allow, deny, allowlist");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {timeout: -5}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:25: sandbox.profiles.p.policy.timeout: must be greater than 0, "
+	             "got -5");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {memory_mb: 0}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:27: sandbox.profiles.p.policy.memory_mb: must be greater than 0, "
+	             "got 0");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      idle_timeout: 0\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:21: sandbox.profiles.p.idle_timeout: must be greater than 0, got 0");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      polcy: {}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:7: unknown key 'sandbox.profiles.p.polcy'; did you mean 'policy'?");
+	EXPECT_ERROR(PROFILE("      scope: per_call\n"),
+	             "config.yaml:5:7: sandbox.profiles.p.type: is required: a provider plugin name "
+	             "(e.g. local_subprocess) or a path to a .so");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n"),
+	             "config.yaml:5:13: sandbox profile 'p' selects built-in provider "
+	             "'local_subprocess' but its 'local_subprocess' config block is missing");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {}\n"
+	                     "      docker: {image: x}\n"),
+	             "config.yaml:7:7: sandbox.profiles.p.docker: this block does not apply: the "
+	             "profile's type is 'local_subprocess' (its block is 'local_subprocess')");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {wrkdir: /x}\n"),
+	             "config.yaml:6:26: unknown key 'wrkdir' in the "
+	             "sandbox.profiles.p.local_subprocess block; did you mean 'workdir'?");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {env: [a]}\n"),
+	             "config.yaml:6:31: sandbox.profiles.p.local_subprocess.env: expected mapping of "
+	             "strings, got a list");
+	char *msg = load_err_env(PROFILE("      type: acme_cloud\n"), no_env, AKS_EPLUGIN);
+	assert_non_null(strstr(msg, "config.yaml:5:13: sandbox.profiles.p.type: plugin "
+	                            "'acme_cloud' not found; searched: "));
+	free(msg);
+#undef PROFILE
+}
+
+static void test_disabled_is_inert(void **state)
+{
+	(void)state;
+	/* Nothing is loaded for a disabled sandbox: an absent plugin is no error. */
+	aks_settings *s = load_ok("sandbox:\n  enabled: false\n  profiles:\n"
+	                          "    p: {type: acme_cloud}\n");
+	assert_int_equal(aks_settings_get_profile_count(s), 1);
+	assert_null(aks_profile_get_provider(aks_settings_get_profile(s, 0)));
+	aks_settings_free(s);
+}
+
+static void test_env_overrides(void **state)
+{
+	(void)state;
+	const char *const env[] = {"AK_SANDBOX__ENABLED=true",
+	                           "AK_SANDBOX__BROKER__FLAVOR=embedded",
+	                           "AK_SANDBOX__TOOL_OUTPUT_MAX_CHARS=4000",
+	                           "AK_SANDBOX__AGENTS=[coder]",
+	                           "AK_SANDBOX__PROFILES__WORK__POLICY__TIMEOUT=5",
+	                           "UNRELATED=1",
+	                           NULL};
+	aks_settings *s = load_ok_env("sandbox:\n  enabled: false\n  profiles:\n"
+	                              "    Work: {type: local_subprocess, local_subprocess: {}}\n",
+	                              env);
+	assert_true(aks_settings_is_enabled(s));
+	assert_string_equal(aks_settings_get_broker_flavor(s), "embedded");
+	assert_int_equal(aks_settings_get_tool_output_max_chars(s), 4000);
+	assert_false(aks_settings_agent_allowed(s, "writer"));
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "Work", &p, &err), AKS_OK);
+	assert_true(aks_profile_get_policy(p)->timeout == 5.0);
+	aks_settings_free(s);
+
+	const char *const bad[] = {"AK_SANDBOX__BROKER__WAIT_TIMEOUT=soon", NULL};
+	char *msg = load_err_env("sandbox: {}\n", bad, AKS_ECONFIG);
+	assert_string_equal(msg, "environment variable AK_SANDBOX__BROKER__WAIT_TIMEOUT: "
+	                         "sandbox.broker.wait_timeout: 'soon' is not a number");
+	free(msg);
+	const char *const typo[] = {"AK_SANDBOX__ENABLD=true", NULL};
+	msg = load_err_env("sandbox: {}\n", typo, AKS_ECONFIG);
+	assert_string_equal(msg, "environment variable AK_SANDBOX__ENABLD: unknown key "
+	                         "'sandbox.enabld'; did you mean 'enabled'?");
+	free(msg);
+}
+
+static void test_environment_matrix(void **state)
+{
+	(void)state;
+	const char *head = "sandbox:\n  enabled: true\n  profiles:\n    p:\n";
+	char yaml[1024];
+#define PROFILE(body) (snprintf(yaml, sizeof(yaml), "%s%s", head, body), yaml)
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      environment: attached\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:20: sandbox profile 'p' declares environment: attached, but "
+	             "provider 'local_subprocess' cannot attach to an existing environment; it only "
+	             "provisions managed sandboxes");
+	EXPECT_ERROR(PROFILE("      type: docker\n      environment: attached\n      docker: {}\n"),
+	             "config.yaml:6:20: sandbox profile 'p' declares environment: attached but no "
+	             "attach_to target is configured");
+	EXPECT_ERROR(PROFILE("      type: ec2_ssm\n      ec2_ssm: {attach_to: i-0123}\n"),
+	             "config.yaml:5:13: sandbox profile 'p' selects attach-only provider 'ec2_ssm', "
+	             "which cannot provision managed sandboxes; set environment: attached (and "
+	             "attach_to) to deliberately connect to an existing environment");
+	EXPECT_ERROR(PROFILE("      type: docker\n      docker: {attach_to: c1}\n"),
+	             "config.yaml:5:13: sandbox profile 'p' sets attach_to but environment is "
+	             "'managed'; set environment: attached to deliberately connect to an existing "
+	             "environment, or remove attach_to");
+	aks_settings *s = load_ok(PROFILE("      type: docker\n      environment: attached\n"
+	                                  "      docker: {attach_to: c1}\n"));
+	assert_string_equal(aks_profile_get_attach_to(aks_settings_get_profile(s, 0)), "c1");
+	aks_settings_free(s);
+	s = load_ok(PROFILE("      type: ec2_ssm\n      environment: attached\n"
+	                    "      ec2_ssm: {attach_to: i-0123}\n"));
+	aks_settings_free(s);
+#undef PROFILE
+}
+
+/* Runs `fn` with stderr sent to a file; returns what was written. */
+static char *capture_stderr(void (*fn)(void *), void *arg)
+{
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+	fflush(stderr);
+	int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	dup2(fd, 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	close(fd);
+	FILE *f = fopen(path, "r");
+	char *text = calloc(1, 65536);
+	size_t n = fread(text, 1, 65535, f);
+	text[n] = '\0';
+	fclose(f);
+	unlink(path);
+	return text;
+}
+
+static void ten_checks(void *arg)
+{
+	for (int i = 0; i < 10; i++) {
+		aks_error *err = NULL;
+		assert_int_equal(aks_profile_check_policy(arg, &err), AKS_OK);
+	}
+}
+
+static void test_policy_gate(void **state)
+{
+	(void)state;
+	aks_log_set_level(AKS_LOG_WARNING);
+	aks_settings *s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
+	                          "    strict: {type: local_subprocess, local_subprocess: {},\n"
+	                          "             policy: {network_egress: deny, memory_mb: 64}}\n"
+	                          "    lenient: {type: local_subprocess, local_subprocess: {},\n"
+	                          "              policy: {network_egress: deny, strict: false}}\n"
+	                          "    timeout_only: {type: local_subprocess, local_subprocess: {},\n"
+	                          "                   policy: {timeout: 1}}\n");
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "strict", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_EPOLICY);
+	assert_string_equal(aks_error_message(err),
+	                    "provider 'local_subprocess' cannot enforce policy dimensions "
+	                    "['network_egress', 'resources'] (strict); relax the policy or set "
+	                    "strict=false");
+	aks_error_free(err);
+	err = NULL;
+	/* timeout is always enforceable: never refused. */
+	assert_int_equal(aks_settings_find_profile(s, "timeout_only", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_OK);
+	/* strict: false passes, with exactly one warning over many calls. */
+	assert_int_equal(aks_settings_find_profile(s, "lenient", &p, &err), AKS_OK);
+	char *text = capture_stderr(ten_checks, p);
+	const char *warning = "Sandbox provider local_subprocess (profile lenient) cannot enforce "
+	                      "policy dimensions ['network_egress']; proceeding because strict=false";
+	const char *first = strstr(text, warning);
+	assert_non_null(first);
+	assert_null(strstr(first + 1, warning));
+	free(text);
+	aks_settings_free(s);
+	aks_log_set_level(AKS_LOG_ERROR);
+}
+
+static void test_principal_gate(void **state)
+{
+	(void)state;
+	aks_settings *s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
+	                          "    local: {type: local_subprocess, local_subprocess: {},\n"
+	                          "            identity: {mode: user}}\n"
+	                          "    cluster: {type: kubernetes, kubernetes: {},\n"
+	                          "              identity: {mode: user}}\n"
+	                          "    agent: {type: kubernetes, kubernetes: {}}\n");
+	aks_principal agent, user;
+	aks_principal_init(&agent, "coder");
+	aks_principal_init(&user, "alice");
+	user.mode = AKS_IDENTITY_USER;
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "local", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_principal(p, &user, &err), AKS_ECAPABILITY);
+	assert_string_equal(aks_error_message(err),
+	                    "local_subprocess does not support capability: principal_user");
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "cluster", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_principal(p, &agent, &err), AKS_EPOLICY);
+	assert_string_equal(aks_error_message(err),
+	                    "profile 'cluster' requires user identity, but the resolver returned an "
+	                    "agent-mode principal; no user identity is available on the session");
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_profile_check_principal(p, &user, &err), AKS_OK);
+	assert_int_equal(aks_settings_find_profile(s, "agent", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_principal(p, &agent, &err), AKS_OK);
+	/* The built-in resolver gives the agent's own identity. */
+	aks_resolve_request req;
+	aks_resolve_request_init(&req, "conv-1", "coder", NULL);
+	aks_resolved_principal *rp = NULL;
+	assert_int_equal(aks_resolver_resolve(aks_settings_get_resolver(s), &req, &rp, &err), AKS_OK);
+	assert_int_equal(aks_resolved_principal_get(rp)->mode, AKS_IDENTITY_AGENT);
+	assert_string_equal(aks_resolved_principal_get(rp)->subject, "coder");
+	aks_resolved_principal_free(rp);
+	aks_settings_free(s);
+}
+
+static void test_instance_capabilities_decide(void **state)
+{
+	(void)state;
+	/* kubernetes enforces egress only when network_policy: true asserts the CNI does. */
+	aks_settings *s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
+	                          "    off: {type: kubernetes, kubernetes: {},\n"
+	                          "          policy: {network_egress: deny}}\n"
+	                          "    on: {type: kubernetes, kubernetes: {network_policy: true},\n"
+	                          "         policy: {network_egress: deny}}\n");
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "off", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_get_unenforced(p), AKS_POLICY_NETWORK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_EPOLICY);
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "on", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_get_unenforced(p), 0);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_OK);
+	aks_settings_free(s);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_embedded_default),
+	    cmocka_unit_test(test_sugar),
+	    cmocka_unit_test(test_profile_defaults_and_values),
+	    cmocka_unit_test(test_unknown_profile),
+	    cmocka_unit_test(test_key_and_type_errors),
+	    cmocka_unit_test(test_profile_errors),
+	    cmocka_unit_test(test_disabled_is_inert),
+	    cmocka_unit_test(test_env_overrides),
+	    cmocka_unit_test(test_environment_matrix),
+	    cmocka_unit_test(test_policy_gate),
+	    cmocka_unit_test(test_principal_gate),
+	    cmocka_unit_test(test_instance_capabilities_decide),
+	};
+	return cmocka_run_group_tests_name("settings", tests, setup, teardown);
+}
