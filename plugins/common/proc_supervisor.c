@@ -435,17 +435,41 @@ void aks__proc_supervise(const aks__proc_sup_args *a)
 	setpgid(0, 0);
 	pid_t self = getpid();
 
+	/* The program waits for a byte on `go` until the caller knows its pid:
+	 * a program that kills us at once (kill $PPID) must not leave the caller
+	 * unable to find its process group. */
+	int go[2];
+	if (pipe2(go, O_CLOEXEC) < 0) {
+		send_msg(ctl, AKS__PROC_MSG_FAILED, errno);
+		_exit(1);
+	}
 	pid_t prog = fork();
 	if (prog < 0) {
 		send_msg(ctl, AKS__PROC_MSG_FAILED, errno);
 		_exit(1);
 	}
-	if (prog == 0)
+	if (prog == 0) {
+		close(go[1]);
+		char c;
+		ssize_t n;
+		do
+			n = read(go[0], &c, 1);
+		while (n < 0 && errno == EINTR);
+		close(go[0]);
+		if (n != 1)
+			_exit(127); /* we died before the caller learnt the pid: do not start */
 		run_program(a, out_w, err_w);
+	}
+	close(go[0]);
 	setpgid(prog, prog); /* also done by the child: whichever runs first wins */
 	close(out_w);
 	close(err_w);
 	send_msg(ctl, AKS__PROC_MSG_STARTED, prog);
+	ssize_t sent;
+	do
+		sent = write(go[1], "g", 1);
+	while (sent < 0 && errno == EINTR);
+	close(go[1]);
 
 	int status = 0;
 	bool done = false;

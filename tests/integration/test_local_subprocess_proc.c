@@ -450,7 +450,17 @@ static void test_supervisor_killed(void **state)
 	assert_true(pid > 1);
 	for (int i = 0; i < 1000 && pid_alive(pid); i++)
 		usleep(10000);
-	assert_false(pid_alive(pid));
+	if (pid_alive(pid)) {
+		char path[64], stat[512] = "";
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+		FILE *f = fopen(path, "r");
+		if (f) {
+			size_t n = fread(stat, 1, sizeof(stat) - 1, f);
+			stat[n] = '\0';
+			fclose(f);
+		}
+		fail_msg("pid %d still runs: %s", (int)pid, stat);
+	}
 	free(pidfile);
 	capture_free(&c);
 	rm_rf(dir);
