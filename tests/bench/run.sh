@@ -12,6 +12,7 @@
 set -eu
 
 B=${AKS_TEST_BUILDDIR:?run through make bench}
+S=${AKS_TEST_SRCDIR:?run through make bench}
 RUNS=${BENCH_RUNS:-100}
 ITER=${BENCH_ITER:-200}
 LOAD=${BENCH_LOAD:-30}
@@ -84,6 +85,13 @@ echo
 # (same process start-up and library load, no plugin loaded).
 hyperfine_pair "Process: aksandbox providers vs aksandbox --version" "$T/providers.json" \
 	"aksandbox providers" "$AKS providers" "aksandbox --version" "$AKS --version"
+
+echo
+# Loading and validating a config with two profiles (plugins loaded, blocks
+# checked against their schemas, providers started), against the bare start.
+hyperfine_pair "Process: aksandbox check -c profiles.yaml vs aksandbox --version" "$T/check.json" \
+	"aksandbox check (2 profiles)" "$AKS check -c $S/contrib/examples/profiles.yaml --json" \
+	"aksandbox --version" "$AKS --version"
 
 # Memory: the peak resident size of the aksandbox process (wait4's ru_maxrss,
 # measured by bench_exec rss). Output beyond the per-stream cap (4 MiB) is
