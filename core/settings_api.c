@@ -129,6 +129,11 @@ AKS_EXPORT aks_profile *aks_settings_get_profile(const aks_settings *s, size_t i
 	return s && index < s->profile_count ? s->profiles[index] : NULL;
 }
 
+static int compare_names(const void *a, const void *b)
+{
+	return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 AKS_EXPORT int aks_settings_find_profile(const aks_settings *s, const char *name,
                                          aks_profile **out, aks_error **err)
 {
@@ -149,6 +154,8 @@ AKS_EXPORT int aks_settings_find_profile(const aks_settings *s, const char *name
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	for (size_t i = 0; i < s->profile_count; i++)
 		names[i] = s->profiles[i]->name;
+	/* Sorted, as the original renders them. */
+	qsort(names, s->profile_count, sizeof(*names), compare_names);
 	char *list = aks__py_list_repr(names);
 	free(names);
 	int rc = aks__error_set(err, AKS_ECONFIG, "unknown sandbox profile '%s'; configured profiles: %s",

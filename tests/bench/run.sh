@@ -107,3 +107,8 @@ printf '  %-45s %8d\n' "aksandbox run -- head -c 4MiB /dev/zero" "$capped"
 printf '  %-45s %8d\n' "aksandbox run -- head -c 256MiB /dev/zero" "$big"
 printf '  growth for 4 MiB of output: %d KiB; for 256 MiB: %d KiB (cap: 4096 KiB)\n' \
 	$((capped - small)) $((big - small))
+
+# The state store: one session transaction, reads, and 1,000 conversations.
+echo
+echo "State store (tests/bench/bench_store)"
+"$B/tests/bench/bench_store" "${BENCH_STORE_ITER:-200}" "$T"
