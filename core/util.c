@@ -60,8 +60,11 @@ int aks__buf_printf(aks_buf *b, const char *fmt, ...)
 
 char *aks__buf_steal(aks_buf *b)
 {
-	if (!b->data && buf_reserve(b, 0) < 0)
-		return NULL;
+	if (!b->data) {
+		if (buf_reserve(b, 0) < 0)
+			return NULL;
+		b->data[0] = '\0';
+	}
 	char *p = b->data;
 	b->data = NULL;
 	b->len = b->cap = 0;
