@@ -173,6 +173,12 @@ static int find_in(aks_state_store *st, const char *ns, const char *id, aks_sess
 	return rc;
 }
 
+int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id,
+                          aks_session_rec *out, aks_error **err)
+{
+	return find_in(st, ns, id, out, err);
+}
+
 int aks__sessions_find(aks_state_store *st, const char *conversation, const char *id,
                        aks_session_rec *out, aks_error **err)
 {

@@ -47,6 +47,10 @@ int aks__sessions_new(aks_state_store *st, const aks_settings *s, const char *co
 int aks__sessions_find(aks_state_store *st, const char *conversation, const char *id,
                        aks_session_rec *out, aks_error **err);
 
+/* The same in one namespace only (the registry of a profile's scope). */
+int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id,
+                          aks_session_rec *out, aks_error **err);
+
 /* Inserts or replaces the session in `ns`. */
 int aks__sessions_save(aks_state_store *st, const char *ns, const aks_session_rec *rec,
                        aks_error **err);

@@ -100,6 +100,17 @@ int cli_cmd_providers(int argc, char *argv[]);
 int cli_cmd_run(int argc, char *argv[]);
 int cli_cmd_code(int argc, char *argv[]);
 int cli_cmd_check(int argc, char *argv[]);
+/* cmd_tool.c: the agent tools over the state directory's sessions. */
+int cli_cmd_tool(int argc, char *argv[]);
+int cli_cmd_tools(int argc, char *argv[]);
+int cli_cmd_prompt(int argc, char *argv[]);
+int cli_cmd_sessions(int argc, char *argv[]);
+
+/* --conversation ID and --agent NAME (NULL when not given). */
+extern const char *cli_conversation;
+extern const char *cli_agent;
+/* --conversation, else $AKSANDBOX_CONVERSATION, else "cli". */
+const char *cli_get_conversation(void);
 
 /* Help texts and usage errors (main.c). */
 void cli_usage_hint(const char *command);

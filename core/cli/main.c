@@ -67,6 +67,28 @@ static const struct command commands[] = {
      "  -c, --config FILE  the configuration file (default: as for every command)\n"
      "  --json             print one JSON document instead of text\n"
      "  -h, --help         show this help\n"},
+    {"tool", cli_cmd_tool, "NAME [JSON|-]",
+     "call an agent tool and print its JSON result",
+     "Calls the agent tool NAME (run_code, run_command, write_sandbox_file,\n"
+     "read_sandbox_file, check_sandbox_task, list_sandbox_sessions,\n"
+     "new_sandbox_session, destroy_sandbox_session) with the JSON object of its\n"
+     "arguments (default {}; '-' reads it from standard input) and prints the\n"
+     "JSON result, exactly what an agent would get. Sessions belong to the\n"
+     "conversation (--conversation) and persist in the state directory\n"
+     "($AKS_STATE_DIR), so successive invocations share them.\n"
+     "Exits 0, or 1 when the result is an error ({\"error\": ...}).\n"
+     "\n"
+     "Options:\n"
+     "  -h, --help  show this help\n"},
+    {"tools", cli_cmd_tools, "", "print the tools' argument schemas (JSON)",
+     "Prints the eight tools as a JSON array of {name, description, parameters},\n"
+     "parameters being the JSON Schema of the tool's arguments.\n"},
+    {"prompt", cli_cmd_prompt, "", "print the system-prompt guidance for the tools",
+     "Prints the guidance an agent's system prompt gets with the tools, for the\n"
+     "agent given with --agent (nothing when the agents filter excludes it).\n"},
+    {"sessions", cli_cmd_sessions, "", "list the conversation's sandbox sessions (JSON)",
+     "Prints list_sandbox_sessions for the conversation: its sessions, then the\n"
+     "per_runtime ones.\n"},
     {"help", cmd_help, "[COMMAND]", "show help for aksandbox or one of its commands", ""},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -150,11 +172,15 @@ static void print_usage(FILE *f)
 	           "The configuration is config.yaml's sandbox: block, read from -c FILE, else\n"
 	           "$AKSANDBOX_CONFIG, else ./config.yaml, else ~/.config/aksandbox/config.yaml,\n"
 	           "else /etc/aksandbox/config.yaml. With none of them, one profile exists:\n"
-	           "'default', the local_subprocess provider (no isolation). Commands run every\n"
-	           "call in a fresh sandbox.\n"
+	           "'default', the local_subprocess provider (no isolation). run and code use a\n"
+	           "fresh sandbox per call; tool and sessions keep the conversation's sessions\n"
+	           "in the state directory ($AKS_STATE_DIR, default ~/.local/state/aksandbox).\n"
 	           "\n"
 	           "Options:\n"
 	           "  -c, --config FILE  the configuration file\n"
+	           "  --conversation ID  the conversation the tools act in (default:\n"
+	           "                     $AKSANDBOX_CONVERSATION, else 'cli')\n"
+	           "  --agent NAME       the agent the tools act for (principal, agents filter)\n"
 	           "  -h, --help         show this help\n"
 	           "  -V, --version      show the version and the plugin ABI\n"
 	           "\n"
@@ -221,6 +247,8 @@ int main(int argc, char *argv[])
 	    {"help", no_argument, NULL, 'h'},
 	    {"version", no_argument, NULL, 'V'},
 	    {"config", required_argument, NULL, 'c'},
+	    {"conversation", required_argument, NULL, 'C'},
+	    {"agent", required_argument, NULL, 'A'},
 	    {NULL, 0, NULL, 0},
 	};
 	int c;
@@ -237,6 +265,12 @@ int main(int argc, char *argv[])
 		switch (c) {
 		case 'c':
 			cli_config_path = optarg;
+			break;
+		case 'C':
+			cli_conversation = optarg;
+			break;
+		case 'A':
+			cli_agent = optarg;
 			break;
 		case ':':
 			cli_warn("option '%s' needs an argument", argv[optind - 1]);

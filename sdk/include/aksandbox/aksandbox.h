@@ -305,6 +305,54 @@ AKS_EXPORT const unsigned char *aks_result_get_file(const aks_result *r, size_t 
                                                     size_t *len);
 AKS_EXPORT void aks_result_free(aks_result *r);
 
+/* ---- the agent tools ---------------------------------------------------------- */
+
+/*
+ * A host of the eight sandbox tools (run_code, run_command, write_sandbox_file,
+ * read_sandbox_file, check_sandbox_task, list_sandbox_sessions,
+ * new_sandbox_session, destroy_sandbox_session) over loaded settings, with its
+ * sessions in a state directory shared by every process that opens it.
+ */
+typedef struct aks_runtime aks_runtime;
+
+/* Who calls a tool. Every call belongs to a conversation, whose sandbox
+ * sessions no other conversation can address. */
+typedef struct aks_tool_context {
+	uint32_t struct_version;        /* AKS_TOOL_CONTEXT_VERSION */
+	uint32_t struct_size;           /* sizeof(aks_tool_context) */
+	const char *conversation_id;    /* required; ids starting with '@' are reserved */
+	const char *agent;              /* the agent's name, or NULL */
+	const char *const *attributes;  /* NULL-terminated key, value pairs for the resolver */
+	aks_cancel *cancel;             /* NULL: not cancellable */
+} aks_tool_context;
+
+#define AKS_TOOL_CONTEXT_VERSION 1
+
+/* Fills a context: version, size, the two ids, no attributes, no cancel token. */
+AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *conversation_id,
+                                      const char *agent);
+/* Opens a runtime. `settings` is borrowed and must outlive it; `state_dir`
+ * NULL is the default state directory ($AKS_STATE_DIR, ...). A disabled
+ * sandbox opens no state. */
+AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir,
+                                aks_runtime **out, aks_error **err);
+AKS_EXPORT void aks_runtime_close(aks_runtime *rt);
+/*
+ * Calls a tool by name with JSON arguments (an object; NULL or "" for none).
+ * *out_json is always the tool's JSON result (errors included, as the agent
+ * sees them), freed by the caller with free(); returns AKS_OK, or an error
+ * only for API misuse (*out_json is then NULL) or when memory ran out.
+ */
+AKS_EXPORT int aks_runtime_call_tool(aks_runtime *rt, const char *tool, const char *args_json,
+                                     const aks_tool_context *ctx, char **out_json,
+                                     aks_error **err);
+/* The tools' argument schemas, a JSON array of {name, description,
+ * parameters} (malloc'ed; NULL when out of memory). */
+AKS_EXPORT char *aks_runtime_tool_schemas(const aks_runtime *rt);
+/* The system-prompt guidance for `agent` ("" when the sandbox is disabled or
+ * the agents filter excludes it; NULL agent: no filtering). malloc'ed. */
+AKS_EXPORT char *aks_runtime_guidance(const aks_runtime *rt, const char *agent);
+
 #ifdef __cplusplus
 }
 #endif

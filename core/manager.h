@@ -1,0 +1,89 @@
+/*
+ * core/manager.h - the execution manager (reference §4) with the embedded
+ * broker and its worker (§5.2-5.3) folded in: profile and session
+ * resolution, idle reset, self-heal, the gates and the provider calls.
+ *
+ * Every operation on a stored session (per_session, per_runtime) runs under
+ * that session's lock, a flock(2) on its own lock file under the state
+ * directory, from the lookup to the write-back. The lock excludes other
+ * threads (each call opens the file anew, and flock locks belong to the open
+ * file) and other processes, so no race creates two sandboxes for one
+ * session and destroy is serialised with executions.
+ *
+ * Brokers: only the embedded behaviour exists so far; `flavor: thread` also
+ * runs inline (no promotion, wait_timeout unused) until the thread broker
+ * lands. Internal API (aks__ names).
+ */
+#ifndef AKS_CORE_MANAGER_H
+#define AKS_CORE_MANAGER_H
+
+#include "internal.h"
+#include "sessions.h"
+#include "state_store.h"
+
+typedef struct aks_manager aks_manager;
+
+/* Who is calling: the conversation (namespace) and what the resolver needs. */
+typedef struct aks_mgr_caller {
+	const char *conversation;      /* non-empty, not starting with '@' */
+	const char *agent;             /* NULL: "agent" */
+	const char *const *attributes; /* NULL-terminated key, value pairs, or NULL */
+	aks_cancel *cancel;            /* NULL: not cancellable */
+} aks_mgr_caller;
+
+typedef enum aks_mgr_op {
+	AKS_MGR_EXECUTE_CODE,
+	AKS_MGR_EXECUTE_COMMAND,
+	AKS_MGR_UPLOAD,
+	AKS_MGR_DOWNLOAD
+} aks_mgr_op;
+
+typedef struct aks_mgr_request {
+	int op;                 /* aks_mgr_op */
+	const char *code;       /* EXECUTE_CODE */
+	const char *language;   /* EXECUTE_CODE; NULL: "python" */
+	const char *command;    /* EXECUTE_COMMAND */
+	const char *path;       /* UPLOAD, DOWNLOAD */
+	const void *data;       /* UPLOAD */
+	size_t len;             /* UPLOAD */
+	const char *profile;    /* NULL: the session's, or the default profile */
+	const char *session_id; /* NULL: the default session; "" is an (unknown) explicit id */
+} aks_mgr_request;
+
+typedef struct aks_mgr_outcome {
+	aks_result *result; /* executions and downloads; NULL for uploads */
+	char *session_id;   /* the id to echo: "" for per_call, whose ids are never reusable */
+	char *notice;       /* idle reset or self-heal; also set on result when it had none */
+} aks_mgr_outcome;
+
+void aks__mgr_outcome_clear(aks_mgr_outcome *o);
+
+/* The manager over loaded settings (borrowed) and an open store (borrowed). */
+int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager **out,
+                     aks_error **err);
+void aks__manager_free(aks_manager *m);
+
+/* AKS_EINVAL unless `conversation` is a usable conversation id. */
+int aks__manager_check_conversation(const char *conversation, aks_error **err);
+
+/* execute / upload / download (§4.4). */
+int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
+                        aks_mgr_outcome *out, aks_error **err);
+
+/* destroy_sandbox_session (§4.6): idempotent; never calls the provider for an
+ * attached profile. */
+int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, const char *id,
+                                 aks_error **err);
+
+/* new_sandbox_session (§4.3). */
+int aks__manager_new_session(aks_manager *m, const aks_mgr_caller *caller, const char *profile,
+                             const char *name, aks_session_rec *out, aks_error **err);
+
+/* list_sandbox_sessions: the conversation's, then the per_runtime ones. */
+int aks__manager_list_sessions(aks_manager *m, const aks_mgr_caller *caller, aks_session_rec **out,
+                               size_t *count, aks_error **err);
+
+/* The lock file of a session, for tests: <dir>/locks/<ns path>/<id path>.lock (malloc'd). */
+char *aks__manager_lock_path(const aks_manager *m, const char *ns, const char *id);
+
+#endif /* AKS_CORE_MANAGER_H */
