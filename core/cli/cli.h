@@ -106,6 +106,17 @@ int cli_cmd_tools(int argc, char *argv[]);
 int cli_cmd_prompt(int argc, char *argv[]);
 int cli_cmd_sessions(int argc, char *argv[]);
 
+/* The tool runtime over the configuration (-c FILE, ...) and the state
+ * directory, as `tool` uses it; `run`/`code` use it for --session/--persist. */
+typedef struct cli_tool_host {
+	aks_settings *settings;
+	aks_runtime *rt;
+} cli_tool_host;
+
+/* 0, or -1 after printing why on stderr. */
+int cli_tool_host_open(cli_tool_host *h);
+void cli_tool_host_close(cli_tool_host *h);
+
 /* --conversation ID and --agent NAME (NULL when not given). */
 extern const char *cli_conversation;
 extern const char *cli_agent;

@@ -1,10 +1,20 @@
 /*
- * core/cli/cmd_run.c - `aksandbox run` and `aksandbox code`: one execution in
- * a fresh sandbox (scope per_call: create, execute, destroy).
+ * core/cli/cmd_run.c - `aksandbox run` and `aksandbox code`: one execution.
  *
- * The program's stdout and stderr are written to ours byte for byte and its
- * exit code becomes ours. Everything the CLI itself says goes to stderr,
- * prefixed "aksandbox: ", after the program's output.
+ * Two paths:
+ *  - by default, a fresh sandbox (create, execute, destroy) straight through
+ *    the provider: the program's stdout and stderr are written to ours byte
+ *    for byte, --timeout bounds the execution, and its exit code becomes ours.
+ *  - with --session ID or --persist, the run_command / run_code tool in a
+ *    session of the conversation (--conversation), kept in the state
+ *    directory so successive invocations share the sandbox. The tool's
+ *    result is JSON, so the output is text (UTF-8, invalid bytes replaced,
+ *    cut at tool_output_max_chars) and the timeout is the profile's policy
+ *    timeout: the tool API has no per-call timeout, so --timeout is refused
+ *    there rather than silently ignored.
+ *
+ * Everything the CLI itself says goes to stderr, prefixed "aksandbox: ", after
+ * the program's output.
  */
 #include "config.h"
 
@@ -17,7 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+#include <json-c/json.h>
 
 #include "cli.h"
 
@@ -35,6 +48,8 @@ struct exec_request {
 	const char *command; /* run */
 	const char *code;    /* code */
 	const char *language;
+	const char *session; /* --session ID: an explicit sandbox_session_id */
+	bool persist;        /* --persist (or --session): through the tool API */
 };
 
 /* ---- signals ------------------------------------------------------------------ */
@@ -236,14 +251,251 @@ static int execute(const struct exec_request *req)
 	return status;
 }
 
+/* ---- in a session, through the tool API ---------------------------------------- */
+
+/* How often a promoted execution is polled (check_sandbox_task). */
+#define CLI_TASK_POLL_NS 50000000L
+
+static const char *json_str(struct json_object *o, const char *key)
+{
+	struct json_object *v = json_object_object_get(o, key);
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* The tool's arguments for this request (malloc'ed), or NULL. */
+static char *session_args(const struct exec_request *req)
+{
+	struct json_object *a = json_object_new_object();
+	if (!a)
+		return NULL;
+	bool ok = true;
+	if (req->command)
+		ok =
+		    json_object_object_add(a, "command", json_object_new_string(req->command)) == 0;
+	else
+		ok = json_object_object_add(a, "code", json_object_new_string(req->code)) == 0 &&
+		     json_object_object_add(a, "language", json_object_new_string(req->language)) ==
+		         0;
+	if (ok && req->session)
+		ok = json_object_object_add(a, "sandbox_session_id",
+		                            json_object_new_string(req->session)) == 0;
+	if (ok && req->profile)
+		ok =
+		    json_object_object_add(a, "profile", json_object_new_string(req->profile)) == 0;
+	const char *text = ok ? json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN) : NULL;
+	char *copy = text ? strdup(text) : NULL;
+	json_object_put(a);
+	return copy;
+}
+
+/* Calls a tool; the parsed result in *out, or an exit status after reporting. */
+static int call_tool(cli_tool_host *h, const char *tool, const char *args, aks_cancel *cancel,
+                     struct json_object **out)
+{
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, cli_get_conversation(), cli_agent);
+	ctx.cancel = cancel;
+	char *json = NULL;
+	aks_error *e = NULL;
+	int rc = aks_runtime_call_tool(h->rt, tool, args, &ctx, &json, &e);
+	if (rc < 0) {
+		cli_error err;
+		cli_error_take(&err, rc, e);
+		cli_error_print(&err);
+		return rc == AKS_EINVAL ? CLI_EXIT_USAGE : CLI_EXIT_ERROR;
+	}
+	*out = json_tokener_parse(json);
+	free(json);
+	if (!*out || !json_object_is_type(*out, json_type_object)) {
+		json_object_put(*out);
+		cli_warn("%s: the tool's result is not a JSON object", tool);
+		return CLI_EXIT_ERROR;
+	}
+	return -1;
+}
+
+/* Writes one text field of a run result to fd; 0 or an errno value. */
+static int write_field(struct json_object *res, const char *key, int fd)
+{
+	struct json_object *v = json_object_object_get(res, key);
+	if (!v || !json_object_is_type(v, json_type_string))
+		return 0;
+	int len = json_object_get_string_len(v);
+	if (len > 0 && cli_write_all(fd, json_object_get_string(v), (size_t)len) < 0)
+		return errno;
+	return 0;
+}
+
+/* The number of UTF-8 characters in a string. */
+static size_t utf8_chars(const char *s)
+{
+	size_t n = 0;
+	for (; s && *s; s++)
+		n += ((unsigned char)*s & 0xC0) != 0x80;
+	return n;
+}
+
+/*
+ * Prints a run result ({stdout, stderr, exit_code, notice?, truncated?}, or a
+ * task's "result" with "error") and returns the exit status.
+ */
+static int print_tool_result(struct json_object *res)
+{
+	signal(SIGPIPE, SIG_IGN); /* as in print_result */
+	int out_errno = write_field(res, "stdout", STDOUT_FILENO);
+	(void)write_field(res, "stderr", STDERR_FILENO);
+
+	struct json_object *cuts = json_object_object_get(res, "truncated");
+	static const char *const streams[] = {"stdout", "stderr"};
+	for (size_t i = 0; cuts && i < 2; i++) {
+		struct json_object *total = json_object_object_get(cuts, streams[i]);
+		if (total)
+			cli_warn("%s was cut: kept %zu of %lld characters (tool_output_max_chars)",
+			         streams[i], utf8_chars(json_str(res, streams[i])),
+			         (long long)json_object_get_int64(total));
+	}
+	const char *notice = json_str(res, "notice");
+	if (notice && *notice)
+		cli_warn("notice: %s", notice);
+
+	const char *error = json_str(res, "error");
+	struct json_object *code = json_object_object_get(res, "exit_code");
+	int status;
+	if (error) {
+		cli_warn("%s", error);
+		status = CLI_EXIT_ERROR;
+	} else if (!code || !json_object_is_type(code, json_type_int)) {
+		cli_warn("the tool's result has no exit code");
+		status = CLI_EXIT_ERROR;
+	} else {
+		status = exit_status_of(json_object_get_int(code));
+	}
+	if (out_errno == EPIPE) {
+		status = CLI_EXIT_SIGNAL + SIGPIPE;
+	} else if (out_errno) {
+		cli_warn("cannot write the program's stdout: %s", strerror(out_errno));
+		status = CLI_EXIT_ERROR;
+	}
+	return status;
+}
+
+/*
+ * A promoted execution ({"task_id", "status": "pending"}): polls
+ * check_sandbox_task until it ends, and replaces *res with the final task.
+ * Returns -1 to go on, or an exit status.
+ */
+static int wait_task(cli_tool_host *h, struct json_object **res)
+{
+	const char *id = json_str(*res, "task_id");
+	char *args = NULL;
+	struct json_object *a = json_object_new_object();
+	if (a && json_object_object_add(a, "task_id", json_object_new_string(id ? id : "")) == 0)
+		args = strdup(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN));
+	json_object_put(a);
+	if (!args) {
+		cli_warn("out of memory");
+		return CLI_EXIT_ERROR;
+	}
+	int status = -1;
+	for (;;) {
+		const char *st = json_str(*res, "status");
+		if (!st || strcmp(st, "pending") != 0)
+			break;
+		if (signal_caught) {
+			/* The tool API cannot cancel a promoted task; say so. */
+			cli_warn("task %s is left running in the sandbox", id);
+			status = CLI_EXIT_SIGNAL + signal_caught;
+			break;
+		}
+		struct timespec ts = {0, CLI_TASK_POLL_NS};
+		nanosleep(&ts, NULL);
+		struct json_object *next = NULL;
+		status = call_tool(h, "check_sandbox_task", args, NULL, &next);
+		if (status >= 0)
+			break;
+		json_object_put(*res);
+		*res = next;
+	}
+	free(args);
+	return status;
+}
+
+static int execute_in_session(const struct exec_request *req)
+{
+	cli_tool_host h;
+	aks_cancel *cancel = NULL;
+	aks_error *e = NULL;
+	struct json_object *res = NULL;
+	int status;
+
+	if (cli_tool_host_open(&h) < 0)
+		return CLI_EXIT_ERROR;
+	char *args = session_args(req);
+	if (!args) {
+		cli_warn("out of memory");
+		cli_tool_host_close(&h);
+		return CLI_EXIT_ERROR;
+	}
+	int rc = aks_cancel_new(&cancel, &e);
+	if (rc < 0) {
+		cli_error err;
+		cli_error_take(&err, rc, e);
+		cli_error_print(&err);
+		free(args);
+		cli_tool_host_close(&h);
+		return CLI_EXIT_ERROR;
+	}
+	catch_signals(cancel);
+	status = call_tool(&h, req->command ? "run_command" : "run_code", args, cancel, &res);
+	if (status < 0 && json_object_object_get(res, "task_id"))
+		status = wait_task(&h, &res);
+	restore_signals();
+
+	if (status < 0) {
+		const char *error = json_str(res, "error");
+		struct json_object *final = json_object_object_get(res, "result");
+		if (error) {
+			cli_warn("%s", error);
+			status = CLI_EXIT_ERROR;
+		} else if (json_object_object_get(res, "task_id")) {
+			/* A finished task: its bounded result, when it has one. */
+			if (final && json_object_is_type(final, json_type_object)) {
+				status = print_tool_result(final);
+			} else {
+				cli_warn("task %s ended with status '%s' and no result",
+				         json_str(res, "task_id"), json_str(res, "status"));
+				status = CLI_EXIT_ERROR;
+			}
+		} else {
+			status = print_tool_result(res);
+		}
+	}
+	if (signal_caught)
+		status = CLI_EXIT_SIGNAL + signal_caught;
+	json_object_put(res);
+	aks_cancel_free(cancel);
+	free(args);
+	cli_tool_host_close(&h);
+	return status;
+}
+
 /* ---- option parsing ----------------------------------------------------------------- */
 
-enum { OPT_HELP = 'h', OPT_LANGUAGE = 'l', OPT_PROFILE = 'p', OPT_TIMEOUT = 't' };
+enum {
+	OPT_HELP = 'h',
+	OPT_LANGUAGE = 'l',
+	OPT_PROFILE = 'p',
+	OPT_SESSION = 's',
+	OPT_TIMEOUT = 't',
+	OPT_PERSIST = 256
+};
 
 static const struct option exec_options[] = {
     {"help", no_argument, NULL, OPT_HELP},
     {"language", required_argument, NULL, OPT_LANGUAGE},
     {"profile", required_argument, NULL, OPT_PROFILE},
+    {"session", required_argument, NULL, OPT_SESSION},
+    {"persist", no_argument, NULL, OPT_PERSIST},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {NULL, 0, NULL, 0},
 };
@@ -295,6 +547,13 @@ static int parse_exec_options(int argc, char *argv[], const char *optstring,
 		case OPT_PROFILE:
 			req->profile = optarg;
 			break;
+		case OPT_SESSION:
+			req->session = optarg;
+			req->persist = true;
+			break;
+		case OPT_PERSIST:
+			req->persist = true;
+			break;
 		case OPT_TIMEOUT:
 			if (!parse_timeout(optarg, &req->timeout))
 				return usage_error(
@@ -304,13 +563,22 @@ static int parse_exec_options(int argc, char *argv[], const char *optstring,
 			return cli_option_error(argc, argv, c);
 		}
 	}
+	if (req->persist && req->timeout >= 0)
+		return usage_error(command, "%s",
+		                   "--timeout cannot be used with --session or --persist: "
+		                   "executions in a session use the profile's policy timeout");
 	return -1;
+}
+
+static int run_request(const struct exec_request *req)
+{
+	return req->persist ? execute_in_session(req) : execute(req);
 }
 
 int cli_cmd_run(int argc, char *argv[])
 {
 	struct exec_request req = {.timeout = -1};
-	int rc = parse_exec_options(argc, argv, "+:hp:t:", &req);
+	int rc = parse_exec_options(argc, argv, "+:hp:s:t:", &req);
 	if (rc >= 0)
 		return rc;
 	if (optind >= argc)
@@ -322,7 +590,7 @@ int cli_cmd_run(int argc, char *argv[])
 		return CLI_EXIT_ERROR;
 	}
 	req.command = command;
-	rc = execute(&req);
+	rc = run_request(&req);
 	free(command);
 	return rc;
 }
@@ -401,7 +669,7 @@ static char *read_code(const char *file, cli_error *err)
 int cli_cmd_code(int argc, char *argv[])
 {
 	struct exec_request req = {.timeout = -1, .language = "python"};
-	int rc = parse_exec_options(argc, argv, "+:hl:p:t:", &req);
+	int rc = parse_exec_options(argc, argv, "+:hl:p:s:t:", &req);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind > 1)
@@ -414,7 +682,7 @@ int cli_cmd_code(int argc, char *argv[])
 		return CLI_EXIT_ERROR;
 	}
 	req.code = code;
-	rc = execute(&req);
+	rc = run_request(&req);
 	free(code);
 	return rc;
 }

@@ -28,12 +28,7 @@ const char *cli_get_conversation(void)
 	return env && *env ? env : CLI_DEFAULT_CONVERSATION;
 }
 
-typedef struct tool_host {
-	aks_settings *settings;
-	aks_runtime *rt;
-} tool_host;
-
-static int host_open(tool_host *h)
+int cli_tool_host_open(cli_tool_host *h)
 {
 	memset(h, 0, sizeof(*h));
 	char *file = aks_settings_find_file(cli_config_path);
@@ -53,7 +48,7 @@ static int host_open(tool_host *h)
 	return 0;
 }
 
-static void host_close(tool_host *h)
+void cli_tool_host_close(cli_tool_host *h)
 {
 	aks_runtime_close(h->rt);
 	aks_settings_free(h->settings);
@@ -123,8 +118,8 @@ static int parse_help_only(int argc, char *argv[], int max_args)
 /* Calls a tool and prints its JSON: exit 0, or 1 when the result is an error. */
 static int run_tool(const char *name, const char *args)
 {
-	tool_host h;
-	if (host_open(&h) < 0)
+	cli_tool_host h;
+	if (cli_tool_host_open(&h) < 0)
 		return CLI_EXIT_ERROR;
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, cli_get_conversation(), cli_agent);
@@ -143,7 +138,7 @@ static int run_tool(const char *name, const char *args)
 			status = CLI_EXIT_FAILURE;
 	}
 	free(json);
-	host_close(&h);
+	cli_tool_host_close(&h);
 	return status;
 }
 
@@ -183,13 +178,13 @@ int cli_cmd_tools(int argc, char *argv[])
 	int st = parse_help_only(argc, argv, 0);
 	if (st >= 0)
 		return st;
-	tool_host h;
-	if (host_open(&h) < 0)
+	cli_tool_host h;
+	if (cli_tool_host_open(&h) < 0)
 		return CLI_EXIT_ERROR;
 	char *json = aks_runtime_tool_schemas(h.rt);
 	st = json ? print_line(json) : CLI_EXIT_ERROR;
 	free(json);
-	host_close(&h);
+	cli_tool_host_close(&h);
 	return st;
 }
 
@@ -198,12 +193,12 @@ int cli_cmd_prompt(int argc, char *argv[])
 	int st = parse_help_only(argc, argv, 0);
 	if (st >= 0)
 		return st;
-	tool_host h;
-	if (host_open(&h) < 0)
+	cli_tool_host h;
+	if (cli_tool_host_open(&h) < 0)
 		return CLI_EXIT_ERROR;
 	char *text = aks_runtime_guidance(h.rt, cli_agent);
 	st = !text ? CLI_EXIT_ERROR : *text ? print_line(text) : CLI_EXIT_OK;
 	free(text);
-	host_close(&h);
+	cli_tool_host_close(&h);
 	return st;
 }

@@ -21,29 +21,45 @@ struct command {
 static int cmd_help(int argc, char *argv[]);
 
 static const struct command commands[] = {
-    {"run", cli_cmd_run, "[--profile P] [--timeout SECONDS] [--] CMD [ARG...]",
-     "run a command in a fresh sandbox",
+    {"run", cli_cmd_run,
+     "[--profile P] [--timeout SECONDS | --persist | --session ID] [--] CMD [ARG...]",
+     "run a command in a fresh sandbox or a session",
      "Runs CMD with its arguments in a fresh sandbox, which is destroyed afterwards.\n"
      "The arguments are passed literally: they are quoted for the sandbox's shell.\n"
      "The program's stdout and stderr are copied byte for byte, and its exit code\n"
      "is aksandbox's exit status.\n"
      "\n"
+     "With --persist or --session, the command runs through the run_command tool\n"
+     "in a session of the conversation (--conversation), kept in the state\n"
+     "directory, so later invocations find its files: --persist uses the profile's\n"
+     "default session (default:PROFILE), --session ID an explicit session (see\n"
+     "'aksandbox tool new_sandbox_session'). The output is then the tool's text:\n"
+     "UTF-8 (invalid bytes replaced) and cut at tool_output_max_chars, with a\n"
+     "message on stderr when cut; notices are printed as 'aksandbox: notice: ...'.\n"
+     "The timeout is the profile's policy timeout: --timeout is refused there.\n"
+     "\n"
      "Options:\n"
      "  -p, --profile P        the sandbox profile (default: default)\n"
      "  -t, --timeout SECONDS  kill the program after SECONDS (default: the\n"
      "                         profile's policy timeout, 120; 0: no limit)\n"
+     "  --persist              run in the profile's default session\n"
+     "  -s, --session ID       run in session ID (implies --persist)\n"
      "  -h, --help             show this help\n"},
-    {"code", cli_cmd_code, "[-l LANG] [--profile P] [--timeout SECONDS] [FILE|-]",
-     "run code from FILE or standard input in a fresh sandbox",
+    {"code", cli_cmd_code,
+     "[-l LANG] [--profile P] [--timeout SECONDS | --persist | --session ID] [FILE|-]",
+     "run code from FILE or standard input in a fresh sandbox or a session",
      "Reads code from FILE, or from standard input when FILE is '-' or absent, and\n"
      "runs it with the interpreter for LANG in a fresh sandbox. Output and exit\n"
-     "status are passed through as with 'aksandbox run'.\n"
+     "status are passed through as with 'aksandbox run'; --persist and --session\n"
+     "run it through the run_code tool in a session, as for 'aksandbox run'.\n"
      "\n"
      "Options:\n"
      "  -l, --language LANG    the language of the code (default: python); see\n"
      "                         'aksandbox providers' for what each provider runs\n"
      "  -p, --profile P        the sandbox profile (default: default)\n"
      "  -t, --timeout SECONDS  kill the program after SECONDS (default: 120; 0: none)\n"
+     "  --persist              run in the profile's default session\n"
+     "  -s, --session ID       run in session ID (implies --persist)\n"
      "  -h, --help             show this help\n"},
     {"providers", cli_cmd_providers, "[--json]",
      "list the plugins on the search path and what they support",
@@ -173,8 +189,9 @@ static void print_usage(FILE *f)
 	           "$AKSANDBOX_CONFIG, else ./config.yaml, else ~/.config/aksandbox/config.yaml,\n"
 	           "else /etc/aksandbox/config.yaml. With none of them, one profile exists:\n"
 	           "'default', the local_subprocess provider (no isolation). run and code use a\n"
-	           "fresh sandbox per call; tool and sessions keep the conversation's sessions\n"
-	           "in the state directory ($AKS_STATE_DIR, default ~/.local/state/aksandbox).\n"
+	           "fresh sandbox per call unless given --persist or --session; those, tool and\n"
+	           "sessions keep the conversation's sessions in the state directory\n"
+	           "($AKS_STATE_DIR, default ~/.local/state/aksandbox).\n"
 	           "\n"
 	           "Options:\n"
 	           "  -c, --config FILE  the configuration file\n"
