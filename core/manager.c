@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,14 +15,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
+#include "broker_thread.h"
 #include "manager.h"
 #include "result.h"
+#include "tasks.h"
 #include "tools_json.h"
 
 struct aks_manager {
 	aks_settings *settings;
 	aks_state_store *store;
-	char *lock_root; /* absolute: <store dir>/locks */
+	char *lock_root;    /* absolute: <store dir>/locks */
+	bool threaded;      /* broker.flavor: thread */
+	pthread_mutex_t mu; /* guards pool (made on first use) and the memo below */
+	aks_broker_pool *pool;
+	char **unconfigured; /* profiles the reaper has warned about */
+	size_t n_unconfigured;
 };
 
 void aks__mgr_outcome_clear(aks_mgr_outcome *o)
@@ -31,6 +41,7 @@ void aks__mgr_outcome_clear(aks_mgr_outcome *o)
 	aks_result_free(o->result);
 	free(o->session_id);
 	free(o->notice);
+	free(o->task_id);
 	memset(o, 0, sizeof(*o));
 }
 
@@ -48,6 +59,10 @@ int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager
 	}
 	m->settings = settings;
 	m->store = store;
+	/* Only `thread` runs on the pool; `embedded` (and, until they exist,
+	 * the queue and plugin flavors) run inline and never promote. */
+	m->threaded = strcmp(aks_settings_get_broker_flavor(settings), "thread") == 0;
+	pthread_mutex_init(&m->mu, NULL);
 	*out = m;
 	return AKS_OK;
 }
@@ -56,6 +71,12 @@ void aks__manager_free(aks_manager *m)
 {
 	if (!m)
 		return;
+	/* First: running work still uses the store and the lock directory. */
+	aks__broker_pool_free(m->pool);
+	pthread_mutex_destroy(&m->mu);
+	for (size_t i = 0; i < m->n_unconfigured; i++)
+		free(m->unconfigured[i]);
+	free(m->unconfigured);
 	free(m->lock_root);
 	free(m);
 }
@@ -320,6 +341,10 @@ typedef struct submit_state {
 	const aks_mgr_request *req;
 	aks_profile *profile;
 	const aks_principal *principal;
+	bool ephemeral;   /* per_call */
+	const char *ns;   /* otherwise: the session's namespace, */
+	const char *id;   /* its id, */
+	bool explicit_id; /* and whether the caller named it */
 } submit_state;
 
 static void prepare_call(const submit_state *st, aks_call *call)
@@ -373,6 +398,23 @@ static int new_default_session(const aks_profile *p, const char *id, double now,
 	return AKS_OK;
 }
 
+/* The notice of an idle reset (malloc'd; NULL on ENOMEM). */
+static char *idle_notice(const aks_profile *p, const char *id)
+{
+	long long idle = (long long)aks_profile_get_idle_timeout(p);
+	char *notice = NULL;
+	int n = is_attached(p)
+	            ? asprintf(&notice,
+	                       "sandbox session '%s' was idle for more than %llds and its binding "
+	                       "was reset; the attached environment itself is untouched",
+	                       id, idle)
+	            : asprintf(&notice,
+	                       "sandbox session '%s' was idle for more than %llds and has been "
+	                       "reset; its previous workspace state was discarded",
+	                       id, idle);
+	return n < 0 ? NULL : notice;
+}
+
 /* The idle reset on touch (§4.4 step 3); returns the notice or NULL. */
 static char *idle_reset(const aks_profile *p, aks_session_rec *s, double now, bool *fail)
 {
@@ -383,20 +425,8 @@ static char *idle_reset(const aks_profile *p, aks_session_rec *s, double now, bo
 	destroy_backend(p, s);
 	s->closed = false;
 	s->created_at = now;
-	char *notice = NULL;
-	int n = is_attached(p)
-	            ? asprintf(&notice,
-	                       "sandbox session '%s' was idle for more than %llds and its binding "
-	                       "was reset; the attached environment itself is untouched",
-	                       s->id, (long long)idle)
-	            : asprintf(&notice,
-	                       "sandbox session '%s' was idle for more than %llds and has been "
-	                       "reset; its previous workspace state was discarded",
-	                       s->id, (long long)idle);
-	if (n < 0) {
-		*fail = true;
-		return NULL;
-	}
+	char *notice = idle_notice(p, s->id);
+	*fail = notice == NULL;
 	return notice;
 }
 
@@ -425,6 +455,10 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 	aks_autofree char *notice = idle_reset(st->profile, &s, now, &fail);
 	bool dirty = notice != NULL;
 	if (fail) {
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+		goto done;
+	}
+	if (!notice && s.reset_notice && !(notice = strdup(s.reset_notice))) {
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 		goto done;
 	}
@@ -474,6 +508,11 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 	dirty = true;
 	if (rc == AKS_OK)
 		rc = set_notice(out, notice, err);
+	if (rc == AKS_OK) {
+		/* The reaper's notice has been told: it is not told again. */
+		free(s.reset_notice);
+		s.reset_notice = NULL;
+	}
 	if (rc == AKS_OK && !(out->session_id = strdup(id)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 done:
@@ -486,6 +525,218 @@ done:
 	}
 	aks__session_clear(&s);
 	unlock_session(&lk, false);
+	return rc;
+}
+
+/* The operation on a prepared submission, on whatever thread runs it. */
+static int execute(submit_state *st, aks_mgr_outcome *out, aks_error **err)
+{
+	return st->ephemeral ? submit_ephemeral(st, out, err)
+	                     : submit_stored(st, st->ns, st->id, st->explicit_id, out, err);
+}
+
+/* ---- the thread broker's jobs ---- */
+
+/* A submission handed to the pool: it owns copies of everything it uses,
+ * because a promoted job outlives the caller's arguments and cancel token. */
+typedef struct mgr_job {
+	submit_state st;
+	aks_mgr_caller caller;
+	aks_mgr_request req;
+	aks_resolved_principal *principal;
+	aks_cancel *cancel; /* the job's own; the caller's is relayed while it waits */
+	char *conversation, *ns, *id, *code, *language, *command, *path, *data;
+	char task_id[33];
+	double submitted_at;
+	aks_mgr_outcome out;
+	int rc;
+	aks_error *err;
+} mgr_job;
+
+static void job_free(void *ctx)
+{
+	mgr_job *j = ctx;
+	aks_resolved_principal_free(j->principal);
+	aks_cancel_free(j->cancel);
+	free(j->conversation);
+	free(j->ns);
+	free(j->id);
+	free(j->code);
+	free(j->language);
+	free(j->command);
+	free(j->path);
+	free(j->data);
+	aks__mgr_outcome_clear(&j->out);
+	aks_error_free(j->err);
+	free(j);
+}
+
+static void job_run(void *ctx)
+{
+	mgr_job *j = ctx;
+	j->rc = execute(&j->st, &j->out, &j->err);
+}
+
+static const char *job_session_id(const mgr_job *j)
+{
+	return j->st.ephemeral ? "" : j->id; /* per_call ids are never echoed */
+}
+
+static int job_promote(void *ctx)
+{
+	mgr_job *j = ctx;
+	aks_error *e = NULL;
+	int rc =
+	    aks__task_record_pending(j->st.m->store, j->conversation, j->task_id, job_session_id(j),
+	                             aks_profile_get_name(j->st.profile), j->submitted_at, &e);
+	if (rc < 0)
+		aks__log(AKS_LOG_WARNING, "sandbox",
+		         "cannot record sandbox task %s (%s); waiting for the operation instead",
+		         j->task_id, aks_error_message(e));
+	aks_error_free(e);
+	return rc;
+}
+
+/* The promoted run has ended: its outcome goes to the store (§4.5). */
+static void job_promoted_done(void *ctx)
+{
+	mgr_job *j = ctx;
+	const char *status = j->rc == AKS_OK         ? "succeeded"
+	                     : j->rc == AKS_ETIMEOUT ? "timed_out"
+	                                             : "failed";
+	aks_tool_output to;
+	if (j->out.result)
+		aks__tool_output_from_result(j->out.result, &to);
+	const char *error = j->rc == AKS_OK ? NULL
+	                    : j->err        ? aks_error_message(j->err)
+	                                    : "sandbox operation failed";
+	struct json_object *summary = aks__tool_summary_new(
+	    j->out.result ? &to : NULL, error, j->out.notice,
+	    (size_t)aks_settings_get_tool_output_max_chars(j->st.m->settings));
+	aks_error *e = NULL;
+	if (!summary)
+		aks__error_set(&e, AKS_ENOMEM, "out of memory");
+	if (!summary || aks__task_record_done(j->st.m->store, j->conversation, j->task_id, status,
+	                                      j->out.notice, summary, &e) < 0)
+		aks__log(AKS_LOG_WARNING, "sandbox",
+		         "cannot record the outcome of sandbox task %s: %s", j->task_id,
+		         aks_error_message(e));
+	aks_error_free(e);
+}
+
+static void job_cancel(void *ctx)
+{
+	aks_cancel_trigger(((mgr_job *)ctx)->cancel);
+}
+
+static const aks_broker_ops job_ops = {
+    .run = job_run,
+    .promote = job_promote,
+    .promoted_done = job_promoted_done,
+    .cancel = job_cancel,
+    .free = job_free,
+};
+
+static int dup_opt(char **dst, const char *src)
+{
+	*dst = NULL;
+	return !src || (*dst = strdup(src)) ? 0 : -1;
+}
+
+/* Copies a prepared submission into a job that owns everything it uses. */
+static int job_new(const submit_state *st, aks_resolved_principal **principal, mgr_job **out,
+                   aks_error **err)
+{
+	mgr_job *j = calloc(1, sizeof(*j));
+	if (!j)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	const aks_mgr_request *r = st->req;
+	int rc = aks_cancel_new(&j->cancel, err);
+	if (rc == AKS_OK)
+		rc = aks__uuid4_hex(j->task_id, err);
+	if (rc < 0) {
+		job_free(j);
+		return rc;
+	}
+	if (dup_opt(&j->conversation, st->caller->conversation) < 0 ||
+	    dup_opt(&j->ns, st->ns) < 0 || dup_opt(&j->id, st->id) < 0 ||
+	    dup_opt(&j->code, r->code) < 0 || dup_opt(&j->language, r->language) < 0 ||
+	    dup_opt(&j->command, r->command) < 0 || dup_opt(&j->path, r->path) < 0 ||
+	    (r->data && !(j->data = malloc(r->len + 1)))) {
+		job_free(j);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	if (r->data)
+		memcpy(j->data, r->data, r->len);
+	j->req = (aks_mgr_request){.op = r->op,
+	                           .code = j->code,
+	                           .language = j->language,
+	                           .command = j->command,
+	                           .path = j->path,
+	                           .data = j->data,
+	                           .len = r->len};
+	j->caller = (aks_mgr_caller){.conversation = j->conversation, .cancel = j->cancel};
+	j->st = *st;
+	j->st.caller = &j->caller;
+	j->st.req = &j->req;
+	j->st.ns = j->ns;
+	j->st.id = j->id;
+	j->principal = *principal; /* the job owns the principal st points into */
+	*principal = NULL;
+	j->submitted_at = aks__epoch_now();
+	*out = j;
+	return AKS_OK;
+}
+
+/*
+ * The thread broker (§5.4): the operation runs on the pool. Executions wait
+ * up to broker.wait_timeout seconds (0: promoted at once) and are otherwise
+ * promoted to a task; file operations wait for their outcome, so they never
+ * report what did not happen (§11 item 2).
+ */
+static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
+                           aks_mgr_outcome *out, aks_error **err)
+{
+	aks_manager *m = st->m;
+	int rc = AKS_OK;
+	pthread_mutex_lock(&m->mu);
+	if (!m->pool)
+		rc = aks__broker_pool_new(AKS_BROKER_THREADS, &m->pool, err);
+	aks_broker_pool *pool = m->pool;
+	pthread_mutex_unlock(&m->mu);
+	if (rc < 0)
+		return rc;
+	mgr_job *j = NULL;
+	if ((rc = job_new(st, principal, &j, err)) < 0)
+		return rc;
+	bool exec = st->req->op == AKS_MGR_EXECUTE_CODE || st->req->op == AKS_MGR_EXECUTE_COMMAND;
+	double wait = exec ? aks_settings_get_wait_timeout(m->settings) : -1;
+	/* What the pending answer needs, before the pool may free the job. */
+	char task_id[33];
+	memcpy(task_id, j->task_id, sizeof(task_id));
+	aks_autofree char *echo = strdup(job_session_id(j));
+	if (!echo) {
+		job_free(j);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	rc = aks__broker_submit(pool, &job_ops, j, wait, st->caller->cancel, err);
+	if (rc < 0) {
+		job_free(j);
+		return rc;
+	}
+	if (rc == 1) { /* promoted: the pool owns the job now */
+		if (!(out->task_id = strdup(task_id)) || !(out->session_id = strdup(echo)))
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		return AKS_OK;
+	}
+	*out = j->out;
+	memset(&j->out, 0, sizeof(j->out));
+	rc = j->rc;
+	if (rc < 0) {
+		rc = pass_error(err, rc, j->err);
+		j->err = NULL;
+	}
+	job_free(j);
 	return rc;
 }
 
@@ -559,26 +810,32 @@ int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_
 	rc = aks_profile_check_principal(st.profile, st.principal, err);
 	if (rc == AKS_OK)
 		rc = aks_profile_check_policy(st.profile, err);
+	aks_autofree char *def = NULL;
 	if (rc == AKS_OK) {
-		int scope = aks_profile_get_scope(st.profile);
-		if (scope == AKS_SCOPE_PER_CALL) {
+		if (aks_profile_get_scope(st.profile) == AKS_SCOPE_PER_CALL) {
 			/* per_call never stores a session, so no explicit id can name
 			 * one (the original silently ignored it, §11 item 3). */
-			rc = req->session_id
-			         ? aks__error_set(err, AKS_ESESSION_NOT_FOUND,
-			                          "unknown sandbox session '%s'", req->session_id)
-			         : submit_ephemeral(&st, out, err);
+			if (req->session_id)
+				rc =
+				    aks__error_set(err, AKS_ESESSION_NOT_FOUND,
+				                   "unknown sandbox session '%s'", req->session_id);
+			st.ephemeral = true;
 		} else {
-			const char *ns = aks__session_ns(st.profile, caller->conversation);
-			aks_autofree char *def = NULL;
-			const char *id = req->session_id;
-			if (!id &&
-			    asprintf(&def, "default:%s", aks_profile_get_name(st.profile)) < 0)
+			st.ns = aks__session_ns(st.profile, caller->conversation);
+			st.id = req->session_id;
+			st.explicit_id = st.id != NULL;
+			if (!st.id &&
+			    asprintf(&def, "default:%s", aks_profile_get_name(st.profile)) < 0) {
+				def = NULL;
 				rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-			if (rc == AKS_OK)
-				rc = submit_stored(&st, ns, id ? id : def, id != NULL, out, err);
+			}
+			if (!st.id)
+				st.id = def;
 		}
 	}
+	if (rc == AKS_OK)
+		rc = m->threaded ? submit_threaded(&st, &principal, out, err)
+		                 : execute(&st, out, err);
 	aks_resolved_principal_free(principal);
 	if (rc < 0)
 		aks__mgr_outcome_clear(out);
@@ -650,4 +907,148 @@ int aks__manager_list_sessions(aks_manager *m, const aks_mgr_caller *caller, aks
 	if (rc < 0)
 		return rc;
 	return aks__sessions_list(m->store, caller->conversation, out, count, err);
+}
+
+/* ---- check_sandbox_task ---- */
+
+int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *task_id, char **out,
+                      aks_error **err)
+{
+	*out = NULL;
+	int rc = aks__manager_check_conversation(caller->conversation, err);
+	if (rc < 0)
+		return rc;
+	return aks__task_json(m->store, caller->conversation, task_id, out, err);
+}
+
+/* ---- the idle reaper ---- */
+
+/* Logs, once per manager, that a profile's sessions are left alone. */
+static void warn_unconfigured(aks_manager *m, const char *profile)
+{
+	pthread_mutex_lock(&m->mu);
+	bool seen = false;
+	for (size_t i = 0; i < m->n_unconfigured && !seen; i++)
+		seen = strcmp(m->unconfigured[i], profile) == 0;
+	if (!seen) {
+		char **grown =
+		    realloc(m->unconfigured, (m->n_unconfigured + 1) * sizeof(*m->unconfigured));
+		if (grown) {
+			m->unconfigured = grown;
+			if ((grown[m->n_unconfigured] = strdup(profile)))
+				m->n_unconfigured++;
+		}
+		aks__log(AKS_LOG_WARNING, "sandbox",
+		         "idle reaper: profile '%s' is no longer configured; the sandboxes of its "
+		         "sessions are left as they are",
+		         profile);
+	}
+	pthread_mutex_unlock(&m->mu);
+}
+
+/* The profile of a session when the reaper may act on it, else NULL. */
+static aks_profile *reapable(aks_manager *m, const aks_session_rec *s, double now)
+{
+	aks_profile *p = NULL;
+	if (!s->sandbox_id)
+		return NULL;
+	if (aks_settings_find_profile(m->settings, s->profile, &p, NULL) < 0) {
+		warn_unconfigured(m, s->profile);
+		return NULL;
+	}
+	if (is_attached(p) || !(now - s->last_used_at > (double)aks_profile_get_idle_timeout(p)))
+		return NULL;
+	return p;
+}
+
+/* One session: checked, then checked again under its lock before the destroy. */
+static bool reap_one(aks_manager *m, const char *ns, const char *id)
+{
+	aks_session_rec s;
+	if (aks__sessions_find_in(m->store, ns, id, &s, NULL) != AKS_OK)
+		return false;
+	bool candidate = reapable(m, &s, aks__epoch_now()) != NULL;
+	aks__session_clear(&s);
+	if (!candidate)
+		return false;
+	session_lock lk;
+	aks_error *e = NULL;
+	if (lock_session(m, ns, id, &lk, &e) < 0) {
+		aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s", aks_error_message(e));
+		aks_error_free(e);
+		return false;
+	}
+	bool reaped = false;
+	if (aks__sessions_find_in(m->store, ns, id, &s, NULL) == AKS_OK) {
+		aks_profile *p = reapable(m, &s, aks__epoch_now());
+		char *notice = p ? idle_notice(p, s.id) : NULL;
+		if (notice) {
+			aks__log(AKS_LOG_INFO, "sandbox",
+			         "idle reaper: destroying sandbox %s of session '%s'", s.sandbox_id,
+			         s.id);
+			destroy_backend(p, &s);
+			s.closed = false; /* the session stays usable: the next call starts clean */
+			free(s.reset_notice);
+			s.reset_notice = notice;
+			if (aks__sessions_save(m->store, ns, &s, &e) < 0)
+				aks__log(AKS_LOG_WARNING, "sandbox",
+				         "idle reaper: cannot save sandbox session '%s': %s", id,
+				         aks_error_message(e));
+			aks_error_free(e);
+			reaped = true;
+		}
+		aks__session_clear(&s);
+	}
+	unlock_session(&lk, false);
+	return reaped;
+}
+
+/* The ids of a namespace's sessions that have a sandbox (NULL-terminated). */
+static char **ids_with_sandbox(aks_manager *m, const char *ns)
+{
+	struct json_object *doc = NULL;
+	aks_error *e = NULL;
+	if (aks__store_read(m->store, ns, &doc, &e) < 0) {
+		aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s", aks_error_message(e));
+		aks_error_free(e);
+		return NULL;
+	}
+	struct json_object *sessions = json_object_object_get(doc, "sessions");
+	size_t n = json_object_is_type(sessions, json_type_object)
+	               ? (size_t)json_object_object_length(sessions)
+	               : 0;
+	char **ids = calloc(n + 1, sizeof(*ids));
+	size_t k = 0;
+	if (ids && n) {
+		json_object_object_foreach(sessions, key, rec)
+		{
+			struct json_object *sid = json_object_object_get(rec, "sandbox_id");
+			if (json_object_is_type(sid, json_type_string) && k < n &&
+			    (ids[k] = strdup(key)))
+				k++;
+		}
+	}
+	json_object_put(doc);
+	return ids;
+}
+
+int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)
+{
+	if (reaped)
+		*reaped = 0;
+	char **names = NULL;
+	int rc = aks__store_list(m->store, &names, err);
+	if (rc < 0)
+		return rc;
+	for (size_t i = 0; names[i]; i++) {
+		char **ids = ids_with_sandbox(m, names[i]);
+		for (size_t k = 0; ids && ids[k]; k++) {
+			if (reap_one(m, names[i], ids[k]) && reaped)
+				(*reaped)++;
+			free(ids[k]);
+		}
+		free(ids);
+	}
+	aks__store_free_names(names);
+	return AKS_OK;
 }

@@ -10,9 +10,13 @@
  * file) and other processes, so no race creates two sandboxes for one
  * session and destroy is serialised with executions.
  *
- * Brokers: only the embedded behaviour exists so far; `flavor: thread` also
- * runs inline (no promotion, wait_timeout unused) until the thread broker
- * lands. Internal API (aks__ names).
+ * Brokers: `flavor: thread` (the default) runs every operation on the
+ * thread broker's pool (broker_thread.h). run_code and run_command wait up to
+ * broker.wait_timeout seconds and are then promoted to a task recorded in the
+ * conversation's store document (tasks.h), whose outcome the worker writes
+ * there when the run ends; file operations wait without a bound. `embedded`
+ * (and the flavors not built yet) run inline and never promote.
+ * Internal API (aks__ names).
  */
 #ifndef AKS_CORE_MANAGER_H
 #define AKS_CORE_MANAGER_H
@@ -54,6 +58,7 @@ typedef struct aks_mgr_outcome {
 	aks_result *result; /* executions and downloads; NULL for uploads */
 	char *session_id;   /* the id to echo: "" for per_call, whose ids are never reusable */
 	char *notice;       /* idle reset or self-heal; also set on result when it had none */
+	char *task_id;      /* set when the execution was promoted: result is then NULL */
 } aks_mgr_outcome;
 
 void aks__mgr_outcome_clear(aks_mgr_outcome *o);
@@ -69,6 +74,23 @@ int aks__manager_check_conversation(const char *conversation, aks_error **err);
 /* execute / upload / download (§4.4). */
 int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
                         aks_mgr_outcome *out, aks_error **err);
+
+/* check_sandbox_task (§3.5, §4.5): the task's JSON from the store, so it
+ * answers for tasks promoted by any process on the same state directory. */
+int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *task_id, char **out,
+                      aks_error **err);
+
+/*
+ * The idle reaper (§11 item 9): every stored session of a configured,
+ * managed profile that has a sandbox and has been idle longer than its
+ * profile's idle_timeout loses its sandbox (destroyed under the session's
+ * lock); the session stays, with a reset notice its next call reports.
+ * Sessions of profiles no longer configured are left alone (logged once per
+ * manager); attached profiles are never touched. *reaped (may be NULL): how
+ * many sandboxes were destroyed. Errors reading one namespace are logged and
+ * skipped; only a failure to list the store is returned.
+ */
+int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err);
 
 /* destroy_sandbox_session (§4.6): idempotent; never calls the provider for an
  * attached profile. */

@@ -24,6 +24,7 @@ void aks__session_clear(aks_session_rec *s)
 	free(s->profile);
 	free(s->provider_type);
 	free(s->sandbox_id);
+	free(s->reset_notice);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -76,6 +77,9 @@ static struct json_object *rec_to_json(const aks_session_rec *r)
 	json_object_object_add(o, "created_at", json_object_new_double(r->created_at));
 	json_object_object_add(o, "last_used_at", json_object_new_double(r->last_used_at));
 	json_object_object_add(o, "status", json_object_new_string(r->closed ? "closed" : "active"));
+	/* Only while there is one: records without it read as they always did. */
+	if (r->reset_notice)
+		json_object_object_add(o, "reset_notice", json_object_new_string(r->reset_notice));
 	return o;
 }
 
@@ -94,6 +98,7 @@ static int rec_from_json(struct json_object *o, aks_session_rec *r, aks_error **
 	r->profile = dup_member(o, "profile");
 	r->provider_type = dup_member(o, "provider_type");
 	r->sandbox_id = dup_member(o, "sandbox_id");
+	r->reset_notice = dup_member(o, "reset_notice");
 	r->created_at = json_object_get_double(json_object_object_get(o, "created_at"));
 	r->last_used_at = json_object_get_double(json_object_object_get(o, "last_used_at"));
 	const char *status = json_object_get_string(json_object_object_get(o, "status"));

@@ -25,6 +25,7 @@ typedef struct aks_session_rec {
 	double created_at;   /* epoch seconds */
 	double last_used_at; /* epoch seconds; drives the idle reset */
 	bool closed;
+	char *reset_notice; /* the reaper destroyed the sandbox: the next call's notice */
 } aks_session_rec;
 
 void aks__session_clear(aks_session_rec *s);

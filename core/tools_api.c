@@ -141,7 +141,9 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 	if (rc < 0)
 		return fail_json(e, req.session_id, out, err);
 	char *json;
-	if (req.op == AKS_MGR_UPLOAD) {
+	if (o.task_id) {
+		json = aks__tool_json_pending(o.task_id, o.session_id, o.notice);
+	} else if (req.op == AKS_MGR_UPLOAD) {
 		json = aks__tool_json_written(req.path, o.session_id);
 	} else if (req.op == AKS_MGR_DOWNLOAD) {
 		size_t len = 0;
@@ -157,6 +159,15 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 	}
 	aks__mgr_outcome_clear(&o);
 	return done(json, out, err);
+}
+
+static int tool_task(tool_call *tc, char **out, aks_error **err)
+{
+	aks_error *e = NULL;
+	if (aks__manager_task(tc->rt->manager, &tc->caller, arg_str(tc->args, "task_id"), out, &e) <
+	    0)
+		return fail_json(e, NULL, out, err);
+	return AKS_OK;
 }
 
 static int tool_list(tool_call *tc, char **out, aks_error **err)
@@ -212,8 +223,7 @@ static int dispatch(tool_call *tc, char **out, aks_error **err)
 	case AKS_TOOL_READ_SANDBOX_FILE:
 		return tool_submit(tc, out, err);
 	case AKS_TOOL_CHECK_SANDBOX_TASK:
-		/* The embedded execution never promotes, so no task exists. */
-		return done(aks__tool_json_task_unknown(arg_str(tc->args, "task_id")), out, err);
+		return tool_task(tc, out, err);
 	case AKS_TOOL_LIST_SANDBOX_SESSIONS:
 		return tool_list(tc, out, err);
 	case AKS_TOOL_NEW_SANDBOX_SESSION:
@@ -349,4 +359,11 @@ AKS_EXPORT char *aks_runtime_guidance(const aks_runtime *rt, const char *agent)
 	    !aks_settings_agent_allowed(rt->settings, agent))
 		return strdup("");
 	return aks__tool_guidance_from_settings(rt->settings);
+}
+
+AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err)
+{
+	if (!rt)
+		return aks__error_set(err, AKS_EINVAL, "aks_runtime_reap: rt is required");
+	return rt->manager ? aks__manager_reap(rt->manager, NULL, err) : AKS_OK;
 }

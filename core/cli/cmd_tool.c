@@ -37,6 +37,13 @@ int cli_tool_host_open(cli_tool_host *h)
 	free(file);
 	if (rc == AKS_OK)
 		rc = aks_runtime_open(h->settings, NULL, &h->rt, &e);
+	/* The CLI is not a long-running process: reclaim the sandboxes that went
+	 * idle since the last invocation, so none lives on for want of a touch. */
+	if (rc == AKS_OK && aks_runtime_reap(h->rt, &e) < 0) {
+		cli_warn("could not reclaim idle sandboxes: %s", aks_error_message(e));
+		aks_error_free(e);
+		e = NULL;
+	}
 	if (rc < 0) {
 		cli_error err;
 		cli_error_take(&err, rc, e);

@@ -352,6 +352,17 @@ AKS_EXPORT char *aks_runtime_tool_schemas(const aks_runtime *rt);
 /* The system-prompt guidance for `agent` ("" when the sandbox is disabled or
  * the agents filter excludes it; NULL agent: no filtering). malloc'ed. */
 AKS_EXPORT char *aks_runtime_guidance(const aks_runtime *rt, const char *agent);
+/*
+ * The idle reaper: destroys the sandbox of every stored session (of any
+ * conversation) whose profile is managed and still configured and that has
+ * been idle longer than the profile's idle_timeout. The session itself stays;
+ * its next call starts in a fresh sandbox and says so in its notice. Attached
+ * environments are never touched. Hosts call it at start and, if they run
+ * long, now and then (sandboxes are otherwise only reset when touched).
+ * AKS_OK (also when the sandbox is disabled), or an error when the state
+ * directory cannot be read.
+ */
+AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
 
 #ifdef __cplusplus
 }
