@@ -8,7 +8,8 @@
 # Environment: AKS_TEST_BUILDDIR (the build tree), AKS_PLUGIN_PATH (set by
 # make bench), BENCH_RUNS (hyperfine runs, default 100), BENCH_ITER (bench_exec
 # iterations, default 200), BENCH_LOAD (fresh processes for plugin loading,
-# default 30).
+# default 30), BENCH_TOOL_ITER (bench_tool call iterations, default 200),
+# BENCH_SESSIONS (idle sessions for bench_tool sessions, default 1000).
 set -eu
 
 B=${AKS_TEST_BUILDDIR:?run through make bench}
@@ -36,6 +37,7 @@ real_binary() {
 }
 AKS=$(real_binary "$B/core/cli/aksandbox")
 BENCH_EXEC=$(real_binary "$B/tests/bench/bench_exec")
+BENCH_TOOL=$(real_binary "$B/tests/bench/bench_tool")
 LD_LIBRARY_PATH="$B/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 AKS_LOG_LEVEL=${AKS_LOG_LEVEL:-error}
 export LD_LIBRARY_PATH AKS_LOG_LEVEL
@@ -112,3 +114,12 @@ printf '  growth for 4 MiB of output: %d KiB; for 256 MiB: %d KiB (cap: 4096 KiB
 echo
 echo "State store (tests/bench/bench_store)"
 "$B/tests/bench/bench_store" "${BENCH_STORE_ITER:-200}" "$T"
+
+# The tool layer: one run_command through the C API (thread and embedded
+# brokers) against bare fork/exec; then, in a fresh process, 1,000 idle
+# sessions with a sandbox each. Configs, state and sandboxes live under $T.
+echo
+mkdir "$T/tool-call" "$T/tool-sessions"
+"$BENCH_TOOL" call -n "${BENCH_TOOL_ITER:-200}" "$T/tool-call"
+echo
+"$BENCH_TOOL" sessions -n "${BENCH_SESSIONS:-1000}" "$T/tool-sessions"
