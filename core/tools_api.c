@@ -10,9 +10,13 @@
  */
 #include "config.h"
 
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
@@ -23,6 +27,15 @@ struct aks_runtime {
 	aks_settings *settings; /* borrowed */
 	aks_state_store *store; /* NULL when the sandbox is disabled */
 	aks_manager *manager;
+	/* The background reaper (aks_runtime_start_reaper): a timed wait on
+	 * reaper_cv, so that close wakes it at once instead of waiting out the
+	 * interval. */
+	bool reaper_started;
+	bool reaper_stop; /* guarded by reaper_mu */
+	double reaper_interval;
+	pthread_mutex_t reaper_mu;
+	pthread_cond_t reaper_cv;
+	pthread_t reaper;
 };
 
 AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *conversation_id,
@@ -59,10 +72,26 @@ AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir, a
 	return AKS_OK;
 }
 
+/* Stops and joins the background reaper, if it runs; before the manager goes. */
+static void stop_reaper(aks_runtime *rt)
+{
+	if (!rt->reaper_started)
+		return;
+	pthread_mutex_lock(&rt->reaper_mu);
+	rt->reaper_stop = true;
+	pthread_cond_signal(&rt->reaper_cv);
+	pthread_mutex_unlock(&rt->reaper_mu);
+	pthread_join(rt->reaper, NULL);
+	pthread_cond_destroy(&rt->reaper_cv);
+	pthread_mutex_destroy(&rt->reaper_mu);
+	rt->reaper_started = false;
+}
+
 AKS_EXPORT void aks_runtime_close(aks_runtime *rt)
 {
 	if (!rt)
 		return;
+	stop_reaper(rt);
 	aks__manager_free(rt->manager);
 	aks__store_close(rt->store);
 	free(rt);
@@ -144,14 +173,14 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 	if (o.task_id) {
 		json = aks__tool_json_pending(o.task_id, o.session_id, o.notice);
 	} else if (req.op == AKS_MGR_UPLOAD) {
-		json = aks__tool_json_written(req.path, o.session_id);
+		json = aks__tool_json_written(req.path, o.session_id, o.notice);
 	} else if (req.op == AKS_MGR_DOWNLOAD) {
 		size_t len = 0;
 		const unsigned char *data = o.result && aks_result_get_file_count(o.result)
 		                                ? aks_result_get_file(o.result, 0, NULL, NULL, &len)
 		                                : NULL;
 		json = aks__tool_json_read(req.path, data ? (const void *)data : "", data ? len : 0,
-		                           0, o.session_id, tc->max_chars);
+		                           0, o.session_id, o.notice, tc->max_chars);
 	} else {
 		aks_tool_output to;
 		aks__tool_output_from_result(o.result, &to);
@@ -366,4 +395,76 @@ AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err)
 	if (!rt)
 		return aks__error_set(err, AKS_EINVAL, "aks_runtime_reap: rt is required");
 	return rt->manager ? aks__manager_reap(rt->manager, NULL, err) : AKS_OK;
+}
+
+/* ---- the background reaper ---- */
+
+static void *reaper_main(void *arg)
+{
+	aks_runtime *rt = arg;
+	pthread_mutex_lock(&rt->reaper_mu);
+	while (!rt->reaper_stop) {
+		struct timespec deadline;
+		clock_gettime(CLOCK_MONOTONIC, &deadline);
+		time_t whole = (time_t)rt->reaper_interval; /* positive: truncation is floor */
+		deadline.tv_sec += whole;
+		deadline.tv_nsec += (long)((rt->reaper_interval - (double)whole) * 1e9);
+		if (deadline.tv_nsec >= 1000000000L) {
+			deadline.tv_sec++;
+			deadline.tv_nsec -= 1000000000L;
+		}
+		int rc = 0;
+		while (!rt->reaper_stop && rc != ETIMEDOUT)
+			rc = pthread_cond_timedwait(&rt->reaper_cv, &rt->reaper_mu, &deadline);
+		if (rt->reaper_stop)
+			break;
+		/* The pass runs unlocked: close only has to wait for a pass in
+		 * progress, never for the rest of an interval. */
+		pthread_mutex_unlock(&rt->reaper_mu);
+		aks_error *e = NULL;
+		if (aks__manager_reap(rt->manager, NULL, &e) < 0)
+			aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s",
+			         aks_error_message(e));
+		aks_error_free(e);
+		pthread_mutex_lock(&rt->reaper_mu);
+	}
+	pthread_mutex_unlock(&rt->reaper_mu);
+	return NULL;
+}
+
+AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds, aks_error **err)
+{
+	if (!rt)
+		return aks__error_set(err, AKS_EINVAL, "aks_runtime_start_reaper: rt is required");
+	/* Also bounds the interval so that the deadline cannot overflow time_t. */
+	if (!(interval_seconds > 0) || !(interval_seconds <= 1e9))
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_start_reaper: the interval must be a positive "
+		                      "number of seconds");
+	if (rt->reaper_started)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_start_reaper: the reaper is already running");
+	if (!rt->manager)
+		return AKS_OK; /* disabled: there is nothing to reap */
+	pthread_condattr_t attr;
+	if (pthread_condattr_init(&attr) != 0)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	int rc = pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+	if (rc == 0)
+		rc = pthread_cond_init(&rt->reaper_cv, &attr);
+	pthread_condattr_destroy(&attr);
+	if (rc != 0)
+		return aks__error_set(err, AKS_ERROR, "cannot start the idle reaper: %s",
+		                      strerror(rc));
+	pthread_mutex_init(&rt->reaper_mu, NULL);
+	rt->reaper_stop = false;
+	rt->reaper_interval = interval_seconds;
+	if ((rc = pthread_create(&rt->reaper, NULL, reaper_main, rt)) != 0) {
+		pthread_cond_destroy(&rt->reaper_cv);
+		pthread_mutex_destroy(&rt->reaper_mu);
+		return aks__error_set(err, AKS_ERROR, "cannot start the idle reaper: %s",
+		                      strerror(rc));
+	}
+	rt->reaper_started = true;
+	return AKS_OK;
 }

@@ -491,22 +491,24 @@ char *aks__tool_json_pending(const char *task_id, const char *session_id, const 
 	return finish(obj, ok);
 }
 
-char *aks__tool_json_written(const char *path, const char *session_id)
+char *aks__tool_json_written(const char *path, const char *session_id, const char *notice)
 {
 	struct json_object *obj = json_object_new_object();
 	bool ok = obj && add_str(obj, "path", path) &&
 	          add_obj(obj, "written", json_object_new_boolean(1)) &&
-	          add_str(obj, "sandbox_session_id", session_id ? session_id : "");
+	          add_str(obj, "sandbox_session_id", session_id ? session_id : "") &&
+	          (!notice || add_str(obj, "notice", notice));
 	return finish(obj, ok);
 }
 
 char *aks__tool_json_read(const char *path, const void *content, size_t len, uint64_t dropped,
-                          const char *session_id, size_t max_chars)
+                          const char *session_id, const char *notice, size_t max_chars)
 {
 	struct json_object *obj = json_object_new_object(), *cuts = NULL;
 	bool ok = obj && add_str(obj, "path", path) &&
 	          add_text(obj, "content", content, len, dropped, max_chars, &cuts) &&
-	          add_str(obj, "sandbox_session_id", session_id ? session_id : "");
+	          add_str(obj, "sandbox_session_id", session_id ? session_id : "") &&
+	          (!notice || add_str(obj, "notice", notice));
 	if (ok)
 		ok = add_cuts(obj, cuts);
 	else

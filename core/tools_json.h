@@ -99,12 +99,13 @@ void aks__tool_output_from_result(const aks_result *r, aks_tool_output *o);
 char *aks__tool_json_run(const aks_tool_output *o, const char *session_id, size_t max_chars);
 /* Promoted to a task: {task_id, status: "pending", sandbox_session_id[, notice]}. */
 char *aks__tool_json_pending(const char *task_id, const char *session_id, const char *notice);
-/* write_sandbox_file: {path, written: true, sandbox_session_id}. */
-char *aks__tool_json_written(const char *path, const char *session_id);
+/* write_sandbox_file: {path, written: true, sandbox_session_id[, notice]}; the
+ * notice says the write landed in a reset or recreated sandbox. */
+char *aks__tool_json_written(const char *path, const char *session_id, const char *notice);
 /* read_sandbox_file: {path, content, sandbox_session_id[, truncated]}; the
  * content is decoded as UTF-8 with replacement and bounded. */
 char *aks__tool_json_read(const char *path, const void *content, size_t len, uint64_t dropped,
-                          const char *session_id, size_t max_chars);
+                          const char *session_id, const char *notice, size_t max_chars);
 
 /*
  * A finished task's bounded outcome (the original's result_summary):

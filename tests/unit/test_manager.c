@@ -52,8 +52,12 @@ static int write_config(fixture *fx, bool enabled)
 	        "           local_subprocess: {workdir: %s/boxes}}\n"
 	        "    strictp: {type: fake, fake: {}, policy: {network_egress: deny}}\n"
 	        "    slow: {type: local_subprocess, policy: {timeout: 0.5},\n"
-	        "           local_subprocess: {workdir: %s/boxes}}\n",
-	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir);
+	        "           local_subprocess: {workdir: %s/boxes}}\n"
+	        "    quick: {type: local_subprocess, idle_timeout: 1,\n"
+	        "            local_subprocess: {workdir: %s/boxes}}\n"
+	        "    ext: {type: fake, environment: attached, idle_timeout: 1,\n"
+	        "          fake: {attaches_external: true, attach_to: ext-1}}\n",
+	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir);
 	return fclose(f);
 }
 
@@ -288,7 +292,8 @@ static void test_unknown_session_and_profile(void **state)
 	       "{\"error\": \"unknown sandbox session 'nope'\", \"sandbox_session_id\": \"nope\"}");
 	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
 	       "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
-	       "'idle', 'local', 'shared', 'slow', 'strictp']\", \"sandbox_session_id\": \"\"}");
+	       "'ext', 'idle', 'local', 'quick', 'shared', 'slow', 'strictp']\", "
+	       "\"sandbox_session_id\": \"\"}");
 	/* a miss creates nothing */
 	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
 }
@@ -483,6 +488,162 @@ static void test_self_heal(void **state)
 	aks__store_close(st);
 }
 
+/* Moves a stored session's last use `seconds` into the past. */
+static void age_session(fixture *fx, const char *id, double seconds)
+{
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", id, &s, NULL), AKS_OK);
+	s.last_used_at -= seconds;
+	assert_int_equal(aks__sessions_save(st, "conv-a", &s, NULL), AKS_OK);
+	aks__session_clear(&s);
+	aks__store_close(st);
+}
+
+/* write_sandbox_file says when the write landed in a reset or recreated sandbox. */
+static void test_write_notice(void **state)
+{
+	fixture *fx = *state;
+	free(call(fx, "write_sandbox_file",
+	          "{\"path\": \"w\", \"content\": \"old\", \"profile\": \"idle\"}"));
+	age_session(fx, "default:idle", 10.5);
+	expect(
+	    fx, "write_sandbox_file",
+	    "{\"path\": \"w\", \"content\": \"new\", \"profile\": \"idle\"}",
+	    "{\"path\": \"w\", \"written\": true, \"sandbox_session_id\": \"default:idle\", "
+	    "\"notice\": \"sandbox session 'default:idle' was idle for more than 10s and has been "
+	    "reset; its previous workspace state was discarded\"}");
+	/* once only */
+	expect(fx, "write_sandbox_file",
+	       "{\"path\": \"w\", \"content\": \"newer\", \"profile\": \"idle\"}",
+	       "{\"path\": \"w\", \"written\": true, \"sandbox_session_id\": "
+	       "\"default:idle\"}");
+	/* self-heal: the sandbox vanished behind the session's back */
+	free(call(fx, "write_sandbox_file", "{\"path\": \"a\", \"content\": \"1\"}"));
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:default", &s, NULL), AKS_OK);
+	aks_profile *p = NULL;
+	assert_int_equal(aks_settings_find_profile(fx->settings, "default", &p, NULL), AKS_OK);
+	aks_call c;
+	aks_call_init(&c, 10, NULL, NULL, NULL);
+	assert_int_equal(aks_provider_destroy(aks_profile_get_provider(p), s.sandbox_id, &c, NULL),
+	                 AKS_OK);
+	aks__session_clear(&s);
+	aks__store_close(st);
+	expect(fx, "write_sandbox_file", "{\"path\": \"a\", \"content\": \"2\"}",
+	       "{\"path\": \"a\", \"written\": true, \"sandbox_session_id\": "
+	       "\"default:default\", \"notice\": \"the sandbox behind session 'default:default' no "
+	       "longer existed and was recreated empty; its previous workspace state is gone\"}");
+}
+
+/*
+ * An attached profile (the fake's "ext-1"): the idle reset drops only the
+ * binding, with the attached notice; neither the reset, the reaper nor
+ * destroy_sandbox_session destroys the environment, whose files survive.
+ */
+static void test_attached_idle(void **state)
+{
+	fixture *fx = *state;
+	expect(fx, "write_sandbox_file",
+	       "{\"path\": \"keep\", \"content\": \"env\", \"profile\": \"ext\"}",
+	       "{\"path\": \"keep\", \"written\": true, \"sandbox_session_id\": \"default:ext\"}");
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:ext", &s, NULL), AKS_OK);
+	assert_string_equal(s.sandbox_id, "ext-1");
+	aks__session_clear(&s);
+	age_session(fx, "default:ext", 1.5);
+	/* the reaper leaves attached sessions alone */
+	assert_int_equal(aks_runtime_reap(fx->rt, NULL), AKS_OK);
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:ext", &s, NULL), AKS_OK);
+	assert_string_equal(s.sandbox_id, "ext-1");
+	assert_null(s.reset_notice);
+	aks__session_clear(&s);
+	expect(
+	    fx, "run_code", "{\"code\": \"x\", \"profile\": \"ext\"}",
+	    "{\"stdout\": \"x\", \"stderr\": \"\", \"exit_code\": 0, \"sandbox_session_id\": "
+	    "\"default:ext\", \"notice\": \"sandbox session 'default:ext' was idle for more than "
+	    "1s and its binding was reset; the attached environment itself is untouched\"}");
+	/* untouched indeed: rebound to ext-1, the file still there */
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:ext", &s, NULL), AKS_OK);
+	assert_string_equal(s.sandbox_id, "ext-1");
+	aks__session_clear(&s);
+	expect(fx, "read_sandbox_file", "{\"path\": \"keep\", \"profile\": \"ext\"}",
+	       "{\"path\": \"keep\", \"content\": \"env\", \"sandbox_session_id\": "
+	       "\"default:ext\"}");
+	/* destroy forgets the session but never destroys the environment */
+	free(call(fx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:ext\"}"));
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:ext", &s, NULL),
+	                 AKS_ENOTFOUND);
+	expect(fx, "read_sandbox_file", "{\"path\": \"keep\", \"profile\": \"ext\"}",
+	       "{\"path\": \"keep\", \"content\": \"env\", \"sandbox_session_id\": "
+	       "\"default:ext\"}");
+	/* the check above can fail: once the environment is destroyed, attaching fails */
+	aks_profile *p = NULL;
+	assert_int_equal(aks_settings_find_profile(fx->settings, "ext", &p, NULL), AKS_OK);
+	aks_call c;
+	aks_call_init(&c, 10, NULL, NULL, NULL);
+	assert_int_equal(aks_provider_destroy(aks_profile_get_provider(p), "ext-1", &c, NULL),
+	                 AKS_OK);
+	char *got = call(fx, "read_sandbox_file", "{\"path\": \"keep\", \"profile\": \"ext\"}");
+	assert_non_null(strstr(got, "attached environment 'ext-1' (profile 'ext') is unreachable"));
+	free(got);
+	aks__store_close(st);
+}
+
+/* ---- the background reaper ---- */
+
+/* A session idle past its timeout loses its sandbox with no call touching it. */
+static void test_background_reaper(void **state)
+{
+	fixture *fx = *state;
+	char *got = call(fx, "run_command", "{\"command\": \"pwd\", \"profile\": \"quick\"}");
+	char *dir = member(got, "stdout");
+	free(got);
+	assert_non_null(dir);
+	dir[strcspn(dir, "\n")] = '\0';
+	assert_true(exists(dir));
+	aks_error *err = NULL;
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, 0.2, &err), AKS_OK);
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, 0.2, &err), AKS_EINVAL);
+	aks_error_free(err);
+	int64_t t0 = aks__now_ms();
+	while (exists(dir) && aks__now_ms() - t0 < 10000)
+		usleep(50000);
+	assert_false(exists(dir));
+	/* idle_timeout is 1 s, strictly exceeded: not reaped early */
+	assert_true(aks__now_ms() - t0 >= 500);
+	free(dir);
+	/* the session stays, and its next call says what happened */
+	expect(
+	    fx, "write_sandbox_file",
+	    "{\"path\": \"f\", \"content\": \"x\", \"profile\": \"quick\"}",
+	    "{\"path\": \"f\", \"written\": true, \"sandbox_session_id\": \"default:quick\", "
+	    "\"notice\": \"sandbox session 'default:quick' was idle for more than 1s and has been "
+	    "reset; its previous workspace state was discarded\"}");
+}
+
+static void test_reaper_close_is_prompt(void **state)
+{
+	fixture *fx = *state;
+	aks_error *err = NULL;
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, 0, &err), AKS_EINVAL);
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, -1, &err), AKS_EINVAL);
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_runtime_start_reaper(NULL, 1, &err), AKS_EINVAL);
+	aks_error_free(err);
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, 5, NULL), AKS_OK);
+	usleep(100000); /* the thread is in its timed wait */
+	int64_t t0 = aks__now_ms();
+	aks_runtime_close(fx->rt);
+	fx->rt = NULL;
+	assert_true(aks__now_ms() - t0 < 1000);
+}
+
 /* ---- gates, arguments, API misuse ---- */
 
 static void test_policy_gate(void **state)
@@ -672,6 +833,10 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_conversation_isolation, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_reset, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_write_notice, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_attached_idle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_background_reaper, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reaper_close_is_prompt, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_policy_gate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),

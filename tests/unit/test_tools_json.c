@@ -315,17 +315,24 @@ static void test_pending_and_files(void **state)
 	ASSERT_JSON(aks__tool_json_pending("0123abcd", "s1", "idle"),
 	            "{\"task_id\": \"0123abcd\", \"status\": \"pending\", "
 	            "\"sandbox_session_id\": \"s1\", \"notice\": \"idle\"}");
-	ASSERT_JSON(aks__tool_json_written("notes/a.txt", "default:default"),
+	ASSERT_JSON(aks__tool_json_written("notes/a.txt", "default:default", NULL),
 	            "{\"path\": \"notes/a.txt\", \"written\": true, "
 	            "\"sandbox_session_id\": \"default:default\"}");
-	ASSERT_JSON(aks__tool_json_read("a.txt", "h\xc3\xa9\xff", 4, 0, "default:default", 8000),
+	ASSERT_JSON(aks__tool_json_written("a.txt", "s1", "reset"),
+	            "{\"path\": \"a.txt\", \"written\": true, "
+	            "\"sandbox_session_id\": \"s1\", \"notice\": \"reset\"}");
+	ASSERT_JSON(aks__tool_json_read("a.txt", "h\xc3\xa9\xff", 4, 0, "default:default", NULL, 8000),
 	            "{\"path\": \"a.txt\", \"content\": \"h\\u00e9\\ufffd\", "
 	            "\"sandbox_session_id\": \"default:default\"}");
-	ASSERT_JSON(aks__tool_json_read("a.txt", "", 0, 0, "s", 8000),
+	ASSERT_JSON(aks__tool_json_read("a.txt", "", 0, 0, "s", NULL, 8000),
 	            "{\"path\": \"a.txt\", \"content\": \"\", \"sandbox_session_id\": \"s\"}");
-	ASSERT_JSON(aks__tool_json_read("big.txt", "line1\nline2\n", 12, 0, "s", 6),
+	ASSERT_JSON(aks__tool_json_read("big.txt", "line1\nline2\n", 12, 0, "s", NULL, 6),
 	            "{\"path\": \"big.txt\", \"content\": \"line1\\n\", \"sandbox_session_id\": "
 	            "\"s\", \"truncated\": {\"content\": 12}}");
+	/* A recreated sandbox is never silent, on reads either. */
+	ASSERT_JSON(aks__tool_json_read("a.txt", "x", 1, 0, "s", "recreated", 8000),
+	            "{\"path\": \"a.txt\", \"content\": \"x\", \"sandbox_session_id\": \"s\", "
+	            "\"notice\": \"recreated\"}");
 }
 
 static void test_task_shapes(void **state)

@@ -363,6 +363,16 @@ AKS_EXPORT char *aks_runtime_guidance(const aks_runtime *rt, const char *agent);
  * directory cannot be read.
  */
 AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
+/*
+ * Runs the idle reaper (aks_runtime_reap) on a background thread every
+ * `interval_seconds` (> 0; the first pass after one interval), for hosts that
+ * run long. Its errors are logged, never fatal. aks_runtime_close stops and
+ * joins the thread promptly, without waiting for the interval to end.
+ * AKS_EINVAL for a bad interval or when the reaper is already running; AKS_OK
+ * without a thread when the sandbox is disabled.
+ */
+AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds,
+                                        aks_error **err);
 
 #ifdef __cplusplus
 }

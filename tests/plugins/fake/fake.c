@@ -13,6 +13,15 @@
  *    a capability error.
  *  - create mints a uuid4-style id of 32 lowercase hex digits; attach of an
  *    unknown id is AKS_EGONE; destroy is idempotent.
+ *  - Config (all optional): `attaches_external: true` makes the instance
+ *    declare attaches_external (through instance_capabilities), so profiles
+ *    with `environment: attached` accept it; `attach_to` is only there for
+ *    such profiles to name their target. With attaches_external, every id of
+ *    at most 32 characters starting with "ext-" stands for an existing
+ *    external environment: the first attach materialises it (with no files),
+ *    and it lives on, files included, until a destroy of that id, after which
+ *    attaching to it is AKS_EGONE (so a test can tell whether the host ever
+ *    destroyed it).
  *
  * Tests drive one instance from many threads at once, so one mutex per
  * instance guards the sandbox table and everything the sandboxes hold.
@@ -57,11 +66,13 @@ struct fake_box {
 	char id[FAKE_ID_LEN + 1];
 	unsigned refs; /* the table's (while live) plus one per open handle */
 	bool destroyed;
+	bool external; /* an "ext-" environment: kept in the table once destroyed */
 	struct fake_file *files;
 };
 
 struct aks_provider_impl {
 	const aks_host_api *host;
+	bool attaches_external; /* config: declare it, and accept "ext-" ids */
 	pthread_mutex_t lock;
 	struct fake_box *boxes;
 };
@@ -346,8 +357,35 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 		return host->error_set(err, AKS_ERROR, "cannot initialise a mutex");
 	}
 	prov->host = host;
+	/* Absent when the descriptor declares no keys (contract_liar). */
+	if (host->config_bool(config, "attaches_external", &prov->attaches_external) != AKS_OK)
+		prov->attaches_external = false;
 	*out = prov;
 	return AKS_OK;
+}
+
+#define FAKE_EXT_PREFIX "ext-"
+
+/* An id that stands for an external environment of this instance. */
+static bool fake_is_external(const aks_provider_impl *prov, const char *id)
+{
+	return prov->attaches_external &&
+	       strncmp(id, FAKE_EXT_PREFIX, strlen(FAKE_EXT_PREFIX)) == 0 &&
+	       strlen(id) <= FAKE_ID_LEN;
+}
+
+/* Adds an external environment to the table (the caller holds the lock). */
+static struct fake_box *fake_external_new(aks_provider_impl *prov, const char *id)
+{
+	struct fake_box *box = calloc(1, sizeof(*box));
+	if (!box)
+		return NULL;
+	strcpy(box->id, id); /* fits: fake_is_external bounds the length */
+	box->external = true;
+	box->refs = 1; /* the table's */
+	box->next = prov->boxes;
+	prov->boxes = box;
+	return box;
 }
 
 static void fake_fini(aks_provider_impl *prov)
@@ -408,7 +446,14 @@ static int fake_attach(aks_provider_impl *prov, const char *sandbox_id, const ak
 {
 	pthread_mutex_lock(&prov->lock);
 	struct fake_box *box = fake_box_find(prov, sandbox_id);
-	if (!box) {
+	if (!box && fake_is_external(prov, sandbox_id)) {
+		box = fake_external_new(prov, sandbox_id);
+		if (!box) {
+			pthread_mutex_unlock(&prov->lock);
+			return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
+	}
+	if (!box || box->destroyed) {
 		pthread_mutex_unlock(&prov->lock);
 		return prov->host->error_set(err, AKS_EGONE, "fake sandbox '%s' no longer exists",
 		                             sandbox_id);
@@ -424,16 +469,29 @@ static int fake_attach(aks_provider_impl *prov, const char *sandbox_id, const ak
 static int fake_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
                         aks_error **err)
 {
+	bool found = false;
+
 	pthread_mutex_lock(&prov->lock);
 	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
 		struct fake_box *box = *p;
 		if (strcmp(box->id, sandbox_id) != 0)
 			continue;
+		found = true;
+		if (box->external) {
+			/* stays in the table as a tombstone: attach says it is gone */
+			box->destroyed = true;
+			break;
+		}
 		*p = box->next;
 		box->next = NULL;
 		box->destroyed = true;
 		fake_box_unref(box);
 		break;
+	}
+	if (!found && fake_is_external(prov, sandbox_id)) {
+		struct fake_box *tomb = fake_external_new(prov, sandbox_id);
+		if (tomb)
+			tomb->destroyed = true;
 	}
 	pthread_mutex_unlock(&prov->lock);
 	return AKS_OK; /* an unknown id is not an error */
@@ -451,6 +509,35 @@ static const aks_capabilities fake_capabilities = {
     .stateful = true,
     .attach = true,
     .provisions = true,
+};
+
+/* The same, for an instance configured with attaches_external: true. */
+static const aks_capabilities fake_capabilities_external = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_NONE,
+    .languages = fake_languages,
+    .shell = true,
+    .files = true,
+    .package_install = false,
+    .stateful = true,
+    .attach = true,
+    .attaches_external = true,
+    .provisions = true,
+};
+
+static const aks_capabilities *fake_instance_capabilities(const aks_provider_impl *prov)
+{
+	return prov->attaches_external ? &fake_capabilities_external : &fake_capabilities;
+}
+
+static const aks_config_key fake_config_keys[] = {
+    AKS_CONFIG_KEY("attaches_external", AKS_CONFIG_BOOL, false, "false",
+                   "declare attaches_external; ids starting with 'ext-' are external "
+                   "environments"),
+    AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
+                   "the external environment of an environment: attached profile"),
+    AKS_CONFIG_END,
 };
 
 static const aks_sandbox_ops fake_sandbox_ops = {
@@ -471,7 +558,7 @@ static const aks_provider_ops fake_provider_ops = {
     .capabilities = &fake_capabilities,
     .init = fake_init,
     .fini = fake_fini,
-    .instance_capabilities = NULL,
+    .instance_capabilities = fake_instance_capabilities,
     .create = fake_create,
     .attach = fake_attach,
     .destroy = fake_destroy,
@@ -479,6 +566,6 @@ static const aks_provider_ops fake_provider_ops = {
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, FAKE_PLUGIN_NAME, "1.0", "Apache-2.0",
-                  "in-memory fake provider for tests (echoes code, keeps files in memory)", NULL,
-                  &fake_provider_ops);
+                  "in-memory fake provider for tests (echoes code, keeps files in memory)",
+                  fake_config_keys, &fake_provider_ops);
 #endif /* FAKE_NO_DESCRIPTOR */
