@@ -375,6 +375,38 @@ static void test_parallel_sessions(void **state)
 		fail_msg("two sessions took %.3fs, one took %.3fs: not parallel", both, single);
 }
 
+/* destroy_sandbox_session waits for the session's running execution instead of
+ * pulling the sandbox from under it: the run completes with its output, and
+ * only then is the session gone. */
+static void test_destroy_waits_for_execution(void **state)
+{
+	fixture *fx = *state;
+	free(call_in(fx->rt, "conv-d", "run_command", "{\"command\": \"true\"}"));
+	sleeper run = {fx->rt, "conv-d", NULL};
+	pthread_t th;
+	double t0 = mono();
+	assert_int_equal(pthread_create(&th, NULL, sleep_one, &run), 0);
+	struct timespec pause = {0, 200 * 1000000L};
+	nanosleep(&pause, NULL);
+	char *destroyed = call_in(fx->rt, "conv-d", "destroy_sandbox_session",
+	                          "{\"sandbox_session_id\": \"default:local\"}");
+	double destroy_done = mono() - t0;
+	pthread_join(th, NULL);
+	assert_string_equal(destroyed,
+	                    "{\"sandbox_session_id\": \"default:local\", \"destroyed\": true}");
+	free(destroyed);
+	assert_non_null(run.out);
+	if (!strstr(run.out, "slept"))
+		fail_msg("the execution was cut short by the destroy: %s", run.out);
+	free(run.out);
+	/* The destroy returned only after the one-second run had finished. */
+	if (destroy_done < 0.9)
+		fail_msg("destroy returned after %.3fs, before the run it should wait for", destroy_done);
+	char *list = call_in(fx->rt, "conv-d", "list_sandbox_sessions", "{}");
+	assert_string_equal(list, "{\"sessions\": []}");
+	free(list);
+}
+
 /* ---- the store, seen from elsewhere ---- */
 
 static void test_task_from_other_runtime(void **state)
@@ -536,6 +568,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failing_task, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_timed_out_task, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_parallel_sessions, setup_wait_long, teardown),
+	    cmocka_unit_test_setup_teardown(test_destroy_waits_for_execution, setup_wait_long,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_task_from_other_runtime, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_close_drains, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_close_cancels_after_grace, setup_wait0, teardown),
