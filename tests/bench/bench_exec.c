@@ -31,89 +31,26 @@
 
 #include <aksandbox/aksandbox.h>
 
+#include "bench_util.h"
+
 #define MAX_PLUGINS 128
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* Sorts v in place. */
-static double median_ms(int64_t *v, size_t n)
-{
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_i64);
-	int64_t m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	return (double)m / 1e6;
-}
-
-static double percentile_ms(const int64_t *sorted, size_t n, double p)
-{
-	return n ? (double)sorted[(size_t)((double)(n - 1) * p)] / 1e6 : 0;
-}
-
-static void die(const char *what, aks_error *err)
-{
-	fprintf(stderr, "bench_exec: %s: %s\n", what, err ? aks_error_message(err) : "failed");
-	aks_error_free(err);
-	exit(1);
-}
-
 /* ---- exec ----------------------------------------------------------------------- */
-
-/* fork + execv + waitpid; -1 when the program did not exit 0. */
-static int64_t time_spawn(char *const argv[])
-{
-	int64_t t0 = now_ns();
-	pid_t pid = fork();
-	if (pid == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	if (pid < 0)
-		return -1;
-	int st = 0;
-	while (waitpid(pid, &st, 0) < 0) {
-		if (errno != EINTR)
-			return -1;
-	}
-	int64_t t = now_ns() - t0;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t : -1;
-}
 
 static int64_t time_provider(aks_sandbox *sb)
 {
 	aks_result *res = NULL;
 	aks_error *err = NULL;
 	aks_call call;
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	aks_call_init(&call, 60, NULL, NULL, NULL);
 	int rc = aks_sandbox_execute_command(sb, "true", &call, &res, &err);
-	int64_t t = now_ns() - t0;
+	int64_t t = bench_now_ns() - t0;
 	if (rc < 0)
-		die("execute_command", err);
+		bench_die("bench_exec", "execute_command", err);
 	int code = aks_result_get_exit_code(res);
 	aks_result_free(res);
 	return code == 0 ? t : -1;
-}
-
-static const char *find_bash(void)
-{
-	static const char *const candidates[] = {"/bin/bash", "/usr/bin/bash", NULL};
-	for (size_t i = 0; candidates[i]; i++) {
-		if (access(candidates[i], X_OK) == 0)
-			return candidates[i];
-	}
-	return NULL;
 }
 
 static int bench_exec(size_t n)
@@ -124,21 +61,21 @@ static int bench_exec(size_t n)
 	aks_sandbox *sb = NULL;
 	aks_error *err = NULL;
 	aks_call call;
-	const char *bash = find_bash();
+	const char *bash = bench_find_bash();
 
 	if (!bash) {
 		fprintf(stderr, "bench_exec: bash not found\n");
 		return 1;
 	}
 	if (aks_plugin_load("local_subprocess", AKS_PLUGIN_PROVIDER, &plugin, &err) < 0)
-		die("load local_subprocess", err);
+		bench_die("bench_exec", "load local_subprocess", err);
 	if (aks_config_default_block(plugin, &config, &err) < 0)
-		die("config", err);
+		bench_die("bench_exec", "config", err);
 	if (aks_provider_open(plugin, config, &prov, &err) < 0)
-		die("open", err);
+		bench_die("bench_exec", "open", err);
 	aks_call_init(&call, 60, NULL, NULL, NULL);
 	if (aks_provider_create(prov, &call, &sb, &err) < 0)
-		die("create", err);
+		bench_die("bench_exec", "create", err);
 
 	char *true_argv[] = {"/bin/true", NULL};
 	char *bash_argv[] = {(char *)bash, "-c", "true", NULL};
@@ -151,8 +88,8 @@ static int bench_exec(size_t n)
 	}
 	/* Warm up caches (page cache, dynamic loader) outside the figures. */
 	for (int i = 0; i < 5; i++) {
-		time_spawn(true_argv);
-		time_spawn(bash_argv);
+		bench_time_spawn(true_argv);
+		bench_time_spawn(bash_argv);
 		time_provider(sb);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -160,10 +97,10 @@ static int bench_exec(size_t n)
 		for (size_t k = 0; k < 3; k++) {
 			switch ((i + k) % 3) {
 			case 0:
-				t_true[i] = time_spawn(true_argv);
+				t_true[i] = bench_time_spawn(true_argv);
 				break;
 			case 1:
-				t_bash[i] = time_spawn(bash_argv);
+				t_bash[i] = bench_time_spawn(bash_argv);
 				break;
 			default:
 				t_prov[i] = time_provider(sb);
@@ -175,15 +112,15 @@ static int bench_exec(size_t n)
 			return 1;
 		}
 	}
-	double m_true = median_ms(t_true, n), m_bash = median_ms(t_bash, n);
-	double m_prov = median_ms(t_prov, n);
+	double m_true = bench_median_ms(t_true, n), m_bash = bench_median_ms(t_bash, n);
+	double m_prov = bench_median_ms(t_prov, n);
 	printf("One execution of `true`: %zu runs of each, interleaved (median, p90 in ms)\n", n);
 	printf("  %-44s %8.3f %8.3f\n", "fork/exec /bin/true + wait", m_true,
-	       percentile_ms(t_true, n, 0.9));
+	       bench_percentile_ms(t_true, n, 0.9));
 	printf("  %-44s %8.3f %8.3f\n", "fork/exec bash -c true + wait", m_bash,
-	       percentile_ms(t_bash, n, 0.9));
+	       bench_percentile_ms(t_bash, n, 0.9));
 	printf("  %-44s %8.3f %8.3f\n", "aks_sandbox_execute_command(sb, \"true\")", m_prov,
-	       percentile_ms(t_prov, n, 0.9));
+	       bench_percentile_ms(t_prov, n, 0.9));
 	printf("  ratio execute_command / bare /bin/true:    %6.2fx\n", m_prov / m_true);
 	printf("  ratio execute_command / bare bash -c true: %6.2fx\n", m_prov / m_bash);
 	printf("  overhead over bash -c true:                %6.3f ms\n", m_prov - m_bash);
@@ -195,7 +132,7 @@ static int bench_exec(size_t n)
 	aks_sandbox_close(sb);
 	aks_call_init(&call, 60, NULL, NULL, NULL);
 	if (id && aks_provider_destroy(prov, id, &call, &err) < 0)
-		die("destroy", err);
+		bench_die("bench_exec", "destroy", err);
 	free(id);
 	aks_provider_close(prov);
 	aks_config_free(config);
@@ -256,9 +193,9 @@ static int load_once(void)
 	for (size_t i = 0; i < names.n; i++) {
 		const aks_plugin *plugin = NULL;
 		aks_error *err = NULL;
-		int64_t t0 = now_ns();
+		int64_t t0 = bench_now_ns();
 		int rc = aks_plugin_load(names.v[i], 0, &plugin, &err);
-		int64_t t = now_ns() - t0;
+		int64_t t = bench_now_ns() - t0;
 		total += t;
 		printf("%s %" PRId64 " %s\n", names.v[i], t, rc < 0 ? "fail" : "ok");
 		aks_error_free(err);
@@ -279,9 +216,9 @@ static int count_visit(const char *file, const aks_plugin *plugin, const aks_err
 static int foreach_once(void)
 {
 	size_t count = 0;
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	aks_plugin_foreach(count_visit, &count);
-	printf("*foreach %" PRId64 " ok\n", now_ns() - t0);
+	printf("*foreach %" PRId64 " ok\n", bench_now_ns() - t0);
 	return 0;
 }
 
@@ -365,8 +302,8 @@ static int bench_load(size_t n)
 			         s[i].failed ? " [fails to load]" : "");
 			label = buf;
 		}
-		double m = median_ms(s[i].t, s[i].n);
-		printf("  %-44s %8.3f %8.3f\n", label, m, percentile_ms(s[i].t, s[i].n, 0.9));
+		double m = bench_median_ms(s[i].t, s[i].n);
+		printf("  %-44s %8.3f %8.3f\n", label, m, bench_percentile_ms(s[i].t, s[i].n, 0.9));
 		free(s[i].t);
 	}
 	return 0;

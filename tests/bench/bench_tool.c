@@ -32,40 +32,7 @@
 
 #include <aksandbox/aksandbox.h>
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static int cmp_i64(const void *a, const void *b)
-{
-	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-	return (x > y) - (x < y);
-}
-
-/* Sorts v in place. */
-static double median_ms(int64_t *v, size_t n)
-{
-	if (n == 0)
-		return 0;
-	qsort(v, n, sizeof(*v), cmp_i64);
-	int64_t m = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-	return (double)m / 1e6;
-}
-
-static double percentile_ms(const int64_t *sorted, size_t n, double p)
-{
-	return n ? (double)sorted[(size_t)((double)(n - 1) * p)] / 1e6 : 0;
-}
-
-static void die(const char *what, aks_error *err)
-{
-	fprintf(stderr, "bench_tool: %s: %s\n", what, err ? aks_error_message(err) : "failed");
-	aks_error_free(err);
-	exit(1);
-}
+#include "bench_util.h"
 
 /* ---- a runtime over a scratch config ---------------------------------------------------- */
 
@@ -110,9 +77,9 @@ static void host_open(struct host *h, const char *dir, const char *name, const c
 	        h->sandboxes, flavor);
 	fclose(f);
 	if (aks_settings_load(config, NULL, &h->settings, &err) < 0)
-		die("settings", err);
+		bench_die("bench_tool", "settings", err);
 	if (aks_runtime_open(h->settings, state, &h->rt, &err) < 0)
-		die("runtime", err);
+		bench_die("bench_tool", "runtime", err);
 	aks_tool_context_init(&h->ctx, "bench", NULL);
 }
 
@@ -128,7 +95,7 @@ static char *call(struct host *h, const char *tool, const char *args)
 	char *json = NULL;
 	aks_error *err = NULL;
 	if (aks_runtime_call_tool(h->rt, tool, args, &h->ctx, &json, &err) < 0)
-		die(tool, err);
+		bench_die("bench_tool", tool, err);
 	if (strncmp(json, "{\"error\"", 8) == 0) {
 		fprintf(stderr, "bench_tool: %s %s: %s\n", tool, args ? args : "", json);
 		exit(1);
@@ -139,9 +106,9 @@ static char *call(struct host *h, const char *tool, const char *args)
 /* One run_command `true`; the time, or exits when it did not run and exit 0. */
 static int64_t time_run(struct host *h, const char *args)
 {
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	char *json = call(h, "run_command", args);
-	int64_t t = now_ns() - t0;
+	int64_t t = bench_now_ns() - t0;
 	if (!strstr(json, "\"exit_code\": 0")) {
 		fprintf(stderr, "bench_tool: run_command true: %s\n", json);
 		exit(1);
@@ -164,37 +131,18 @@ static long count_entries(const char *dir)
 	return n;
 }
 
-/* ---- call --------------------------------------------------------------------------- */
-
 /* fork + execv + waitpid; exits when the program did not exit 0. */
 static int64_t time_spawn(char *const argv[])
 {
-	int64_t t0 = now_ns();
-	pid_t pid = fork();
-	if (pid == 0) {
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	int st = 0;
-	while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
-		;
-	int64_t t = now_ns() - t0;
-	if (pid < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+	int64_t t = bench_time_spawn(argv);
+	if (t < 0) {
 		fprintf(stderr, "bench_tool: %s failed\n", argv[0]);
 		exit(1);
 	}
 	return t;
 }
 
-static const char *find_bash(void)
-{
-	static const char *const candidates[] = {"/bin/bash", "/usr/bin/bash", NULL};
-	for (size_t i = 0; candidates[i]; i++) {
-		if (access(candidates[i], X_OK) == 0)
-			return candidates[i];
-	}
-	return NULL;
-}
+/* ---- call --------------------------------------------------------------------------- */
 
 #define VARIANTS 4
 
@@ -207,7 +155,7 @@ static int bench_call(size_t n, const char *dir)
 	    "run_command true (broker: embedded)",
 	};
 	const char *args = "{\"command\": \"true\"}";
-	const char *bash = find_bash();
+	const char *bash = bench_find_bash();
 	struct host thread, embedded;
 	int64_t *t[VARIANTS];
 
@@ -257,8 +205,8 @@ static int bench_call(size_t n, const char *dir)
 	       "(median, p90 in ms)\n",
 	       n);
 	for (int v = 0; v < VARIANTS; v++) {
-		m[v] = median_ms(t[v], n);
-		printf("  %-44s %8.3f %8.3f\n", labels[v], m[v], percentile_ms(t[v], n, 0.9));
+		m[v] = bench_median_ms(t[v], n);
+		printf("  %-44s %8.3f %8.3f\n", labels[v], m[v], bench_percentile_ms(t[v], n, 0.9));
 		free(t[v]);
 	}
 	printf("  ratio thread / bare /bin/true:             %6.2fx\n", m[2] / m[0]);
@@ -348,7 +296,7 @@ static int bench_sessions(size_t n, const char *dir)
 	struct mem m1 = mem_now();
 	long fds1 = count_entries("/proc/self/fd");
 
-	int64_t t0 = now_ns();
+	int64_t t0 = bench_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		char *json = call(&h, "new_sandbox_session", "{}");
 		const char *key = "\"sandbox_session_id\": \"";
@@ -363,14 +311,14 @@ static int bench_sessions(size_t n, const char *dir)
 			return 1;
 		}
 	}
-	int64_t t_new = now_ns() - t0;
-	t0 = now_ns();
+	int64_t t_new = bench_now_ns() - t0;
+	t0 = bench_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		snprintf(args, sizeof(args),
 		         "{\"command\": \"true\", \"sandbox_session_id\": \"%s\"}", ids[i]);
 		time_run(&h, args);
 	}
-	int64_t t_run = now_ns() - t0;
+	int64_t t_run = bench_now_ns() - t0;
 	struct mem m2 = mem_now();
 	long fds2 = count_entries("/proc/self/fd");
 	long sandboxes = count_entries(h.sandboxes);
@@ -384,16 +332,16 @@ static int bench_sessions(size_t n, const char *dir)
 	int64_t t_list[LISTS];
 	size_t listed = 0, list_len = 0;
 	for (int i = 0; i < LISTS; i++) {
-		t0 = now_ns();
+		t0 = bench_now_ns();
 		char *json = call(&h, "list_sandbox_sessions", NULL);
-		t_list[i] = now_ns() - t0;
+		t_list[i] = bench_now_ns() - t0;
 		listed = 0;
 		for (const char *p = json; (p = strstr(p, "\"sandbox_session_id\"")); p++)
 			listed++;
 		list_len = strlen(json);
 		free(json);
 	}
-	double m_list = median_ms(t_list, LISTS);
+	double m_list = bench_median_ms(t_list, LISTS);
 
 	printf("%zu idle sessions, each with a sandbox, in one process (broker: thread)\n", n);
 	print_mem("process start", m0);
@@ -411,16 +359,16 @@ static int bench_sessions(size_t n, const char *dir)
 	       doc_bytes, du.files, du.bytes, du.blocks / 2);
 	printf("  list_sandbox_sessions: median %.3f ms, p90 %.3f ms (%d calls; %zu sessions "
 	       "listed, %zu bytes of JSON)\n",
-	       m_list, percentile_ms(t_list, LISTS, 0.9), LISTS, listed, list_len);
+	       m_list, bench_percentile_ms(t_list, LISTS, 0.9), LISTS, listed, list_len);
 
 	/* Clean up: every sandbox destroyed, and checked. */
-	t0 = now_ns();
+	t0 = bench_now_ns();
 	for (size_t i = 0; i < n; i++) {
 		snprintf(args, sizeof(args), "{\"sandbox_session_id\": \"%s\"}", ids[i]);
 		free(call(&h, "destroy_sandbox_session", args));
 		free(ids[i]);
 	}
-	int64_t t_destroy = now_ns() - t0;
+	int64_t t_destroy = bench_now_ns() - t0;
 	free(call(&h, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:ws\"}"));
 	free(ids);
 	struct mem m3 = mem_now();

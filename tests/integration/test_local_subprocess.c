@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pid_check.h"
 #include <cmocka.h>
 
 #include <aksandbox/aksandbox.h>
@@ -243,24 +244,6 @@ static const char *err_of(const aks_result *r)
 	return aks_result_get_stderr(r, NULL);
 }
 
-/* Running (or stopped): not gone, and not a zombie. A zombie has stopped
- * running for good; whether its new parent (init, here possibly a process
- * that reaps slowly) has collected it yet is not ours to wait for. */
-static bool pid_alive(pid_t pid)
-{
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return false;
-	char path[64], stat[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
-	fclose(f);
-	stat[n] = '\0';
-	const char *close_paren = strrchr(stat, ')');
-	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
-}
 
 /* Every PID in the file (one a line) is gone; the file holds `expected`. */
 static void assert_pids_gone(const char *path, int expected)
@@ -271,7 +254,7 @@ static void assert_pids_gone(const char *path, int expected)
 	for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
 		pid_t pid = (pid_t)atoi(line);
 		assert_true(pid > 1);
-		if (pid_alive(pid))
+		if (test_pid_alive(pid))
 			fail_msg("pid %d survived the execution", (int)pid);
 		n++;
 	}

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "pid_check.h"
 #include <cmocka.h>
 
 #include "aks_fsguard.h"
@@ -135,24 +136,6 @@ static int run_sh(const char *script, const char *cwd, int64_t timeout_ms, captu
 	return aks_proc_run(&spec, oc);
 }
 
-/* Running (or stopped): not gone, and not a zombie. A zombie has stopped
- * running for good; whether its new parent (init, here possibly a process
- * that reaps slowly) has collected it yet is not ours to wait for. */
-static bool pid_alive(pid_t pid)
-{
-	if (kill(pid, 0) != 0 && errno == ESRCH)
-		return false;
-	char path[64], stat[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-	FILE *f = fopen(path, "r");
-	if (!f)
-		return false;
-	size_t n = fread(stat, 1, sizeof(stat) - 1, f);
-	fclose(f);
-	stat[n] = '\0';
-	const char *close_paren = strrchr(stat, ')');
-	return !(close_paren && close_paren[1] == ' ' && close_paren[2] == 'Z');
-}
 
 /* Every PID listed in `path` (one a line) must be gone. Returns the count. */
 static int assert_pids_gone(const char *path, int expected)
@@ -163,7 +146,7 @@ static int assert_pids_gone(const char *path, int expected)
 	for (char *line = strtok(t, "\n"); line; line = strtok(NULL, "\n")) {
 		pid_t pid = (pid_t)atoi(line);
 		assert_true(pid > 1);
-		if (pid_alive(pid))
+		if (test_pid_alive(pid))
 			fail_msg("pid %d (from %s) survived", (int)pid, path);
 		n++;
 	}
@@ -448,9 +431,9 @@ static void test_supervisor_killed(void **state)
 	pid_t pid = (pid_t)atoi(t);
 	free(t);
 	assert_true(pid > 1);
-	for (int i = 0; i < 1000 && pid_alive(pid); i++)
+	for (int i = 0; i < 1000 && test_pid_alive(pid); i++)
 		usleep(10000);
-	if (pid_alive(pid)) {
+	if (test_pid_alive(pid)) {
 		char path[64], stat[512] = "";
 		snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
 		FILE *f = fopen(path, "r");
@@ -502,14 +485,14 @@ static void test_host_death_kills_tree(void **state)
 	pid_t sup_pid = (pid_t)atoi(t);
 	free(t);
 	assert_true(sup_pid > 1);
-	assert_true(pid_alive(sup_pid));
+	assert_true(test_pid_alive(sup_pid));
 
 	assert_int_equal(kill(host, SIGKILL), 0);
 	assert_int_equal(waitpid(host, NULL, 0), host);
 	/* the supervisor (now init's child) cleans up and exits */
-	for (int i = 0; i < 500 && pid_alive(sup_pid); i++)
+	for (int i = 0; i < 500 && test_pid_alive(sup_pid); i++)
 		usleep(10000);
-	assert_false(pid_alive(sup_pid));
+	assert_false(test_pid_alive(sup_pid));
 	assert_pids_gone(pids, 5);
 	free(script);
 	free(sup);
