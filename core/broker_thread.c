@@ -20,6 +20,7 @@
 typedef struct job {
 	const aks_broker_ops *ops;
 	void *ctx;
+	char *key;          /* jobs with equal keys run one at a time, in order; NULL: any time */
 	pthread_mutex_t mu; /* guards done, promoted, refs */
 	pthread_cond_t cv;
 	bool done, promoted;
@@ -85,8 +86,36 @@ static void job_unref(job *j)
 	if (last) {
 		pthread_mutex_destroy(&j->mu);
 		pthread_cond_destroy(&j->cv);
+		free(j->key);
 		free(j);
 	}
+}
+
+/* True when a worker runs a job with this key (pool locked). */
+static bool key_running(const aks_broker_pool *p, const char *key)
+{
+	for (unsigned i = 0; i < p->nthreads; i++)
+		if (p->running[i] && p->running[i]->key && strcmp(p->running[i]->key, key) == 0)
+			return true;
+	return false;
+}
+
+/* Unlinks and returns the first queued job that may run now: the oldest whose key no worker
+ * is running. Waiting jobs of a busy session stay queued instead of holding a worker on the
+ * session's lock, so other sessions keep every worker (pool locked). */
+static job *take_runnable(aks_broker_pool *p)
+{
+	for (job **link = &p->head, *prev = NULL; *link; prev = *link, link = &(*link)->next) {
+		job *j = *link;
+		if (j->key && key_running(p, j->key))
+			continue;
+		*link = j->next;
+		if (p->tail == j)
+			p->tail = prev;
+		j->next = NULL;
+		return j;
+	}
+	return NULL;
 }
 
 /* The run has ended: hand the outcome to the waiting submitter, or, for a
@@ -112,14 +141,11 @@ static void *worker_main(void *arg)
 	aks_broker_pool *p = wa.p;
 	pthread_mutex_lock(&p->mu);
 	for (;;) {
-		while (!p->head && !p->closing)
+		job *j;
+		while (!(j = take_runnable(p)) && !(p->closing && !p->head))
 			pthread_cond_wait(&p->work, &p->mu);
-		job *j = p->head;
 		if (!j)
 			break; /* closing, and the queue is drained */
-		p->head = j->next;
-		if (!p->head)
-			p->tail = NULL;
 		p->running[wa.slot] = j;
 		pthread_mutex_unlock(&p->mu);
 
@@ -127,6 +153,8 @@ static void *worker_main(void *arg)
 
 		pthread_mutex_lock(&p->mu);
 		p->running[wa.slot] = NULL;
+		if (j->key)
+			pthread_cond_broadcast(&p->work); /* the key's next job may run now */
 		if (--p->busy == 0)
 			pthread_cond_broadcast(&p->idle);
 		pthread_mutex_unlock(&p->mu);
@@ -192,13 +220,16 @@ static int start_workers(aks_broker_pool *p, aks_error **err)
 	return AKS_OK;
 }
 
-int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, double wait,
-                       const aks_cancel *caller_cancel, aks_error **err)
+int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, const char *key,
+                       double wait, const aks_cancel *caller_cancel, aks_error **err)
 {
 	job *j = calloc(1, sizeof(*j));
-	if (!j)
+	if (!j || (key && !(j->key = strdup(key)))) {
+		free(j);
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	if (cond_init_mono(&j->cv) < 0) {
+		free(j->key);
 		free(j);
 		return aks__error_set(err, AKS_EIO, "cannot create a condition variable");
 	}
@@ -214,6 +245,7 @@ int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx,
 		pthread_mutex_unlock(&p->mu);
 		pthread_mutex_destroy(&j->mu);
 		pthread_cond_destroy(&j->cv);
+		free(j->key);
 		free(j);
 		return rc;
 	}

@@ -6,8 +6,10 @@
  * A submission the submitter stops waiting for is "promoted": the work goes
  * on, and when it ends the worker itself runs the job's `promoted_done` (the
  * manager records the task's outcome in the store there), then frees it.
- * The pool knows nothing of sandboxes; per-session serialisation comes from
- * the manager's session lock. Internal API (aks__ names).
+ * The pool knows nothing of sandboxes: jobs carry a key (the session), and
+ * jobs with equal keys run one at a time in submission order, waiting in the
+ * queue rather than on a worker. The manager's session lock still serialises
+ * a session across processes. Internal API (aks__ names).
  */
 #ifndef AKS_CORE_BROKER_THREAD_H
 #define AKS_CORE_BROKER_THREAD_H
@@ -16,9 +18,7 @@
 
 #include "internal.h"
 
-/* Worker threads per pool. Jobs of one session wait for each other on the
- * session lock while holding a worker, so this also bounds how many
- * sessions run at once. */
+/* Worker threads per pool: how many sessions run at once in one process. */
 #define AKS_BROKER_THREADS 4
 /* How long closing the pool lets running and queued work finish before it
  * cancels what is left (seconds); it then joins every thread. */
@@ -39,7 +39,8 @@ int aks__broker_pool_new(unsigned threads, aks_broker_pool **out, aks_error **er
 
 /*
  * Queues ctx and waits for its run to end: `wait` seconds at most (< 0: no
- * bound; 0: not at all). While waiting, a triggered `caller_cancel` is passed
+ * bound; 0: not at all). `key` (copied; NULL: none) serialises it with
+ * every other job of the same key. While waiting, a triggered `caller_cancel` is passed
  * on through ops->cancel. Returns:
  *   AKS_OK - the run ended; ctx is the caller's again.
  *   1      - promoted: ops->promote(ctx) returned >= 0 before the run ended
@@ -48,8 +49,8 @@ int aks__broker_pool_new(unsigned threads, aks_broker_pool **out, aks_error **er
  * When promote refuses, the submitter waits on without a bound. < 0: the
  * pool is closed or a thread could not start (ctx is still the caller's).
  */
-int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, double wait,
-                       const aks_cancel *caller_cancel, aks_error **err);
+int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, const char *key,
+                       double wait, const aks_cancel *caller_cancel, aks_error **err);
 
 /* Stops accepting work, lets queued and running work finish for up to
  * AKS_BROKER_CLOSE_GRACE seconds, cancels the rest, joins every worker and

@@ -131,3 +131,8 @@ const aks_host_api *aks__host_api(void)
 {
 	return &host_api;
 }
+
+AKS_EXPORT const aks_host_api *aks_host_services(void)
+{
+	return aks__host_api();
+}

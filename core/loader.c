@@ -25,6 +25,9 @@
 #include <unistd.h>
 
 #include "config_block.h"
+#include <aksandbox/store.h>
+#include <aksandbox/transport.h>
+
 #include "loader.h"
 #include "util.h"
 
@@ -292,6 +295,60 @@ static int check_resolver(const char *file, const aks_resolver_ops *ops, aks_err
 	return AKS_OK;
 }
 
+static int check_store(const char *file, const aks_store_ops *ops, aks_error **err)
+{
+	if (!ops)
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': store has no operations table",
+		                      file);
+	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_store_ops))
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': store operations table has version %u and size %u "
+		                      "(expected version >= 1 and size >= %zu)",
+		                      file, ops->struct_version, ops->struct_size,
+		                      sizeof(aks_store_ops));
+	/* Every slot of a store is mandatory: name the first one missing. */
+	const struct {
+		const char *name;
+		bool set;
+	} slots[] = {{"init", ops->init},       {"update", ops->update},
+	             {"get", ops->get},         {"scan", ops->scan},
+	             {"namespaces", ops->namespaces}, {"lock", ops->lock},
+	             {"unlock", ops->unlock}};
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+		if (!slots[i].set)
+			return aks__error_set(err, AKS_EPLUGIN,
+			                      "plugin '%s': store is missing the mandatory operation "
+			                      "'%s'",
+			                      file, slots[i].name);
+	return AKS_OK;
+}
+
+static int check_transport(const char *file, const aks_transport_ops *ops, aks_error **err)
+{
+	if (!ops)
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': transport has no operations table", file);
+	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_transport_ops))
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': transport operations table has version %u and "
+		                      "size %u (expected version >= 1 and size >= %zu)",
+		                      file, ops->struct_version, ops->struct_size,
+		                      sizeof(aks_transport_ops));
+	const struct {
+		const char *name;
+		bool set;
+	} slots[] = {{"init", ops->init},   {"send", ops->send}, {"consumer_open", ops->consumer_open},
+	             {"fetch", ops->fetch}, {"ack", ops->ack},   {"nack", ops->nack},
+	             {"consumer_close", ops->consumer_close}};
+	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
+		if (!slots[i].set)
+			return aks__error_set(err, AKS_EPLUGIN,
+			                      "plugin '%s': transport is missing the mandatory "
+			                      "operation '%s'",
+			                      file, slots[i].name);
+	return AKS_OK;
+}
+
 static int check_descriptor(const char *file, const aks_plugin_descriptor *d, aks_error **err)
 {
 	if (!d)
@@ -346,6 +403,10 @@ static int check_descriptor(const char *file, const aks_plugin_descriptor *d, ak
 		return check_provider(file, d->ops, err);
 	if (d->kind == AKS_PLUGIN_RESOLVER)
 		return check_resolver(file, d->ops, err);
+	if (d->kind == AKS_PLUGIN_STORE)
+		return check_store(file, d->ops, err);
+	if (d->kind == AKS_PLUGIN_TRANSPORT)
+		return check_transport(file, d->ops, err);
 	return AKS_OK;
 }
 

@@ -26,7 +26,6 @@
 struct aks_manager {
 	aks_settings *settings;
 	aks_state_store *store;
-	char *lock_root;    /* absolute: <store dir>/locks */
 	bool threaded;      /* broker.flavor: thread */
 	pthread_mutex_t mu; /* guards pool (made on first use) and the memo below */
 	aks_broker_pool *pool;
@@ -48,15 +47,9 @@ void aks__mgr_outcome_clear(aks_mgr_outcome *o)
 int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager **out,
                      aks_error **err)
 {
-	aks_autofree char *dir = realpath(aks__store_dir(store), NULL);
-	if (!dir)
-		return aks__error_set(err, AKS_EIO, "cannot resolve the state directory '%s': %s",
-		                      aks__store_dir(store), strerror(errno));
 	aks_manager *m = calloc(1, sizeof(*m));
-	if (!m || asprintf(&m->lock_root, "%s/locks", dir) < 0) {
-		free(m);
+	if (!m)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
 	m->settings = settings;
 	m->store = store;
 	/* Only `thread` runs on the pool; `embedded` (and, until they exist,
@@ -71,13 +64,12 @@ void aks__manager_free(aks_manager *m)
 {
 	if (!m)
 		return;
-	/* First: running work still uses the store and the lock directory. */
+	/* First: running work still uses the store. */
 	aks__broker_pool_free(m->pool);
 	pthread_mutex_destroy(&m->mu);
 	for (size_t i = 0; i < m->n_unconfigured; i++)
 		free(m->unconfigured[i]);
 	free(m->unconfigured);
-	free(m->lock_root);
 	free(m);
 }
 
@@ -93,7 +85,7 @@ int aks__manager_check_conversation(const char *conversation, aks_error **err)
 		                      "conversation id '%s' is reserved: ids starting with '@' "
 		                      "name the store's own namespaces",
 		                      conversation);
-	return aks__store_ns_check(conversation, err);
+	return aks__store_name_check("conversation id", conversation, err);
 }
 
 /* Passes a library error on to the caller's err, or frees it. */
@@ -108,94 +100,30 @@ static int pass_error(aks_error **err, int rc, aks_error *e)
 
 /* ---- the per-session lock ---- */
 
-char *aks__manager_lock_path(const aks_manager *m, const char *ns, const char *id)
-{
-	aks_autofree char *nsp = aks__store_ns_path(ns);
-	aks_autofree char *idp = aks__store_ns_path(id);
-	char *path = NULL;
-	if (!nsp || !idp || asprintf(&path, "%s/%s/%s.lock", m->lock_root, nsp, idp) < 0)
-		return NULL;
-	return path;
-}
-
-/* Creates every missing directory above the last component of path. */
-static int make_parents(const char *path)
-{
-	aks_autofree char *p = strdup(path);
-	if (!p)
-		return -ENOMEM;
-	for (char *s = strchr(p + 1, '/'); s; s = strchr(s + 1, '/')) {
-		*s = '\0';
-		if (mkdir(p, 0700) < 0 && errno != EEXIST)
-			return -errno;
-		*s = '/';
-	}
-	return 0;
-}
-
-typedef struct session_lock {
-	int fd;
-	char *path;
-} session_lock;
-
 /*
- * Takes the session's lock, waiting for other threads and processes. A
- * destroy unlinks the lock file while holding it, so a waiter that got the
- * lock on an unlinked file starts again on the current one.
+ * Takes the session's lock in the store, waiting for other threads and processes
+ * (and, with a shared store, other hosts); `cancel` ends the wait. The lock's name
+ * is the session's record key, in a space of its own.
  */
-static int lock_session(aks_manager *m, const char *ns, const char *id, session_lock *lk,
-                        aks_error **err)
+static int lock_session(aks_manager *m, const char *ns, const char *id, aks_cancel *cancel,
+                        aks_store_lock **lk, aks_error **err)
 {
-	lk->fd = -1;
-	lk->path = aks__manager_lock_path(m, ns, id);
-	if (!lk->path)
+	aks_autofree char *key = NULL;
+	if (asprintf(&key, "session:%s", id) < 0) {
+		key = NULL;
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	for (int made = 0;;) {
-		int fd = open(lk->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0 && errno == ENOENT && !made++) {
-			int rc = make_parents(lk->path);
-			if (rc == 0)
-				continue;
-			errno = -rc;
-		}
-		if (fd < 0)
-			break;
-		int rc;
-		while ((rc = flock(fd, LOCK_EX)) < 0 && errno == EINTR)
-			;
-		struct stat held, now;
-		if (rc == 0 && fstat(fd, &held) == 0 && stat(lk->path, &now) == 0 &&
-		    held.st_dev == now.st_dev && held.st_ino == now.st_ino) {
-			lk->fd = fd;
-			return AKS_OK;
-		}
-		int e = errno;
-		close(fd);
-		if (rc < 0) {
-			errno = e;
-			break;
-		}
-		/* the file was replaced while we waited: lock the new one */
 	}
-	int e = errno;
-	aks__error_set(err, AKS_EIO, "cannot lock sandbox session '%s' (%s): %s", id, lk->path,
-	               strerror(e));
-	free(lk->path);
-	lk->path = NULL;
-	return AKS_EIO;
+	aks_call call;
+	aks_call_init(&call, 0, NULL, NULL, cancel);
+	int rc = aks__store_lock(m->store, ns, key, &call, lk, err);
+	if (rc < 0 && rc != AKS_ECANCELLED && err && *err)
+		aks__error_prefix(*err, "cannot lock sandbox session '%s'", id);
+	return rc;
 }
 
-/* Releases the lock; `remove` first unlinks the file (the session is gone). */
-static void unlock_session(session_lock *lk, bool remove)
+static void unlock_session(aks_manager *m, aks_store_lock *lk)
 {
-	if (lk->fd >= 0) {
-		if (remove)
-			unlink(lk->path);
-		close(lk->fd); /* closing the only descriptor releases the flock */
-	}
-	free(lk->path);
-	lk->fd = -1;
-	lk->path = NULL;
+	aks__store_unlock(m->store, lk);
 }
 
 /* ---- provider calls ---- */
@@ -435,8 +363,8 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
                          aks_mgr_outcome *out, aks_error **err)
 {
 	aks_state_store *store = st->m->store;
-	session_lock lk;
-	int rc = lock_session(st->m, ns, id, &lk, err);
+	aks_store_lock *lk = NULL;
+	int rc = lock_session(st->m, ns, id, st->caller->cancel, &lk, err);
 	if (rc < 0)
 		return rc;
 	aks_session_rec s;
@@ -448,7 +376,7 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 		                                  "unknown sandbox session '%s'", id)
 		                 : new_default_session(st->profile, id, now, &s, err);
 	if (rc < 0) {
-		unlock_session(&lk, false);
+		unlock_session(st->m, lk);
 		return rc;
 	}
 	bool fail;
@@ -516,6 +444,13 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 	if (rc == AKS_OK && !(out->session_id = strdup(id)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 done:
+	if (rc < 0 && notice && !s.reset_notice) {
+		/* The call failed, so the agent was not told its workspace was reset: keep the
+		 * notice for the session's next successful call instead of losing it. */
+		s.reset_notice = notice;
+		notice = NULL;
+		dirty = true;
+	}
 	if (dirty && (existed || s.sandbox_id)) {
 		aks_error *e = NULL;
 		if (aks__sessions_save(store, ns, &s, &e) < 0)
@@ -524,7 +459,7 @@ done:
 		aks_error_free(e);
 	}
 	aks__session_clear(&s);
-	unlock_session(&lk, false);
+	unlock_session(st->m, lk);
 	return rc;
 }
 
@@ -719,7 +654,15 @@ static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
 		job_free(j);
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}
-	rc = aks__broker_submit(pool, &job_ops, j, wait, st->caller->cancel, err);
+	/* One session's jobs run in order, one at a time; per_call ones need no order. The
+	 * length prefix keeps ("a/b", "c") and ("a", "b/c") apart. */
+	aks_autofree char *key = NULL;
+	if (!st->ephemeral && asprintf(&key, "%zu:%s/%s", strlen(st->ns), st->ns, st->id) < 0) {
+		key = NULL;
+		job_free(j);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	rc = aks__broker_submit(pool, &job_ops, j, key, wait, st->caller->cancel, err);
 	if (rc < 0) {
 		job_free(j);
 		return rc;
@@ -864,8 +807,8 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 		aks__session_clear(&s);
 		/* Serialised with executions: wait for the session's lock, then
 		 * read it again (it may have changed or gone meanwhile). */
-		session_lock lk;
-		if ((rc = lock_session(m, nss[i], id, &lk, err)) < 0)
+		aks_store_lock *lk = NULL;
+		if ((rc = lock_session(m, nss[i], id, caller->cancel, &lk, err)) < 0)
 			return rc;
 		rc = aks__sessions_find_in(m->store, nss[i], id, &s, err);
 		if (rc == AKS_OK) {
@@ -884,7 +827,7 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 		} else if (rc == AKS_ENOTFOUND) {
 			rc = AKS_OK;
 		}
-		unlock_session(&lk, rc == AKS_OK);
+		unlock_session(m, lk);
 		return rc;
 	}
 	return AKS_OK; /* unknown ids are destroyed already */
@@ -971,9 +914,9 @@ static bool reap_one(aks_manager *m, const char *ns, const char *id)
 	aks__session_clear(&s);
 	if (!candidate)
 		return false;
-	session_lock lk;
+	aks_store_lock *lk = NULL;
 	aks_error *e = NULL;
-	if (lock_session(m, ns, id, &lk, &e) < 0) {
+	if (lock_session(m, ns, id, NULL, &lk, &e) < 0) {
 		aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s", aks_error_message(e));
 		aks_error_free(e);
 		return false;
@@ -999,37 +942,51 @@ static bool reap_one(aks_manager *m, const char *ns, const char *id)
 		}
 		aks__session_clear(&s);
 	}
-	unlock_session(&lk, false);
+	unlock_session(m, lk);
 	return reaped;
+}
+
+typedef struct id_list {
+	char **v;
+	size_t n, cap;
+} id_list;
+
+static int note_with_sandbox(void *ctx, const char *key, struct json_object *rec)
+{
+	(void)key;
+	id_list *l = ctx;
+	struct json_object *sid = json_object_object_get(rec, "sandbox_id");
+	struct json_object *id = json_object_object_get(rec, "sandbox_session_id");
+	if (!json_object_is_type(sid, json_type_string) || !json_object_is_type(id, json_type_string))
+		return AKS_OK;
+	if (l->n + 1 >= l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		char **p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return AKS_ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(json_object_get_string(id))))
+		return AKS_ENOMEM;
+	l->v[++l->n] = NULL;
+	return AKS_OK;
 }
 
 /* The ids of a namespace's sessions that have a sandbox (NULL-terminated). */
 static char **ids_with_sandbox(aks_manager *m, const char *ns)
 {
-	struct json_object *doc = NULL;
+	id_list l = {NULL, 0, 0};
 	aks_error *e = NULL;
-	if (aks__store_read(m->store, ns, &doc, &e) < 0) {
-		aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s", aks_error_message(e));
+	int rc = aks__store_scan(m->store, ns, "session:", note_with_sandbox, &l, &e);
+	if (rc < 0) {
+		aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s",
+		         e ? aks_error_message(e) : aks_strerror(rc));
 		aks_error_free(e);
+		aks__store_free_names(l.v);
 		return NULL;
 	}
-	struct json_object *sessions = json_object_object_get(doc, "sessions");
-	size_t n = json_object_is_type(sessions, json_type_object)
-	               ? (size_t)json_object_object_length(sessions)
-	               : 0;
-	char **ids = calloc(n + 1, sizeof(*ids));
-	size_t k = 0;
-	if (ids && n) {
-		json_object_object_foreach(sessions, key, rec)
-		{
-			struct json_object *sid = json_object_object_get(rec, "sandbox_id");
-			if (json_object_is_type(sid, json_type_string) && k < n &&
-			    (ids[k] = strdup(key)))
-				k++;
-		}
-	}
-	json_object_put(doc);
-	return ids;
+	return l.v ? l.v : calloc(1, sizeof(char *));
 }
 
 int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)

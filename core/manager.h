@@ -105,7 +105,4 @@ int aks__manager_new_session(aks_manager *m, const aks_mgr_caller *caller, const
 int aks__manager_list_sessions(aks_manager *m, const aks_mgr_caller *caller, aks_session_rec **out,
                                size_t *count, aks_error **err);
 
-/* The lock file of a session, for tests: <dir>/locks/<ns path>/<id path>.lock (malloc'd). */
-char *aks__manager_lock_path(const aks_manager *m, const char *ns, const char *id);
-
 #endif /* AKS_CORE_MANAGER_H */

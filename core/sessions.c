@@ -64,7 +64,7 @@ const char *aks__session_ns(const aks_profile *profile, const char *conversation
 
 /* ---- JSON <-> record ---- */
 
-static struct json_object *rec_to_json(const aks_session_rec *r)
+struct json_object *aks__session_to_json(const aks_session_rec *r)
 {
 	struct json_object *o = json_object_new_object();
 	json_object_object_add(o, "sandbox_session_id", json_object_new_string(r->id));
@@ -90,7 +90,7 @@ static char *dup_member(struct json_object *o, const char *key)
 	                                                     : NULL;
 }
 
-static int rec_from_json(struct json_object *o, aks_session_rec *r, aks_error **err)
+int aks__session_from_json(struct json_object *o, aks_session_rec *r, aks_error **err)
 {
 	memset(r, 0, sizeof(*r));
 	r->id = dup_member(o, "sandbox_session_id");
@@ -110,32 +110,23 @@ static int rec_from_json(struct json_object *o, aks_session_rec *r, aks_error **
 	return AKS_OK;
 }
 
-/* The "sessions" object of a document, created when asked. */
-static struct json_object *sessions_of(struct json_object *doc, bool create)
+/* The record key of a session: "session:<id>". NULL on ENOMEM. */
+static char *session_key(const char *id)
 {
-	struct json_object *s = json_object_object_get(doc, "sessions");
-	if (!s && create) {
-		s = json_object_new_object();
-		json_object_object_add(doc, "sessions", s);
-	}
-	return s;
+	char *key = NULL;
+	return asprintf(&key, "session:%s", id) < 0 ? NULL : key;
 }
 
 /* ---- transactions ---- */
 
-struct save_ctx {
-	const aks_session_rec *rec;
-};
-
-static int save_txn(struct json_object *doc, bool *changed, void *ctx, aks_error **err)
+static int save_txn(struct json_object *rec, bool *changed, void *ctx, aks_error **err)
 {
-	const struct save_ctx *c = ctx;
-	struct json_object *s = sessions_of(doc, true), *o = rec_to_json(c->rec);
-	if (!s || !o) {
-		json_object_put(o);
+	struct json_object *o = aks__session_to_json(ctx);
+	if (!o)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	json_object_object_add(s, c->rec->id, o);
+	aks__store_clear_record(rec);
+	json_object_object_foreach(o, k, v) json_object_object_add(rec, k, json_object_get(v));
+	json_object_put(o);
 	*changed = true;
 	return AKS_OK;
 }
@@ -143,38 +134,40 @@ static int save_txn(struct json_object *doc, bool *changed, void *ctx, aks_error
 int aks__sessions_save(aks_state_store *st, const char *ns, const aks_session_rec *rec,
                        aks_error **err)
 {
-	struct save_ctx c = {rec};
-	return aks__store_update(st, ns, save_txn, &c, err);
+	aks_autofree char *key = session_key(rec->id);
+	if (!key)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	return aks__store_update(st, ns, key, save_txn, (void *)rec, err);
 }
 
-static int remove_txn(struct json_object *doc, bool *changed, void *ctx, aks_error **err)
+static int remove_txn(struct json_object *rec, bool *changed, void *ctx, aks_error **err)
 {
+	(void)ctx;
 	(void)err;
-	struct json_object *s = sessions_of(doc, false);
-	if (s && json_object_object_get_ex(s, ctx, NULL)) {
-		json_object_object_del(s, ctx);
-		if (json_object_object_length(s) == 0)
-			json_object_object_del(doc, "sessions");
-		*changed = true;
-	}
+	*changed = json_object_object_length(rec) > 0;
+	aks__store_clear_record(rec);
 	return AKS_OK;
 }
 
 int aks__sessions_remove(aks_state_store *st, const char *ns, const char *id, aks_error **err)
 {
-	return aks__store_update(st, ns, remove_txn, (void *)id, err);
+	aks_autofree char *key = session_key(id);
+	if (!key)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	return aks__store_update(st, ns, key, remove_txn, NULL, err);
 }
 
 static int find_in(aks_state_store *st, const char *ns, const char *id, aks_session_rec *out,
                    aks_error **err)
 {
-	struct json_object *doc = NULL;
-	int rc = aks__store_read(st, ns, &doc, err);
-	if (rc < 0)
-		return rc;
-	struct json_object *o = json_object_object_get(sessions_of(doc, false), id);
-	rc = o ? rec_from_json(o, out, err) : AKS_ENOTFOUND;
-	json_object_put(doc);
+	aks_autofree char *key = session_key(id);
+	if (!key)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	struct json_object *rec = NULL;
+	int rc = aks__store_get(st, ns, key, &rec, err);
+	if (rc == AKS_OK)
+		rc = aks__session_from_json(rec, out, err);
+	json_object_put(rec);
 	return rc;
 }
 
@@ -229,48 +222,63 @@ int aks__sessions_new(aks_state_store *st, const aks_settings *s, const char *co
 	return rc;
 }
 
-static int list_ns(aks_state_store *st, const char *ns, aks_session_rec **out, size_t *count,
-                   aks_error **err)
+typedef struct list_ctx {
+	aks_session_rec *v;
+	size_t n, cap;
+} list_ctx;
+
+static int collect(void *ctx, const char *key, struct json_object *rec)
 {
-	struct json_object *doc = NULL;
-	int rc = aks__store_read(st, ns, &doc, err);
-	if (rc < 0)
-		return rc;
-	struct json_object *s = sessions_of(doc, false);
-	size_t n = s ? (size_t)json_object_object_length(s) : 0;
-	aks_session_rec *grown = n ? realloc(*out, (*count + n) * sizeof(**out)) : *out;
-	if (n && !grown) {
-		json_object_put(doc);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	(void)key;
+	list_ctx *l = ctx;
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		aks_session_rec *p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return AKS_ENOMEM;
+		l->v = p;
+		l->cap = cap;
 	}
-	*out = grown;
-	if (s) {
-		json_object_object_foreach(s, key, val)
-		{
-			(void)key;
-			if (rec_from_json(val, &(*out)[*count], NULL) < 0)
-				continue; /* an incomplete record is skipped, not fatal to listing */
-			(*count)++;
-		}
-	}
-	json_object_put(doc);
+	if (aks__session_from_json(rec, &l->v[l->n], NULL) == AKS_OK)
+		l->n++; /* an incomplete record is skipped, not fatal to listing */
 	return AKS_OK;
+}
+
+/* Creation order, as the original's registry lists them. */
+static int by_creation(const void *a, const void *b)
+{
+	const aks_session_rec *x = a, *y = b;
+	if (x->created_at != y->created_at)
+		return x->created_at < y->created_at ? -1 : 1;
+	return strcmp(x->id, y->id);
+}
+
+static int list_ns(aks_state_store *st, const char *ns, list_ctx *l, aks_error **err)
+{
+	size_t first = l->n;
+	int rc = aks__store_scan(st, ns, "session:", collect, l, err);
+	if (rc == AKS_ENOMEM && err && !*err)
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (rc == AKS_OK && l->n > first)
+		qsort(l->v + first, l->n - first, sizeof(*l->v), by_creation);
+	return rc;
 }
 
 int aks__sessions_list(aks_state_store *st, const char *conversation, aks_session_rec **out,
                        size_t *count, aks_error **err)
 {
-	*out = NULL;
-	*count = 0;
-	int rc = list_ns(st, conversation, out, count, err);
+	list_ctx l = {NULL, 0, 0};
+	int rc = list_ns(st, conversation, &l, err);
 	if (rc == AKS_OK)
-		rc = list_ns(st, AKS_STORE_NS_RUNTIME, out, count, err);
+		rc = list_ns(st, AKS_STORE_NS_RUNTIME, &l, err);
 	if (rc < 0) {
-		for (size_t i = 0; i < *count; i++)
-			aks__session_clear(&(*out)[i]);
-		free(*out);
-		*out = NULL;
-		*count = 0;
+		for (size_t i = 0; i < l.n; i++)
+			aks__session_clear(&l.v[i]);
+		free(l.v);
+		l.v = NULL;
+		l.n = 0;
 	}
+	*out = l.v;
+	*count = l.n;
 	return rc;
 }

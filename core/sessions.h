@@ -2,9 +2,10 @@
  * core/sessions.h - the sandbox sessions of each conversation, kept in the
  * state store (reference §4.2-4.6).
  *
- * A conversation's document in the store is
- *   {"sessions": {id: session, ...}, "tasks": {task_id: task, ...}}
- * and per_runtime sessions live in the AKS_STORE_NS_RUNTIME namespace, shared
+ * Each session is a record of the conversation's namespace in the store, under
+ * the key "session:<id>" (one record per session keeps a call's cost independent
+ * of how many sessions the conversation has); per_runtime sessions live in the
+ * AKS_STORE_NS_RUNTIME namespace, shared
  * by every conversation of the host. A lookup sees only the caller's
  * conversation and the runtime namespace, so one conversation can never
  * address another's sandboxes.
@@ -29,6 +30,12 @@ typedef struct aks_session_rec {
 } aks_session_rec;
 
 void aks__session_clear(aks_session_rec *s);
+
+/* The session as the reference's SandboxSession JSON object (NULL on ENOMEM), and back
+ * (AKS_EIO with a message when a required member is missing). */
+struct json_object;
+struct json_object *aks__session_to_json(const aks_session_rec *r);
+int aks__session_from_json(struct json_object *o, aks_session_rec *r, aks_error **err);
 
 /* 32 lowercase hex characters from the kernel's random source. */
 int aks__uuid4_hex(char out[33], aks_error **err);

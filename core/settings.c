@@ -22,6 +22,7 @@
 #include "config_block.h"
 #include "loader.h"
 #include "settings.h"
+#include "state_store.h"
 #include "util.h"
 
 /* ---- locations and messages ---------------------------------------------- */
@@ -363,6 +364,8 @@ AKS_EXPORT void aks_settings_free(aks_settings *s)
 	aks_resolver_close(s->resolver);
 	aks_config_free(s->resolver_block);
 	free(s->resolver_type);
+	aks_config_free(s->store_block);
+	free(s->store_type);
 	free(s->file);
 	free_strv(s->agents);
 	free(s->default_profile);
@@ -814,76 +817,130 @@ static int add_profile(aks_settings *s, aks_profile *p, aks_error **err)
 	return AKS_OK;
 }
 
-/* ---- principal resolver ---- */
+/* ---- plugins chosen by a top-level key (principal_resolver, state_store) ---- */
 
-static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
+typedef struct plugin_choice {
+	const char *key;      /* under sandbox. */
+	int kind;             /* aks_plugin_kind */
+	const char *what;     /* "a resolver plugin", for messages */
+	const char *builtin;  /* the built-in's name: null and this name select it */
+	bool sugar;           /* `KEY: NAME` reads its options from sandbox.NAME */
+	/* results */
+	const aks_node *type;        /* the node naming it (NULL: the built-in by default) */
+	const aks_node *block;       /* its options, or NULL */
+	bool is_builtin;
+	const aks_plugin *plugin;    /* loaded, when not the built-in and `load` */
+} plugin_choice;
+
+static int parse_plugin_choice(const aks_node *sb, bool load, plugin_choice *c, aks_error **err)
 {
-	const char *path = "sandbox.principal_resolver";
-	const aks_node *n = aks__node_get(sb, "principal_resolver");
-	const aks_node *type = n, *block = NULL;
-	char sub[256], pos[AKS_NODE_WHERE_SIZE];
-	if (aks__node_is_null(n))
-		return load ? aks_resolver_open_agent(&s->resolver, err) : AKS_OK;
+	char path[64], sub[256], pos[AKS_NODE_WHERE_SIZE];
+	join(path, sizeof(path), "sandbox", c->key);
+	const aks_node *n = aks__node_get(sb, c->key);
+	c->type = n;
+	c->is_builtin = true;
+	if (aks__node_is_null(n)) {
+		c->type = NULL;
+		return AKS_OK;
+	}
 	if (n->kind == AKS_NODE_MAPPING) {
-		/* {type: NAME, NAME: {...}}: a resolver plugin with its own options. */
-		type = aks__node_get(n, "type");
-		if (aks__node_is_null(type) || type->kind != AKS_NODE_SCALAR)
-			return fail(err, type ? type : n, join(sub, sizeof(sub), path, "type"),
-			            "is required: a resolver plugin name or a path to a .so");
-		char *own = type_plugin_name(type->value);
+		/* {type: NAME, NAME: {...}}: the plugin with its own options. */
+		c->type = aks__node_get(n, "type");
+		if (aks__node_is_null(c->type) || c->type->kind != AKS_NODE_SCALAR)
+			return fail(err, c->type ? c->type : n, join(sub, sizeof(sub), path, "type"),
+			            "is required: %s name or a path to a .so", c->what);
+		char *own = type_plugin_name(c->type->value);
 		const char *keys[] = {"type", own, NULL};
 		int rc = own ? check_keys(n, path, keys, NULL, NULL, err)
 		             : aks__error_set(err, AKS_ENOMEM, "out of memory");
-		block = own ? aks__node_get(n, own) : NULL;
+		c->block = own ? aks__node_get(n, own) : NULL;
 		free(own);
 		if (rc < 0)
 			return rc;
 	} else if (n->kind != AKS_NODE_SCALAR) {
-		return fail(err, n, path, "expected a resolver plugin name, a path, or a mapping with "
-		                          "type; got %s", kind_name(n));
-	} else {
-		/* `principal_resolver: NAME` reads its options from sandbox.NAME, like the
-		 * provider sugar. */
+		return fail(err, n, path, "expected %s name, a path, or a mapping with type; got %s",
+		            c->what, kind_name(n));
+	} else if (c->sugar) {
 		char *own = type_plugin_name(n->value);
 		if (!own)
 			return aks__error_set(err, AKS_ENOMEM, "out of memory");
-		block = aks__node_get(sb, own);
+		c->block = aks__node_get(sb, own);
 		free(own);
 	}
-	if (!strcmp(type->value, "agent")) /* the built-in, named explicitly */
-		return load ? aks_resolver_open_agent(&s->resolver, err) : AKS_OK;
-	if (!(s->resolver_type = strdup(type->value)))
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	if (!load)
+	c->is_builtin = strcmp(c->type->value, c->builtin) == 0;
+	if (c->is_builtin || !load)
 		return AKS_OK;
 	aks_error *e = NULL;
-	int rc = aks_plugin_load(type->value, AKS_PLUGIN_RESOLVER, &s->resolver_plugin, &e);
+	int rc = aks_plugin_load(c->type->value, c->kind, &c->plugin, &e);
 	if (rc < 0) {
-		rc = aks__error_set(err, rc, "%s: %s: %s", where(type, pos, sizeof(pos)), path,
-		                    aks_error_message(e));
-		aks_error_free(e);
-		return rc;
-	}
-	const char *name = aks_plugin_get_descriptor(s->resolver_plugin)->name;
-	rc = aks__config_build(aks_plugin_get_descriptor(s->resolver_plugin), block,
-	                       join(sub, sizeof(sub), path, name), &s->resolver_block, err);
-	if (rc < 0)
-		return rc;
-	rc = aks_resolver_open(s->resolver_plugin, s->resolver_block, &s->resolver, &e);
-	if (rc < 0) {
-		rc = aks__error_set(err, rc, "%s: %s: %s", where(type, pos, sizeof(pos)), path,
+		rc = aks__error_set(err, rc, "%s: %s: %s", where(c->type, pos, sizeof(pos)), path,
 		                    aks_error_message(e));
 		aks_error_free(e);
 	}
 	return rc;
 }
 
+/* ---- principal resolver ---- */
+
+static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
+{
+	plugin_choice c = {"principal_resolver", AKS_PLUGIN_RESOLVER, "a resolver plugin",
+	                   "agent", true, NULL, NULL, false, NULL};
+	int rc = parse_plugin_choice(sb, load, &c, err);
+	if (rc < 0)
+		return rc;
+	if (c.is_builtin)
+		return load ? aks_resolver_open_agent(&s->resolver, err) : AKS_OK;
+	if (!(s->resolver_type = strdup(c.type->value)))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (!load)
+		return AKS_OK;
+	s->resolver_plugin = c.plugin;
+	const char *name = aks_plugin_get_descriptor(c.plugin)->name;
+	char sub[256], pos[AKS_NODE_WHERE_SIZE];
+	rc = aks__config_build(aks_plugin_get_descriptor(c.plugin), c.block,
+	                       join(sub, sizeof(sub), "sandbox.principal_resolver", name),
+	                       &s->resolver_block, err);
+	if (rc < 0)
+		return rc;
+	aks_error *e = NULL;
+	rc = aks_resolver_open(c.plugin, s->resolver_block, &s->resolver, &e);
+	if (rc < 0) {
+		rc = aks__error_set(err, rc, "%s: sandbox.principal_resolver: %s",
+		                    where(c.type, pos, sizeof(pos)), aks_error_message(e));
+		aks_error_free(e);
+	}
+	return rc;
+}
+
+/* ---- state store ---- */
+
+/* Validates the choice and the block; the runtime opens the store (aks_runtime_open). */
+static int parse_state_store(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
+{
+	plugin_choice c = {"state_store", AKS_PLUGIN_STORE, "a store plugin", "file", false,
+	                   NULL, NULL, false, NULL};
+	int rc = parse_plugin_choice(sb, load, &c, err);
+	if (rc < 0)
+		return rc;
+	if (c.type && !(s->store_type = strdup(c.type->value)))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (!load)
+		return AKS_OK;
+	const aks_plugin_descriptor *d =
+	    c.is_builtin ? &aks__file_store_descriptor : aks_plugin_get_descriptor(c.plugin);
+	s->store_plugin = c.plugin;
+	char sub[256];
+	return aks__config_build(d, c.block, join(sub, sizeof(sub), "sandbox.state_store", d->name),
+	                         &s->store_block, err);
+}
+
 /* ---- the whole block ---- */
 
 static const char *const sandbox_keys[] = {
-    "enabled", "agents", "default_profile", "principal_resolver", "tool_output_max_chars",
-    "broker",  "profiles", "type",          "scope",              "environment",
-    NULL};
+    "enabled", "agents",    "default_profile", "principal_resolver", "tool_output_max_chars",
+    "broker",  "profiles",  "type",            "scope",              "environment",
+    "state_store", NULL};
 
 int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings **out,
                             aks_error **err)
@@ -942,6 +999,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	bool load = s->enabled;
 	if (rc == AKS_OK)
 		rc = parse_resolver(s, sb, load, err);
+	if (rc == AKS_OK)
+		rc = parse_state_store(s, sb, load, err);
 	const aks_node *profiles = NULL;
 	if (rc == AKS_OK)
 		rc = get_map(sb, "profiles", "sandbox.profiles", &profiles, err);

@@ -59,6 +59,9 @@ struct aks_settings {
 	const aks_plugin *resolver_plugin;
 	aks_config *resolver_block;
 	aks_resolver *resolver;
+	char *store_type;             /* NULL = the built-in file store by default */
+	const aks_plugin *store_plugin; /* NULL = the built-in file store */
+	aks_config *store_block;      /* validated against the store's schema */
 	aks_profile **profiles;
 	size_t profile_count;
 };

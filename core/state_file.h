@@ -9,6 +9,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "internal.h"
+
 /* Reads fd to its end, keeping at most `max` bytes: *data is NUL-terminated (malloc'd) and
  * *len its length; *over is set if the file holds more than `max` bytes (then *data is NULL). */
 int aks__state_read_all(int fd, size_t max, char **data, size_t *len, bool *over);
@@ -22,8 +24,39 @@ int aks__state_lock(int fd, bool exclusive);
 /* mkdir -p with mode 0700 for every directory it creates. */
 int aks__state_mkdirs(const char *path);
 
-/* The store's open descriptor of its ns/ directory (state_store.c), for state_list.c. */
-struct aks_state_store;
-int aks__store_ns_fd(const struct aks_state_store *s);
+/* ---- the built-in file store (state_store.c, state_list.c) ---- */
+
+#include <aksandbox/store.h>
+
+/* The file store's operations (its descriptor is in state_store.h). */
+extern const aks_store_ops aks__file_store_ops;
+/* Opens a file store in `dir` (NULL: the default state directory). */
+int aks__file_store_new(const char *dir, aks_store_impl **out, aks_error **err);
+/* The directory it lives in, as given or resolved. */
+const char *aks__file_store_dir(const aks_store_impl *fs);
+
+/* A record's (or, with key NULL, a namespace's) place under ns/: the path's components and
+ * the directories opened so far. */
+#define AKS_FS_MAX_LEVELS 8
+typedef struct aks_fs_path {
+	char *rel;                      /* the path under ns/, for messages */
+	char *comp[AKS_FS_MAX_LEVELS];  /* components; the last names the files (or the ns dir) */
+	int ncomp;
+	int fds[AKS_FS_MAX_LEVELS];     /* fds[i]: the directory holding comp[i]; fds[0] = ns/ */
+} aks_fs_path;
+
+int aks__fs_path_init(aks_store_impl *fs, const char *ns, const char *key, aks_fs_path *p,
+                      aks_error **err);
+void aks__fs_path_free(aks_fs_path *p);
+/* Opens the directories holding comp[0..upto]; 0, or -errno (-ENOENT: one is missing). */
+int aks__fs_walk(aks_fs_path *p, int upto, bool create);
+/* The largest record the file store reads. */
+size_t aks__fs_max_record(void);
+
+/* scan and namespaces (state_list.c). */
+int aks__fs_scan(aks_store_impl *fs, const char *ns, const char *prefix, aks_store_record_fn fn,
+                 void *ctx, aks_error **err);
+int aks__fs_namespaces(aks_store_impl *fs, aks_store_name_fn fn, void *ctx, aks_error **err);
+int aks__fs_ns_fd(const aks_store_impl *fs);
 
 #endif /* AKS_CORE_STATE_FILE_H */

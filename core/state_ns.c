@@ -1,7 +1,8 @@
 /*
- * core/state_ns.c - namespace names to paths under the store's ns/ directory and back.
+ * core/state_ns.c - namespace and key names to paths under the file store's ns/ directory
+ * and back.
  *
- * Namespaces are caller-supplied bytes, so they never reach the file system as they are: the
+ * Names are caller-supplied bytes, so they never reach the file system as they are: the
  * encoding keeps [a-z0-9_-] and writes every other byte as "%xx". Uppercase letters are
  * escaped too, so that "A" and "a" stay apart even on a case-folding directory.
  */
@@ -18,20 +19,19 @@ static bool plain_byte(unsigned char c)
 	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
 }
 
-int aks__store_ns_check(const char *ns, aks_error **err)
+int aks__store_name_check(const char *what, const char *name, aks_error **err)
 {
-	if (!ns || !*ns)
-		return aks__error_set(err, AKS_EINVAL, "state store: the namespace is empty");
-	size_t len = strnlen(ns, AKS_STORE_NS_MAX + 1);
-	if (len > AKS_STORE_NS_MAX)
-		return aks__error_set(
-		    err, AKS_EINVAL,
-		    "state store: the namespace is %zu bytes long; the limit is %d", strlen(ns),
-		    AKS_STORE_NS_MAX);
+	if (!name || !*name)
+		return aks__error_set(err, AKS_EINVAL, "state store: the %s is empty", what);
+	size_t len = strnlen(name, AKS_STORE_NAME_MAX + 1);
+	if (len > AKS_STORE_NAME_MAX)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "state store: the %s is %zu bytes long; the limit is %d", what,
+		                      strlen(name), AKS_STORE_NAME_MAX);
 	return AKS_OK;
 }
 
-char *aks__store_ns_path(const char *ns)
+char *aks__store_name_path(const char *ns)
 {
 	static const char hex[] = "0123456789abcdef";
 	size_t n = strlen(ns);
@@ -80,7 +80,7 @@ static int hex_value(char c)
 	return -1; /* uppercase hex is not canonical */
 }
 
-int aks__store_ns_from_path(const char *path, char **out)
+int aks__store_name_from_path(const char *path, char **out)
 {
 	*out = NULL;
 	size_t n = strlen(path);
@@ -116,10 +116,10 @@ int aks__store_ns_from_path(const char *path, char **out)
 		}
 	}
 	ns[o] = '\0';
-	if (aks__store_ns_check(ns, NULL) < 0)
+	if (aks__store_name_check("name", ns, NULL) < 0)
 		goto bad;
 	/* Chunk boundaries must sit exactly where the encoder puts them. */
-	char *canon = aks__store_ns_path(ns);
+	char *canon = aks__store_name_path(ns);
 	if (!canon) {
 		free(enc);
 		free(ns);

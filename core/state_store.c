@@ -1,49 +1,54 @@
 /*
- * core/state_store.c - the file-backed state store: opening it, and the locked
- * read-modify-write transactions and snapshots on one namespace's document.
+ * core/state_store.c - the built-in file store: records as files under <dir>/ns/, each
+ * changed only under its own lock and only ever replaced whole (docs/state-store.md).
  *
- * Per namespace, under <dir>/ns/ (see docs/state-store.md):
- *   <path>.lock  the lock file, locked with flock(2) (state_file.c says why); it is never
- *                replaced, only removed by the holder of its lock when the namespace empties;
- *   <path>.json  the document, only ever replaced whole by rename(2);
- *   <path>.tmp   the next document while it is being written (only the lock holder writes it,
- *                so one fixed name suffices and a crashed writer's leftover is overwritten).
- * <path> comes from aks__store_ns_path(): long names become chunk directories "<chunk>+/".
+ * A record (ns, key) lives at ns/<N>.d/<K>, where <N> and <K> are the names encoded by
+ * aks__store_name_path() (long ones become chunk directories "<chunk>+/"; '.' never occurs
+ * in an encoding, so "<N>.d" cannot be mistaken for anything else). Beside <K>:
+ *   <K>.json   the value, only ever replaced whole by rename(2), so a reader needs no lock;
+ *   <K>.lock   the update lock (flock(2), see state_file.c), only while an update holds it;
+ *   <K>.tmp    the next value while an update writes it;
+ *   <K>.mutex  the named lock of the store contract (the per-session lock).
+ * Lock files are removed by their holder on release; a waiter that then gets the lock on the
+ * removed file sees that and starts again on the current one. Directories left empty are
+ * removed, so a conversation with nothing in it takes no space.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
+#include <poll.h>
 #include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <json-c/json.h>
-
+#include "host_api.h"
 #include "state_file.h"
 #include "state_store.h"
 
-/* At most ceil(3 * AKS_STORE_NS_MAX / AKS_STORE_NS_CHUNK) path components. */
-#define MAX_LEVELS (((3 * AKS_STORE_NS_MAX) + AKS_STORE_NS_CHUNK - 1) / AKS_STORE_NS_CHUNK)
-/* Lock files only vanish when a namespace empties; give up after this many in a row. */
+/* Lock files vanish whenever their holder lets go; give up after this many in a row. */
 #define MAX_LOCK_ATTEMPTS 10000
+/* The longest leaf name plus a suffix. */
+#define LEAF_MAX (AKS_STORE_NS_CHUNK + 16)
+/* The longest wait between two tries of a lock that can be cancelled, in ms. */
+#define LOCK_POLL_MAX_MS 16
 
-struct aks_state_store {
+struct aks_store_impl {
 	char *dir;
 	int dirfd;
 	int nsfd; /* <dir>/ns */
-	size_t max_doc;
-	/* Threads inside a call on this handle, to refuse nested calls (they would deadlock). */
-	pthread_mutex_t mu;
-	pthread_t *active;
-	size_t n_active, cap_active;
 };
 
-/* ---- opening ---- */
+struct aks_store_lock {
+	aks_fs_path path;
+	int fd;
+};
+
+/* ---- where the store lives ---- */
 
 int aks__store_default_dir(char **out, aks_error **err)
 {
@@ -84,400 +89,375 @@ int aks__store_default_dir_as(bool root, char **out, aks_error **err)
 	return AKS_OK;
 }
 
-int aks__store_open(const char *dir, aks_state_store **out, aks_error **err)
+static void fs_fini(aks_store_impl *fs)
+{
+	if (!fs)
+		return;
+	if (fs->nsfd >= 0)
+		close(fs->nsfd);
+	if (fs->dirfd >= 0)
+		close(fs->dirfd);
+	free(fs->dir);
+	free(fs);
+}
+
+int aks__file_store_new(const char *dir, aks_store_impl **out, aks_error **err)
 {
 	*out = NULL;
 	if (dir && !*dir)
 		return aks__error_set(err, AKS_EINVAL, "state store: the directory name is empty");
-	struct aks_state_store *s = calloc(1, sizeof(*s));
-	if (!s)
+	aks_store_impl *fs = calloc(1, sizeof(*fs));
+	if (!fs)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	s->dirfd = s->nsfd = -1;
-	s->max_doc = AKS_STORE_MAX_DOC_SIZE;
+	fs->dirfd = fs->nsfd = -1;
 	int rc = AKS_OK;
-	if (dir && !(s->dir = strdup(dir)))
+	if (dir && !(fs->dir = strdup(dir)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 	else if (!dir)
-		rc = aks__store_default_dir(&s->dir, err);
+		rc = aks__store_default_dir(&fs->dir, err);
 	if (rc < 0) {
-		free(s);
+		free(fs);
 		return rc;
 	}
-	if (pthread_mutex_init(&s->mu, NULL) != 0) {
-		free(s->dir);
-		free(s);
-		return aks__error_set(err, AKS_ENOMEM, "state store: cannot create a mutex");
-	}
-	int e = -aks__state_mkdirs(s->dir);
-	if (e) {
-		aks__error_set(err, AKS_EIO, "state store: cannot create the directory %s: %s",
-		               s->dir, strerror(e));
-		aks__store_close(s);
-		return AKS_EIO;
-	}
-	s->dirfd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (s->dirfd < 0) {
-		aks__error_set(err, AKS_EIO, "state store: cannot open the directory %s: %s",
-		               s->dir, strerror(errno));
-		aks__store_close(s);
-		return AKS_EIO;
-	}
-	if (mkdirat(s->dirfd, "ns", 0700) < 0 && errno != EEXIST)
+	int e = -aks__state_mkdirs(fs->dir);
+	const char *what = "create the directory";
+	if (!e && (fs->dirfd = open(fs->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0) {
 		e = errno;
-	if (!e) {
-		s->nsfd = openat(s->dirfd, "ns", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (s->nsfd < 0)
-			e = errno;
+		what = "open the directory";
+	}
+	if (!e && mkdirat(fs->dirfd, "ns", 0700) < 0 && errno != EEXIST) {
+		e = errno;
+		what = "create the directory ns/ in";
+	}
+	if (!e && (fs->nsfd = openat(fs->dirfd, "ns", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
+	                                                  O_CLOEXEC)) < 0) {
+		e = errno;
+		what = "open the directory ns/ in";
 	}
 	if (e) {
-		aks__error_set(err, AKS_EIO, "state store: cannot create or open %s/ns: %s", s->dir,
+		aks__error_set(err, AKS_EIO, "state store: cannot %s %s: %s", what, fs->dir,
 		               strerror(e));
-		aks__store_close(s);
+		fs_fini(fs);
 		return AKS_EIO;
 	}
-	*out = s;
+	*out = fs;
 	return AKS_OK;
 }
 
-void aks__store_close(aks_state_store *s)
+const char *aks__file_store_dir(const aks_store_impl *fs)
 {
-	if (!s)
-		return;
-	if (s->nsfd >= 0)
-		close(s->nsfd);
-	if (s->dirfd >= 0)
-		close(s->dirfd);
-	pthread_mutex_destroy(&s->mu);
-	free(s->active);
-	free(s->dir);
-	free(s);
+	return fs->dir;
 }
 
-const char *aks__store_dir(const aks_state_store *s)
+int aks__fs_ns_fd(const aks_store_impl *fs)
 {
-	return s->dir;
+	return fs->nsfd;
 }
 
-int aks__store_ns_fd(const aks_state_store *s)
+size_t aks__fs_max_record(void)
 {
-	return s->nsfd;
+	return AKS_STORE_MAX_DOC_SIZE;
 }
 
-void aks__store_set_max_doc_size(aks_state_store *s, size_t bytes)
+static int fs_init(const aks_host_api *host, const aks_config *config, aks_store_impl **out,
+                   aks_error **err)
 {
-	/* json-c measures what it parses in int. */
-	if (bytes > 0)
-		s->max_doc = bytes < INT32_MAX ? bytes : INT32_MAX - 1;
+	const char *dir = NULL;
+	if (config && host->config_string(config, "dir", &dir) < 0)
+		return host->error_set(err, AKS_ECONFIG, "state store: cannot read the key 'dir'");
+	return aks__file_store_new(dir && *dir ? dir : NULL, out, err);
 }
 
-/* ---- refusing nested calls ---- */
+/* ---- a record's path ---- */
 
-static int enter(aks_state_store *s, aks_error **err)
+void aks__fs_path_free(aks_fs_path *p)
 {
-	pthread_t self = pthread_self();
-	int rc = AKS_OK;
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->n_active; i++) {
-		if (pthread_equal(s->active[i], self)) {
-			rc = aks__error_set(
-			    err, AKS_EINVAL,
-			    "state store: a call from inside a transaction would wait "
-			    "for a lock its own thread holds");
-			goto out;
-		}
+	for (int i = 1; i < AKS_FS_MAX_LEVELS; i++) {
+		if (p->fds[i] >= 0)
+			close(p->fds[i]);
+		p->fds[i] = -1;
 	}
-	if (s->n_active == s->cap_active) {
-		size_t cap = s->cap_active ? s->cap_active * 2 : 8;
-		pthread_t *p = realloc(s->active, cap * sizeof(*p));
-		if (!p) {
-			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-			goto out;
-		}
-		s->active = p;
-		s->cap_active = cap;
-	}
-	s->active[s->n_active++] = self;
-out:
-	pthread_mutex_unlock(&s->mu);
-	return rc;
+	for (int i = 0; i < p->ncomp; i++)
+		free(p->comp[i]);
+	p->ncomp = 0;
+	free(p->rel);
+	p->rel = NULL;
 }
 
-static void leave(aks_state_store *s)
+static void close_dirs(aks_fs_path *p)
 {
-	pthread_t self = pthread_self();
-	pthread_mutex_lock(&s->mu);
-	for (size_t i = 0; i < s->n_active; i++) {
-		if (pthread_equal(s->active[i], self)) {
-			s->active[i] = s->active[--s->n_active];
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* ---- one namespace's files ---- */
-
-typedef struct ns_files {
-	char *rel;              /* path under ns/ without suffix, for messages */
-	char *comp[MAX_LEVELS]; /* its components; the last one names the files */
-	int ncomp;
-	int fds[MAX_LEVELS];    /* fds[i]: the directory holding comp[i]; fds[0] is nsfd */
-	char *lock, *doc, *tmp; /* file names inside fds[ncomp - 1] */
-	int lockfd;
-} ns_files;
-
-static void files_close_dirs(ns_files *f)
-{
-	for (int i = 1; i < f->ncomp; i++) {
-		if (f->fds[i] >= 0)
-			close(f->fds[i]);
-		f->fds[i] = -1;
+	for (int i = 1; i < AKS_FS_MAX_LEVELS; i++) {
+		if (p->fds[i] >= 0)
+			close(p->fds[i]);
+		p->fds[i] = -1;
 	}
 }
 
-static void files_free(ns_files *f)
+int aks__fs_path_init(aks_store_impl *fs, const char *ns, const char *key, aks_fs_path *p,
+                      aks_error **err)
 {
-	if (f->lockfd >= 0)
-		close(f->lockfd); /* releases the lock */
-	f->lockfd = -1;
-	files_close_dirs(f);
-	for (int i = 0; i < f->ncomp; i++)
-		free(f->comp[i]);
-	free(f->rel);
-	free(f->lock);
-	free(f->doc);
-	free(f->tmp);
-}
-
-static int files_init(aks_state_store *s, const char *ns, ns_files *f, aks_error **err)
-{
-	memset(f, 0, sizeof(*f));
-	f->lockfd = -1;
-	for (int i = 0; i < MAX_LEVELS; i++)
-		f->fds[i] = -1;
-	int rc = aks__store_ns_check(ns, err);
+	memset(p, 0, sizeof(*p));
+	for (int i = 0; i < AKS_FS_MAX_LEVELS; i++)
+		p->fds[i] = -1;
+	p->fds[0] = fs->nsfd;
+	int rc = aks__store_name_check("namespace", ns, err);
+	if (rc == AKS_OK && key)
+		rc = aks__store_name_check("key", key, err);
 	if (rc < 0)
 		return rc;
-	f->rel = aks__store_ns_path(ns);
-	if (!f->rel)
+	aks_autofree char *nsp = aks__store_name_path(ns);
+	aks_autofree char *keyp = key ? aks__store_name_path(key) : NULL;
+	if (!nsp || (key && !keyp) ||
+	    asprintf(&p->rel, "%s.d%s%s", nsp, key ? "/" : "", key ? keyp : "") < 0) {
+		p->rel = NULL;
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	for (const char *p = f->rel;;) {
-		const char *slash = strchr(p, '/');
-		size_t n = slash ? (size_t)(slash - p) : strlen(p);
-		if (f->ncomp == MAX_LEVELS || !(f->comp[f->ncomp++] = strndup(p, n)))
+	}
+	for (const char *s = p->rel;;) {
+		const char *slash = strchr(s, '/');
+		size_t n = slash ? (size_t)(slash - s) : strlen(s);
+		/* ceil(3 * 256 / 200) = 4 components each at most */
+		if (p->ncomp == AKS_FS_MAX_LEVELS || !(p->comp[p->ncomp++] = strndup(s, n)))
 			return aks__error_set(err, AKS_ENOMEM, "out of memory");
 		if (!slash)
 			break;
-		p = slash + 1;
+		s = slash + 1;
 	}
-	f->fds[0] = s->nsfd;
-	const char *leaf = f->comp[f->ncomp - 1];
-	if (asprintf(&f->lock, "%s.lock", leaf) < 0 || asprintf(&f->doc, "%s.json", leaf) < 0 ||
-	    asprintf(&f->tmp, "%s.tmp", leaf) < 0)
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	return AKS_OK;
 }
 
-static int leaf_fd(const ns_files *f)
+int aks__fs_walk(aks_fs_path *p, int upto, bool create)
 {
-	return f->fds[f->ncomp - 1];
-}
-
-static int io_error(aks_state_store *s, const ns_files *f, const char *what, const char *suffix,
-                    int e, aks_error **err)
-{
-	return aks__error_set(err, AKS_EIO, "state store: %s %s/ns/%s%s: %s", what, s->dir, f->rel,
-	                      suffix, strerror(e));
-}
-
-/*
- * Opens the chunk directories down to the namespace's files. `create` makes missing ones;
- * otherwise a missing one sets *absent. Returns 0 or -errno.
- */
-static int walk(ns_files *f, bool create, bool *absent)
-{
-	*absent = false;
-	for (int i = 1; i < f->ncomp; i++) {
-		const char *name = f->comp[i - 1];
+	for (int i = 1; i <= upto; i++) {
+		if (p->fds[i] >= 0)
+			continue;
+		const char *name = p->comp[i - 1];
 		int fd;
-		while ((fd = openat(f->fds[i - 1], name,
+		while ((fd = openat(p->fds[i - 1], name,
 		                    O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-			if (errno != ENOENT)
+			if (errno != ENOENT || !create)
 				return -errno;
-			if (!create) {
-				*absent = true;
-				return 0;
+			if (mkdirat(p->fds[i - 1], name, 0700) == 0) {
+				/* The new entry must survive a power cut with the record in it. */
+				int e = aks__state_fsync(p->fds[i - 1]);
+				if (e)
+					return e;
+			} else if (errno != EEXIST) {
+				return -errno; /* ENOENT: the parent was just removed */
 			}
-			if (mkdirat(f->fds[i - 1], name, 0700) < 0 && errno != EEXIST)
-				return -errno;
 		}
-		f->fds[i] = fd;
+		p->fds[i] = fd;
 	}
 	return 0;
 }
 
-/*
- * Takes the namespace's lock. Readers never create anything: no lock file means no document
- * (a document is only ever written under its lock file, and the lock file is removed after
- * it), and *absent is set. After the lock is granted the lock file must still be the one at
- * the path: if the namespace emptied meanwhile, its holder removed the file, and a newcomer
- * may already be locking a new one, so start again.
- */
-static int lock_ns(aks_state_store *s, ns_files *f, bool exclusive, bool *absent, aks_error **err)
+static int leaf_fd(const aks_fs_path *p)
 {
-	for (int attempt = 0; attempt < MAX_LOCK_ATTEMPTS; attempt++) {
-		files_close_dirs(f);
-		int e = -walk(f, exclusive, absent);
-		if (e)
-			return io_error(s, f, "cannot open the directory of", "", e, err);
-		if (*absent)
+	return p->fds[p->ncomp - 1];
+}
+
+static const char *leaf_name(const aks_fs_path *p, const char *suffix, char buf[LEAF_MAX])
+{
+	snprintf(buf, LEAF_MAX, "%s%s", p->comp[p->ncomp - 1], suffix);
+	return buf;
+}
+
+static int io_error(const aks_store_impl *fs, const aks_fs_path *p, const char *what,
+                    const char *suffix, int e, aks_error **err)
+{
+	return aks__error_set(err, AKS_EIO, "state store: %s %s/ns/%s%s: %s", what, fs->dir, p->rel,
+	                      suffix, strerror(e));
+}
+
+/* Removes the record's directories that are now empty, innermost first; stops at the first
+ * that is not (ENOTEMPTY is the normal case, not an error). */
+static void prune(aks_fs_path *p)
+{
+	for (int i = p->ncomp - 1; i >= 1; i--) {
+		if (p->fds[i] >= 0)
+			close(p->fds[i]);
+		p->fds[i] = -1;
+		if (p->fds[i - 1] < 0 || unlinkat(p->fds[i - 1], p->comp[i - 1], AT_REMOVEDIR) < 0)
+			break;
+	}
+}
+
+/* ---- locks ---- */
+
+/* flock(LOCK_EX), waiting no longer than the call allows (call NULL: as long as it takes). */
+static int wait_lock(int fd, const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = aks__host_api();
+	/* Nothing can end the wait early: let the kernel wake us instead of polling. */
+	if (!call || (call->deadline_ms <= 0 && host->cancel_fd(call) < 0)) {
+		int e = -aks__state_lock(fd, true);
+		return e ? aks__error_set(err, AKS_EIO, "state store: cannot lock: %s", strerror(e))
+		         : AKS_OK;
+	}
+	int delay = 1;
+	for (;;) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 			return AKS_OK;
-		int flags = (exclusive ? O_RDWR | O_CREAT : O_RDONLY) | O_CLOEXEC | O_NOFOLLOW;
-		int fd = openat(leaf_fd(f), f->lock, flags, 0600);
-		if (fd < 0 && errno == ENOENT && !exclusive) {
-			*absent = true;
-			return AKS_OK;
+		if (errno == EINTR)
+			continue;
+		if (errno != EWOULDBLOCK)
+			return aks__error_set(err, AKS_EIO, "state store: cannot lock: %s",
+			                      strerror(errno));
+		if (host->cancelled(call))
+			return aks__error_set(err, AKS_ECANCELLED,
+			                      "cancelled while waiting for the sandbox session");
+		int64_t wait = delay;
+		if (call->deadline_ms > 0) {
+			int64_t left = call->deadline_ms - host->now_ms();
+			if (left <= 0)
+				return aks__error_set(err, AKS_ETIMEOUT,
+				                      "timed out after %g s waiting for the sandbox "
+				                      "session, busy with another operation",
+				                      call->timeout);
+			if (left < wait)
+				wait = left;
 		}
-		if (fd < 0 && errno == ENOENT && f->ncomp > 1)
-			continue; /* an emptied namespace's chunk directory went away under us */
+		/* flock cannot wait on two things at once: poll the cancellation between tries. */
+		struct pollfd pfd = {host->cancel_fd(call), POLLIN, 0};
+		poll(&pfd, pfd.fd >= 0 ? 1 : 0, (int)wait);
+		if (delay < LOCK_POLL_MAX_MS)
+			delay *= 2;
+	}
+}
+
+/* Takes the lock file `suffix` beside the record: *fd holds it. */
+static int acquire(aks_store_impl *fs, aks_fs_path *p, const char *suffix, const aks_call *call,
+                   int *out_fd, aks_error **err)
+{
+	char name[LEAF_MAX];
+	leaf_name(p, suffix, name);
+	for (int attempt = 0; attempt < MAX_LOCK_ATTEMPTS; attempt++) {
+		close_dirs(p);
+		int e = -aks__fs_walk(p, p->ncomp - 1, true);
+		if (e == ENOENT)
+			continue; /* a directory on the way was removed as it emptied */
+		if (e)
+			return io_error(fs, p, "cannot create the directory of", "", e, err);
+		int fd = openat(leaf_fd(p), name, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0 && errno == ENOENT)
+			continue;
 		if (fd < 0)
-			return io_error(s, f, "cannot open", ".lock", errno, err);
-		e = -aks__state_lock(fd, exclusive);
-		if (e) {
+			return io_error(fs, p, "cannot open", suffix, errno, err);
+		int rc = wait_lock(fd, call, err);
+		if (rc < 0) {
 			close(fd);
-			return io_error(s, f, "cannot lock", ".lock", e, err);
+			return rc;
 		}
 		struct stat held, now;
 		if (fstat(fd, &held) < 0) {
 			e = errno;
 			close(fd);
-			return io_error(s, f, "cannot stat", ".lock", e, err);
+			return io_error(fs, p, "cannot stat", suffix, e, err);
 		}
-		if (fstatat(leaf_fd(f), f->lock, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+		if (fstatat(leaf_fd(p), name, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    now.st_dev == held.st_dev && now.st_ino == held.st_ino) {
-			f->lockfd = fd;
+			*out_fd = fd;
 			return AKS_OK;
 		}
-		close(fd);
+		close(fd); /* its holder removed it as we waited: lock the current one */
 	}
-	return aks__error_set(err, AKS_EIO,
-	                      "state store: the lock file %s/ns/%s.lock kept "
-	                      "vanishing",
-	                      s->dir, f->rel);
+	return aks__error_set(err, AKS_EIO, "state store: the lock file %s/ns/%s%s kept vanishing",
+	                      fs->dir, p->rel, suffix);
 }
 
-/* The document under the lock: `{}` if there is none. */
-static int load_doc(aks_state_store *s, ns_files *f, json_object **out, aks_error **err)
+/* Removes the lock file while still holding it, then lets go. */
+static void release(aks_fs_path *p, const char *suffix, int fd)
+{
+	char name[LEAF_MAX];
+	unlinkat(leaf_fd(p), leaf_name(p, suffix, name), 0);
+	close(fd);
+}
+
+static int fs_lock(aks_store_impl *fs, const char *ns, const char *key, const aks_call *call,
+                   aks_store_lock **out, aks_error **err)
 {
 	*out = NULL;
-	int fd = openat(leaf_fd(f), f->doc, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0 && errno == ENOENT) {
-		*out = json_object_new_object();
-		return *out ? AKS_OK : aks__error_set(err, AKS_ENOMEM, "out of memory");
+	aks_store_lock *lk = calloc(1, sizeof(*lk));
+	if (!lk)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	int rc = aks__fs_path_init(fs, ns, key, &lk->path, err);
+	if (rc == AKS_OK)
+		rc = acquire(fs, &lk->path, ".mutex", call, &lk->fd, err);
+	if (rc < 0) {
+		aks__fs_path_free(&lk->path);
+		free(lk);
+		return rc;
 	}
+	*out = lk;
+	return AKS_OK;
+}
+
+static void fs_unlock(aks_store_impl *fs, aks_store_lock *lk)
+{
+	(void)fs;
+	if (!lk)
+		return;
+	release(&lk->path, ".mutex", lk->fd);
+	prune(&lk->path);
+	aks__fs_path_free(&lk->path);
+	free(lk);
+}
+
+/* ---- records ---- */
+
+/* The record's value: *data NULL when there is none. */
+static int load(aks_store_impl *fs, aks_fs_path *p, char **data, size_t *len, aks_error **err)
+{
+	char name[LEAF_MAX];
+	*data = NULL;
+	*len = 0;
+	/* O_NONBLOCK: a FIFO planted under the name must not hang us (it is refused below). */
+	int fd = openat(leaf_fd(p), leaf_name(p, ".json", name),
+	                O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+	if (fd < 0 && errno == ENOENT)
+		return AKS_OK;
 	if (fd < 0)
-		return io_error(s, f, "cannot open", ".json", errno, err);
-	char *data = NULL;
-	size_t len = 0;
+		return io_error(fs, p, "cannot open", ".json", errno, err);
+	struct stat st;
+	if (fstat(fd, &st) < 0) {
+		int e = errno;
+		close(fd);
+		return io_error(fs, p, "cannot stat", ".json", e, err);
+	}
+	if (!S_ISREG(st.st_mode)) {
+		close(fd);
+		return aks__error_set(err, AKS_EIO,
+		                      "state store: %s/ns/%s.json is not a regular file; it was "
+		                      "left as it is",
+		                      fs->dir, p->rel);
+	}
 	bool over = false;
-	int e = -aks__state_read_all(fd, s->max_doc, &data, &len, &over);
+	int e = -aks__state_read_all(fd, AKS_STORE_MAX_DOC_SIZE, data, len, &over);
 	close(fd);
 	if (e == ENOMEM)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	if (e)
-		return io_error(s, f, "cannot read", ".json", e, err);
+		return io_error(fs, p, "cannot read", ".json", e, err);
 	if (over)
-		return aks__error_set(
-		    err, AKS_ELIMIT,
-		    "state store: %s/ns/%s.json is larger than the %zu-byte limit "
-		    "on a document",
-		    s->dir, f->rel, s->max_doc);
-	json_tokener *tok = json_tokener_new_ex(AKS_STORE_MAX_DEPTH);
-	if (!tok) {
-		free(data);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	json_object *doc = json_tokener_parse_ex(tok, data, (int)len);
-	enum json_tokener_error jerr = json_tokener_get_error(tok);
-	size_t end = json_tokener_get_parse_end(tok);
-	json_tokener_free(tok);
-	const char *why = NULL;
-	if (jerr == json_tokener_continue || (jerr == json_tokener_success && !doc))
-		why = "it ends early";
-	else if (jerr != json_tokener_success)
-		why = json_tokener_error_desc(jerr);
-	else if (!json_object_is_type(doc, json_type_object))
-		why = "it is not a JSON object";
-	for (size_t i = end; !why && i < len; i++) {
-		char c = data[i]; /* not strchr: it would find a NUL byte */
-		if (c != ' ' && c != '\t' && c != '\r' && c != '\n')
-			why = "there is more after the document";
-	}
-	free(data);
-	if (why) {
-		json_object_put(doc);
-		/* Never discard state silently: the file stays for a person to look at. */
-		return aks__error_set(
-		    err, AKS_EIO,
-		    "state store: %s/ns/%s.json is corrupt (%s); it was left as it "
-		    "is: move it aside to start that namespace afresh",
-		    s->dir, f->rel, why);
-	}
-	*out = doc;
-	return AKS_OK;
-}
-
-/* Serializes doc, refusing what is over the size bound or would not parse back. */
-static int serialize(aks_state_store *s, ns_files *f, json_object *doc, const char **text,
-                     size_t *len, aks_error **err)
-{
-	*text = json_object_to_json_string_length(
-	    doc, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE, len);
-	if (!*text)
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	if (*len + 1 > s->max_doc || *len > INT32_MAX)
 		return aks__error_set(err, AKS_ELIMIT,
-		                      "state store: the document for %s/ns/%s.json would be %zu "
-		                      "bytes, over the %zu-byte limit; nothing was written",
-		                      s->dir, f->rel, *len + 1, s->max_doc);
-	/* Read it back with the reader's own settings: what cannot be loaded is not written. */
-	json_tokener *tok = json_tokener_new_ex(AKS_STORE_MAX_DEPTH);
-	if (!tok)
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	json_object *back = json_tokener_parse_ex(tok, *text, (int)*len);
-	enum json_tokener_error jerr = json_tokener_get_error(tok);
-	json_tokener_free(tok);
-	json_object_put(back);
-	if (jerr == json_tokener_error_depth)
-		return aks__error_set(
-		    err, AKS_ELIMIT,
-		    "state store: the document for %s/ns/%s.json nests deeper than "
-		    "%d levels; nothing was written",
-		    s->dir, f->rel, AKS_STORE_MAX_DEPTH);
-	if (jerr != json_tokener_success || !back)
-		return aks__error_set(err, AKS_EINVAL,
-		                      "state store: the document for %s/ns/%s.json would not read "
-		                      "back (%s); nothing was written",
-		                      s->dir, f->rel,
-		                      jerr == json_tokener_success ? "incomplete"
-		                                                   : json_tokener_error_desc(jerr));
+		                      "state store: %s/ns/%s.json is larger than the %u-byte limit "
+		                      "on a record; it was left as it is",
+		                      fs->dir, p->rel, AKS_STORE_MAX_DOC_SIZE);
 	return AKS_OK;
 }
 
-/* temp file, fsync, rename over the document, fsync of the directory. */
-static int commit_doc(aks_state_store *s, ns_files *f, json_object *doc, aks_error **err)
+/* temp file, fsync, rename over the record, fsync of the directory. */
+static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t len,
+                  aks_error **err)
 {
-	const char *text;
-	size_t len;
-	int rc = serialize(s, f, doc, &text, &len, err);
-	if (rc < 0)
-		return rc;
-	int dfd = leaf_fd(f);
-	if (unlinkat(dfd, f->tmp, 0) < 0 && errno != ENOENT)
-		return io_error(s, f, "cannot remove the stale", ".tmp", errno, err);
-	int fd = openat(dfd, f->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+	char tmp[LEAF_MAX], doc[LEAF_MAX];
+	leaf_name(p, ".tmp", tmp);
+	leaf_name(p, ".json", doc);
+	int dfd = leaf_fd(p);
+	if (unlinkat(dfd, tmp, 0) < 0 && errno != ENOENT)
+		return io_error(fs, p, "cannot remove the stale", ".tmp", errno, err);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
 	if (fd < 0)
-		return io_error(s, f, "cannot create", ".tmp", errno, err);
+		return io_error(fs, p, "cannot create", ".tmp", errno, err);
 	int e = -aks__state_write_all(fd, text, len);
 	if (!e)
 		e = -aks__state_write_all(fd, "\n", 1);
@@ -486,109 +466,126 @@ static int commit_doc(aks_state_store *s, ns_files *f, json_object *doc, aks_err
 	if (close(fd) < 0 && !e && errno != EINTR)
 		e = errno;
 	if (e) {
-		unlinkat(dfd, f->tmp, 0);
-		return io_error(s, f, "cannot write", ".tmp", e, err);
+		unlinkat(dfd, tmp, 0);
+		return io_error(fs, p, "cannot write", ".tmp", e, err);
 	}
-	if (renameat(dfd, f->tmp, dfd, f->doc) < 0) {
+	if (renameat(dfd, tmp, dfd, doc) < 0) {
 		e = errno;
-		unlinkat(dfd, f->tmp, 0);
-		return io_error(s, f, "cannot rename the new document onto", ".json", e, err);
+		unlinkat(dfd, tmp, 0);
+		return io_error(fs, p, "cannot rename the new value onto", ".json", e, err);
 	}
-	/* Until the directory is synced, a power cut could bring the old document back. */
+	/* Until the directory is synced, a power cut could bring the old value back. */
 	e = -aks__state_fsync(dfd);
-	if (e)
-		return io_error(s, f, "wrote, but could not sync the directory of", ".json", e,
-		                err);
-	return AKS_OK;
+	return e ? io_error(fs, p, "wrote, but could not sync the directory of", ".json", e, err)
+	         : AKS_OK;
 }
 
-/* An emptied namespace leaves nothing behind: the document, then (still holding it) the lock
- * file, then any chunk directories it was the last user of. */
-static int remove_doc(aks_state_store *s, ns_files *f, aks_error **err)
+static int remove_record(aks_store_impl *fs, aks_fs_path *p, aks_error **err)
 {
-	int dfd = leaf_fd(f);
-	if (unlinkat(dfd, f->doc, 0) < 0 && errno != ENOENT)
-		return io_error(s, f, "cannot remove", ".json", errno, err);
-	if (unlinkat(dfd, f->tmp, 0) < 0 && errno != ENOENT)
-		return io_error(s, f, "cannot remove", ".tmp", errno, err);
+	char name[LEAF_MAX];
+	int dfd = leaf_fd(p);
+	if (unlinkat(dfd, leaf_name(p, ".json", name), 0) < 0 && errno != ENOENT)
+		return io_error(fs, p, "cannot remove", ".json", errno, err);
+	unlinkat(dfd, leaf_name(p, ".tmp", name), 0);
 	int e = -aks__state_fsync(dfd);
-	if (e)
-		return io_error(s, f, "removed, but could not sync the directory of", ".json", e,
-		                err);
-	/* Waiters on this lock file will see it gone and start again (lock_ns). */
-	if (unlinkat(dfd, f->lock, 0) < 0 && errno != ENOENT)
-		return AKS_OK; /* harmless: a lock file without a document is an empty namespace */
-	close(f->lockfd);
-	f->lockfd = -1;
-	/* Fails harmlessly (ENOTEMPTY) while another namespace or a newcomer uses them. */
-	for (int i = f->ncomp - 1; i >= 1; i--) {
-		close(f->fds[i]);
-		f->fds[i] = -1;
-		if (unlinkat(f->fds[i - 1], f->comp[i - 1], AT_REMOVEDIR) < 0)
-			break;
-	}
-	return AKS_OK;
+	return e ? io_error(fs, p, "removed, but could not sync the directory of", ".json", e,
+	                    err)
+	         : AKS_OK;
 }
 
-int aks__store_update(aks_state_store *s, const char *ns, aks_store_txn_fn fn, void *ctx,
-                      aks_error **err)
+static int fs_update(aks_store_impl *fs, const char *ns, const char *key, aks_store_txn_fn fn,
+                     void *ctx, aks_error **err)
 {
-	if (!s || !fn)
-		return aks__error_set(err, AKS_EINVAL, "state store: no store or no function");
-	ns_files f;
-	int rc = files_init(s, ns, &f, err);
-	if (rc < 0)
-		goto out_free;
-	if ((rc = enter(s, err)) < 0)
-		goto out_free;
-	bool absent = false;
-	json_object *doc = NULL;
-	rc = lock_ns(s, &f, true, &absent, err);
+	aks_fs_path p;
+	int lockfd = -1;
+	char *data = NULL;
+	size_t len = 0;
+	bool exists = false;
+	int rc = aks__fs_path_init(fs, ns, key, &p, err);
 	if (rc == AKS_OK)
-		rc = load_doc(s, &f, &doc, err);
+		rc = acquire(fs, &p, ".lock", NULL, &lockfd, err);
+	if (rc == AKS_OK)
+		rc = load(fs, &p, &data, &len, err);
 	if (rc == AKS_OK) {
-		bool changed = false;
-		rc = fn(doc, &changed, ctx, err);
-		if (rc == AKS_OK && changed) {
-			if (json_object_object_length(doc) == 0)
-				rc = remove_doc(s, &f, err);
-			else
-				rc = commit_doc(s, &f, doc, err);
+		exists = data != NULL;
+		int action = AKS_STORE_KEEP;
+		const char *nv = NULL;
+		size_t nlen = 0;
+		rc = fn(ctx, data, len, &action, &nv, &nlen, err);
+		if (rc == AKS_OK && action == AKS_STORE_PUT) {
+			rc = nv ? commit(fs, &p, nv, nlen, err)
+			        : aks__error_set(err, AKS_EINVAL, "state store: nothing to write");
+			exists = exists || rc == AKS_OK;
+		} else if (rc == AKS_OK && action == AKS_STORE_DELETE && exists) {
+			rc = remove_record(fs, &p, err);
+			exists = rc < 0;
 		}
 	}
-	json_object_put(doc);
-	files_free(&f); /* releases the lock */
-	leave(s);
-	return rc;
-out_free:
-	files_free(&f);
+	free(data);
+	if (lockfd >= 0) {
+		release(&p, ".lock", lockfd);
+		if (!exists)
+			prune(&p);
+	}
+	aks__fs_path_free(&p);
 	return rc;
 }
 
-int aks__store_read(aks_state_store *s, const char *ns, json_object **out, aks_error **err)
+static int fs_get(aks_store_impl *fs, const char *ns, const char *key, aks_store_record_fn fn,
+                  void *ctx, aks_error **err)
 {
-	*out = NULL;
-	if (!s)
-		return aks__error_set(err, AKS_EINVAL, "state store: no store");
-	ns_files f;
-	int rc = files_init(s, ns, &f, err);
-	if (rc < 0)
-		goto out_free;
-	if ((rc = enter(s, err)) < 0)
-		goto out_free;
-	bool absent = false;
-	rc = lock_ns(s, &f, false, &absent, err);
-	if (rc == AKS_OK && absent) {
-		*out = json_object_new_object();
-		if (!*out)
-			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-	} else if (rc == AKS_OK) {
-		rc = load_doc(s, &f, out, err);
+	aks_fs_path p;
+	int rc = aks__fs_path_init(fs, ns, key, &p, err);
+	if (rc == AKS_OK) {
+		int e = -aks__fs_walk(&p, p.ncomp - 1, false);
+		if (e == ENOENT)
+			rc = AKS_ENOTFOUND;
+		else if (e)
+			rc = io_error(fs, &p, "cannot open the directory of", "", e, err);
 	}
-	files_free(&f);
-	leave(s);
-	return rc;
-out_free:
-	files_free(&f);
+	char *data = NULL;
+	size_t len = 0;
+	if (rc == AKS_OK)
+		rc = load(fs, &p, &data, &len, err);
+	if (rc == AKS_OK)
+		rc = data ? fn(ctx, key, data, len) : AKS_ENOTFOUND;
+	free(data);
+	aks__fs_path_free(&p);
 	return rc;
 }
+
+const aks_store_ops aks__file_store_ops = {
+    AKS_STORE_OPS_VERSION,
+    sizeof(aks_store_ops),
+    fs_init,
+    fs_fini,
+    fs_update,
+    fs_get,
+    aks__fs_scan,
+    aks__fs_namespaces,
+    fs_lock,
+    fs_unlock,
+    NULL, /* put_expiring: files do not expire by themselves */
+};
+
+static const aks_config_key file_store_keys[] = {
+    AKS_CONFIG_KEY("dir", AKS_CONFIG_STRING, false, NULL,
+                   "the state directory (default: $AKS_STATE_DIR, else the XDG state "
+                   "directory, /var/lib/aksandbox for root)"),
+    AKS_CONFIG_END,
+};
+
+const aks_plugin_descriptor aks__file_store_descriptor = {
+    AKS_DESCRIPTOR_VERSION,
+    sizeof(aks_plugin_descriptor),
+    AKS_ABI_MAJOR,
+    AKS_ABI_MINOR,
+    AKS_PLUGIN_STORE,
+    "file",
+    PACKAGE_VERSION,
+    "Apache-2.0",
+    "the built-in state store: records as files in the state directory",
+    file_store_keys,
+    &aks__file_store_ops,
+    {NULL, NULL, NULL, NULL},
+};

@@ -3,6 +3,7 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,17 +12,11 @@
 #include "tasks.h"
 #include "tools_json.h"
 
-static struct json_object *tasks_of(struct json_object *doc, bool create)
+/* The record key of a task: "task:<id>". NULL on ENOMEM. */
+static char *task_key(const char *id)
 {
-	struct json_object *t = json_object_object_get(doc, "tasks");
-	if (t && json_object_is_type(t, json_type_object))
-		return t;
-	if (!create)
-		return NULL;
-	t = json_object_new_object();
-	if (t)
-		json_object_object_add(doc, "tasks", t);
-	return t;
+	char *key = NULL;
+	return asprintf(&key, "task:%s", id) < 0 ? NULL : key;
 }
 
 static const char *str_member(struct json_object *o, const char *key)
@@ -30,26 +25,71 @@ static const char *str_member(struct json_object *o, const char *key)
 	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-/* Drops the oldest finished tasks while there are AKS_TASKS_MAX or more. */
-static void evict(struct json_object *tasks)
+/* The finished tasks of a conversation, oldest first, to evict. */
+typedef struct finished {
+	char **keys;
+	double *at;
+	size_t n, cap, total;
+} finished;
+
+static int note_task(void *ctx, const char *key, struct json_object *t)
 {
-	while (json_object_object_length(tasks) >= AKS_TASKS_MAX) {
-		const char *oldest = NULL;
-		double when = 0;
-		json_object_object_foreach(tasks, key, t)
-		{
-			const char *status = str_member(t, "status");
-			double at =
-			    json_object_get_double(json_object_object_get(t, "submitted_at"));
-			if (status && strcmp(status, "pending") != 0 && (!oldest || at < when)) {
-				oldest = key;
-				when = at;
-			}
-		}
-		if (!oldest)
-			return;
-		json_object_object_del(tasks, oldest);
+	finished *f = ctx;
+	f->total++;
+	const char *status = str_member(t, "status");
+	if (!status || strcmp(status, "pending") == 0)
+		return AKS_OK; /* pending tasks are never dropped */
+	if (f->n == f->cap) {
+		size_t cap = f->cap ? f->cap * 2 : 64;
+		char **k = realloc(f->keys, cap * sizeof(*k));
+		if (k)
+			f->keys = k;
+		double *a = k ? realloc(f->at, cap * sizeof(*a)) : NULL;
+		if (!a)
+			return AKS_ENOMEM;
+		f->at = a;
+		f->cap = cap;
 	}
+	if (!(f->keys[f->n] = strdup(key)))
+		return AKS_ENOMEM;
+	f->at[f->n++] = json_object_get_double(json_object_object_get(t, "submitted_at"));
+	return AKS_OK;
+}
+
+static int drop_txn(struct json_object *rec, bool *changed, void *ctx, aks_error **err)
+{
+	(void)ctx;
+	(void)err;
+	const char *status = str_member(rec, "status");
+	if (status && strcmp(status, "pending") != 0) {
+		aks__store_clear_record(rec);
+		*changed = true;
+	}
+	return AKS_OK;
+}
+
+/* Drops the oldest finished tasks while the conversation keeps AKS_TASKS_MAX or more. Best
+ * effort: a failure leaves a few tasks too many, never loses a pending one. */
+static void evict(aks_state_store *st, const char *conversation)
+{
+	finished f = {0};
+	if (aks__store_scan(st, conversation, "task:", note_task, &f, NULL) == AKS_OK) {
+		while (f.total >= AKS_TASKS_MAX && f.n > 0) {
+			size_t oldest = 0;
+			for (size_t i = 1; i < f.n; i++)
+				if (f.at[i] < f.at[oldest])
+					oldest = i;
+			aks__store_update(st, conversation, f.keys[oldest], drop_txn, NULL, NULL);
+			free(f.keys[oldest]);
+			f.keys[oldest] = f.keys[--f.n];
+			f.at[oldest] = f.at[f.n];
+			f.total--;
+		}
+	}
+	for (size_t i = 0; i < f.n; i++)
+		free(f.keys[i]);
+	free(f.keys);
+	free(f.at);
 }
 
 typedef struct pending_ctx {
@@ -57,15 +97,11 @@ typedef struct pending_ctx {
 	double submitted_at;
 } pending_ctx;
 
-static int pending_txn(struct json_object *doc, bool *changed, void *ctx, aks_error **err)
+static int pending_txn(struct json_object *rec, bool *changed, void *ctx, aks_error **err)
 {
+	(void)err;
 	pending_ctx *c = ctx;
-	struct json_object *tasks = tasks_of(doc, true), *t = json_object_new_object();
-	if (!tasks || !t) {
-		json_object_put(t);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	evict(tasks);
+	struct json_object *t = rec;
 	json_object_object_add(t, "task_id", json_object_new_string(c->task_id));
 	json_object_object_add(t, "sandbox_session_id", json_object_new_string(c->session_id));
 	json_object_object_add(t, "profile", json_object_new_string(c->profile));
@@ -74,7 +110,6 @@ static int pending_txn(struct json_object *doc, bool *changed, void *ctx, aks_er
 	json_object_object_add(t, "consumed", json_object_new_boolean(false));
 	json_object_object_add(t, "notice", NULL);
 	json_object_object_add(t, "result_summary", NULL);
-	json_object_object_add(tasks, c->task_id, t);
 	*changed = true;
 	return AKS_OK;
 }
@@ -83,8 +118,12 @@ int aks__task_record_pending(aks_state_store *st, const char *conversation, cons
                              const char *session_id, const char *profile, double submitted_at,
                              aks_error **err)
 {
+	aks_autofree char *key = task_key(task_id);
+	if (!key)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	evict(st, conversation);
 	pending_ctx c = {task_id, session_id, profile, submitted_at};
-	return aks__store_update(st, conversation, pending_txn, &c, err);
+	return aks__store_update(st, conversation, key, pending_txn, &c, err);
 }
 
 typedef struct done_ctx {
@@ -92,14 +131,12 @@ typedef struct done_ctx {
 	struct json_object *summary;
 } done_ctx;
 
-static int done_txn(struct json_object *doc, bool *changed, void *ctx, aks_error **err)
+static int done_txn(struct json_object *t, bool *changed, void *ctx, aks_error **err)
 {
 	(void)err;
 	done_ctx *c = ctx;
-	struct json_object *tasks = tasks_of(doc, false);
-	struct json_object *t = tasks ? json_object_object_get(tasks, c->task_id) : NULL;
-	if (!t || !json_object_is_type(t, json_type_object))
-		return AKS_OK;
+	if (json_object_object_length(t) == 0)
+		return AKS_OK; /* no longer recorded */
 	json_object_object_add(t, "status", json_object_new_string(c->status));
 	json_object_object_add(t, "notice", c->notice ? json_object_new_string(c->notice) : NULL);
 	json_object_object_add(t, "result_summary", json_object_get(c->summary));
@@ -111,8 +148,10 @@ int aks__task_record_done(aks_state_store *st, const char *conversation, const c
                           const char *status, const char *notice, struct json_object *summary,
                           aks_error **err)
 {
+	aks_autofree char *key = task_key(task_id);
 	done_ctx c = {task_id, status, notice, summary};
-	int rc = aks__store_update(st, conversation, done_txn, &c, err);
+	int rc = key ? aks__store_update(st, conversation, key, done_txn, &c, err)
+	             : aks__error_set(err, AKS_ENOMEM, "out of memory");
 	json_object_put(summary);
 	return rc;
 }
@@ -120,12 +159,22 @@ int aks__task_record_done(aks_state_store *st, const char *conversation, const c
 int aks__task_json(aks_state_store *st, const char *conversation, const char *task_id, char **out,
                    aks_error **err)
 {
-	struct json_object *doc = NULL;
-	int rc = aks__store_read(st, conversation, &doc, err);
-	if (rc < 0)
+	struct json_object *t = NULL;
+	int rc = AKS_ENOTFOUND;
+	if (task_id && *task_id) {
+		aks_autofree char *key = task_key(task_id);
+		if (!key)
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		rc = aks__store_get(st, conversation, key, &t, err);
+		if (rc == AKS_EINVAL) { /* a task id no store could hold names no task */
+			aks_error_free(err ? *err : NULL);
+			if (err)
+				*err = NULL;
+			rc = AKS_ENOTFOUND;
+		}
+	}
+	if (rc < 0 && rc != AKS_ENOTFOUND)
 		return rc;
-	struct json_object *tasks = tasks_of(doc, false);
-	struct json_object *t = tasks && task_id ? json_object_object_get(tasks, task_id) : NULL;
 	const char *status = t ? str_member(t, "status") : NULL;
 	if (!status) {
 		*out = aks__tool_json_task_unknown(task_id ? task_id : "");
@@ -138,6 +187,6 @@ int aks__task_json(aks_state_store *st, const char *conversation, const char *ta
 		                               ? summary
 		                               : NULL);
 	}
-	json_object_put(doc);
+	json_object_put(t);
 	return *out ? AKS_OK : aks__error_set(err, AKS_ENOMEM, "out of memory");
 }

@@ -1,8 +1,8 @@
 /*
  * core/tasks.h - promoted executions (the reference's SandboxTask, §2.6),
- * kept in the conversation's store document under "tasks":
- *   {task_id: {task_id, sandbox_session_id, profile, status, submitted_at,
- *              consumed, notice, result_summary}}
+ * kept as records of the conversation's namespace in the store, key "task:<id>":
+ *   {task_id, sandbox_session_id, profile, status, submitted_at, consumed, notice,
+ *    result_summary}
  * so that check_sandbox_task answers from the store, from any process.
  * Internal API (aks__ names).
  */

@@ -20,7 +20,10 @@
 
 #include <json-c/json.h>
 
+#include "config_block.h"
 #include "manager.h"
+#include "settings.h"
+#include "state_store.h"
 #include "tools_json.h"
 
 struct aks_runtime {
@@ -48,6 +51,20 @@ AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *convers
 	ctx->agent = agent;
 }
 
+/* The configured store: a plugin, or the file store in state_dir (the caller's choice wins
+ * over the config's `dir`, which wins over the environment). */
+static int open_store(const aks_settings *settings, const char *state_dir, aks_state_store **out,
+                      aks_error **err)
+{
+	if (settings->store_plugin)
+		return aks__store_open_plugin(settings->store_plugin, settings->store_block, out, err);
+	const char *dir = state_dir;
+	if (!dir && settings->store_block &&
+	    aks__config_string(settings->store_block, "dir", &dir) < 0)
+		dir = NULL;
+	return aks__store_open(dir && *dir ? dir : NULL, out, err);
+}
+
 AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir, aks_runtime **out,
                                 aks_error **err)
 {
@@ -60,7 +77,7 @@ AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir, a
 	rt->settings = settings;
 	/* A disabled capability touches no state: every tool just says so. */
 	if (aks_settings_is_enabled(settings)) {
-		int rc = aks__store_open(state_dir, &rt->store, err);
+		int rc = open_store(settings, state_dir, &rt->store, err);
 		if (rc == AKS_OK)
 			rc = aks__manager_new(settings, rt->store, &rt->manager, err);
 		if (rc < 0) {

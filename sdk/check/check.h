@@ -33,6 +33,7 @@
 struct aks_check_state {
 	const char *plugin_path;  /* as given, with "./" added when it had no '/' */
 	const char *config_path;  /* NULL: the default block */
+	int kind;                 /* the plugin's kind: which suite runs (main.c) */
 	const aks_plugin *plugin; /* set by check_plugin_loads */
 	aks_config *config;       /* set by check_provider_opens */
 	aks_provider *provider;   /* set by check_provider_opens */
@@ -57,6 +58,19 @@ void aks_check_destroy_is_idempotent(void **state);
 void aks_check_attach_honesty(void **state);
 void aks_check_deadline_and_cancel_are_honoured(void **state);
 void aks_check_provider_reopens(void **state);
+
+/* The store contract (checks_store.c), for plugins of kind AKS_PLUGIN_STORE. */
+void aks_check_store_opens(void **state);
+void aks_check_store_round_trip(void **state);
+void aks_check_store_failed_update_writes_nothing(void **state);
+void aks_check_store_names_apart(void **state);
+void aks_check_store_namespaces(void **state);
+void aks_check_store_updates_are_atomic(void **state);
+void aks_check_store_lock(void **state);
+void aks_check_store_expiring_records(void **state);
+void aks_check_store_reopens(void **state);
+/* Closes the store if a check failed before store_reopens. */
+void aks_check_store_close(void);
 
 /* ---- helpers (scratch.c) ----
  * Objects a check creates are tracked so that the check's teardown releases

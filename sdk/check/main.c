@@ -23,7 +23,8 @@ static void usage(FILE *f)
 {
 	fprintf(f, "usage: aksandbox-plugin-check PLUGIN.so [config.yaml]\n"
 	           "\n"
-	           "Runs the aksandbox provider contract suite against PLUGIN.so, configured\n"
+	           "Runs the aksandbox contract suite of PLUGIN.so's kind (provider or store)\n"
+	           "against it, configured\n"
 	           "with the plugin's block from config.yaml (a whole config.yaml or the bare\n"
 	           "block), or with its defaults. Exits 0 when every check passes.\n");
 }
@@ -55,8 +56,18 @@ int main(int argc, char **argv)
 	aks_check.plugin_path = path;
 	aks_check.config_path = argc == 3 ? argv[2] : NULL;
 
+	/* Which contract: the plugin's kind decides (a file that does not load at all
+	 * gets the provider suite, whose first check says why). */
+	const aks_plugin *peek = NULL;
+	aks_error *err = NULL;
+	aks_check.kind = AKS_PLUGIN_PROVIDER;
+	if (aks_plugin_load(path, 0, &peek, &err) == AKS_OK &&
+	    aks_plugin_get_descriptor(peek)->kind == AKS_PLUGIN_STORE)
+		aks_check.kind = AKS_PLUGIN_STORE;
+	aks_error_free(err);
+
 	/* The checks run in this order; later ones use what earlier ones set up. */
-	const struct CMUnitTest checks[] = {
+	const struct CMUnitTest provider_checks[] = {
 	    CHECK(plugin_loads),
 	    CHECK(exports_only_entry),
 	    CHECK(descriptor_is_valid),
@@ -74,11 +85,31 @@ int main(int argc, char **argv)
 	    CHECK(deadline_and_cancel_are_honoured),
 	    CHECK(provider_reopens),
 	};
-	int failed = cmocka_run_group_tests_name("aksandbox-plugin-check", checks, NULL, NULL);
+	const struct CMUnitTest store_checks[] = {
+	    CHECK(plugin_loads),
+	    CHECK(exports_only_entry),
+	    CHECK(descriptor_is_valid),
+	    CHECK(unknown_config_key_is_refused),
+	    CHECK(store_opens),
+	    CHECK(store_round_trip),
+	    CHECK(store_failed_update_writes_nothing),
+	    CHECK(store_names_apart),
+	    CHECK(store_namespaces),
+	    CHECK(store_updates_are_atomic),
+	    CHECK(store_lock),
+	    CHECK(store_expiring_records),
+	    CHECK(store_reopens),
+	};
+	int failed = aks_check.kind == AKS_PLUGIN_STORE
+	                 ? cmocka_run_group_tests_name("aksandbox-plugin-check (store)",
+	                                               store_checks, NULL, NULL)
+	                 : cmocka_run_group_tests_name("aksandbox-plugin-check", provider_checks,
+	                                               NULL, NULL);
 
 	/* The instance is still open when a check failed before the last one. */
 	if (aks_check.provider)
 		aks_provider_close(aks_check.provider);
+	aks_check_store_close();
 	aks_config_free(aks_check.config);
 	return failed ? 1 : 0;
 }

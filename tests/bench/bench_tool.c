@@ -274,7 +274,7 @@ static int bench_sessions(size_t n, const char *dir)
 {
 	struct host h;
 	struct rlimit rl;
-	char args[256], state[4200], doc[4300];
+	char args[256], state[4200];
 
 	/* Sandboxes may hold descriptors; let the process use what it is allowed. */
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -289,10 +289,16 @@ static int bench_sessions(size_t n, const char *dir)
 	struct mem m0 = mem_now();
 	host_open(&h, dir, "sessions", "thread");
 	snprintf(state, sizeof(state), "%s/sessions/state", dir);
-	snprintf(doc, sizeof(doc), "%s/ns/bench.json", state);
 	/* One call first, so that the baseline includes the pool, the plugin's first sandbox
-	 * and the store's first document: what follows is the sessions' own cost. */
+	 * and the store's first record: what follows is the sessions' own cost. */
 	time_run(&h, "{\"command\": \"true\"}");
+	/* A call's cost while the conversation has one session, to compare with the same call
+	 * once it has n: one record per session should keep it flat. */
+	enum { STEADY = 50 };
+	int64_t t_alone = bench_now_ns();
+	for (int i = 0; i < STEADY; i++)
+		time_run(&h, "{\"command\": \"true\"}");
+	t_alone = bench_now_ns() - t_alone;
 	struct mem m1 = mem_now();
 	long fds1 = count_entries("/proc/self/fd");
 
@@ -319,12 +325,14 @@ static int bench_sessions(size_t n, const char *dir)
 		time_run(&h, args);
 	}
 	int64_t t_run = bench_now_ns() - t0;
+	int64_t t_crowd = bench_now_ns();
+	for (int i = 0; i < STEADY; i++)
+		time_run(&h, "{\"command\": \"true\"}");
+	t_crowd = bench_now_ns() - t_crowd;
 	struct mem m2 = mem_now();
 	long fds2 = count_entries("/proc/self/fd");
 	long sandboxes = count_entries(h.sandboxes);
 
-	struct stat st;
-	long long doc_bytes = stat(doc, &st) == 0 ? (long long)st.st_size : -1;
 	memset(&du, 0, sizeof(du));
 	nftw(state, du_visit, 16, FTW_PHYS);
 
@@ -353,10 +361,13 @@ static int bench_sessions(size_t n, const char *dir)
 	printf("  new_sandbox_session: %.3f ms each (mean); first run_command: %.3f ms each "
 	       "(mean)\n",
 	       (double)t_new / 1e6 / (double)n, (double)t_run / 1e6 / (double)n);
+	printf("  run_command on the default session: %.3f ms (mean) with 1 session, %.3f ms with "
+	       "%zu (ratio %.2f)\n",
+	       (double)t_alone / 1e6 / STEADY, (double)t_crowd / 1e6 / STEADY, n + 1,
+	       (double)t_crowd / (double)t_alone);
 	printf("  sandbox directories: %ld\n", sandboxes);
-	printf("  store on disk: conversation document %lld bytes; state directory %lld files, "
-	       "%lld bytes, %lld KiB allocated\n",
-	       doc_bytes, du.files, du.bytes, du.blocks / 2);
+	printf("  store on disk: state directory %lld files, %lld bytes, %lld KiB allocated\n",
+	       du.files, du.bytes, du.blocks / 2);
 	printf("  list_sandbox_sessions: median %.3f ms, p90 %.3f ms (%d calls; %zu sessions "
 	       "listed, %zu bytes of JSON)\n",
 	       m_list, bench_percentile_ms(t_list, LISTS, 0.9), LISTS, listed, list_len);

@@ -95,9 +95,10 @@ static int setup_wait0(void **state)
 	return setup_with(state, "thread", "0");
 }
 
+/* Long enough for a quick command even on a loaded machine, short next to the slow one. */
 static int setup_wait_short(void **state)
 {
-	return setup_with(state, "thread", "0.2");
+	return setup_with(state, "thread", "2");
 }
 
 static int setup_wait_long(void **state)
@@ -265,9 +266,10 @@ static void test_promote_then_complete(void **state)
 	free(got);
 	double t0 = mono();
 	char *task = promote(fx->rt, "conv-a", "run_command",
-	                     "{\"command\": \"sleep 2; echo done > done.txt; echo done\"}");
+	                     "{\"command\": \"sleep 8; echo done > done.txt; echo done\"}");
 	double waited = mono() - t0;
-	assert_true(waited < 1.5); /* the wait is 0.2 s; the work takes 2 s */
+	if (waited > 7) /* the wait is 2 s; the work takes 8 s */
+		fail_msg("promotion came after %.1fs: the caller waited for the work", waited);
 	char args[128];
 	snprintf(args, sizeof(args), "{\"task_id\": \"%s\"}", task);
 	got = call_in(fx->rt, "conv-a", "check_sandbox_task", args);
@@ -373,6 +375,57 @@ static void test_parallel_sessions(void **state)
 	}
 	if (!(both < 1.8 * single))
 		fail_msg("two sessions took %.3fs, one took %.3fs: not parallel", both, single);
+}
+
+/* One busy session cannot take the whole pool: its queued runs wait in the queue, not on
+ * workers blocked on its lock, so another session's call runs at once. Five runs of 0.4 s
+ * on one session (more than the pool's four workers), then one quick call on another
+ * session: it must come back while the first session still has most of its runs ahead
+ * (with workers blocked on the lock it would wait for two or three of them). */
+typedef struct busy_run {
+	aks_runtime *rt;
+	int *finished;
+	pthread_mutex_t *mu;
+} busy_run;
+
+static void *busy_one(void *arg)
+{
+	busy_run *b = arg;
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, "conv-busy", NULL);
+	char *out = NULL;
+	aks_runtime_call_tool(b->rt, "run_command", "{\"command\": \"sleep 0.4\"}", &ctx, &out,
+	                      NULL);
+	free(out);
+	pthread_mutex_lock(b->mu);
+	(*b->finished)++;
+	pthread_mutex_unlock(b->mu);
+	return NULL;
+}
+
+static void test_busy_session_leaves_workers(void **state)
+{
+	fixture *fx = *state;
+	free(call_in(fx->rt, "conv-busy", "run_command", "{\"command\": \"true\"}"));
+	free(call_in(fx->rt, "conv-quick", "run_command", "{\"command\": \"true\"}"));
+	int finished = 0;
+	pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	busy_run b = {fx->rt, &finished, &mu};
+	pthread_t th[5];
+	for (int i = 0; i < 5; i++)
+		assert_int_equal(pthread_create(&th[i], NULL, busy_one, &b), 0);
+	usleep(150 * 1000); /* all five are queued or running */
+	char *out = call_in(fx->rt, "conv-quick", "run_command", "{\"command\": \"echo quick\"}");
+	pthread_mutex_lock(&mu);
+	int done_when_quick = finished;
+	pthread_mutex_unlock(&mu);
+	assert_non_null(strstr(out, "quick"));
+	free(out);
+	for (int i = 0; i < 5; i++)
+		pthread_join(th[i], NULL);
+	assert_int_equal(finished, 5);
+	if (done_when_quick > 1)
+		fail_msg("the quick call waited for %d runs of the busy session", done_when_quick);
 }
 
 /* destroy_sandbox_session waits for the session's running execution instead of
@@ -568,6 +621,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_failing_task, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_timed_out_task, setup_wait0, teardown),
 	    cmocka_unit_test_setup_teardown(test_parallel_sessions, setup_wait_long, teardown),
+	    cmocka_unit_test_setup_teardown(test_busy_session_leaves_workers, setup_wait_long,
+	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_destroy_waits_for_execution, setup_wait_long,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_task_from_other_runtime, setup_wait0, teardown),

@@ -234,6 +234,20 @@ static void test_missing_mandatory_op(void **state)
 	              "plugin '%s': provider is missing the mandatory operation 'execute_code'");
 }
 
+/* Every slot of a store is mandatory; the loader names the first one missing, before any
+ * plugin code runs. */
+static void test_store_missing_op(void **state)
+{
+	(void)state;
+	char *path = broken("store_no_lock");
+	char *msg = load_err(path, AKS_PLUGIN_STORE, AKS_EPLUGIN);
+	char expected[PATH_MAX + 128];
+	snprintf(expected, sizeof(expected),
+	         "plugin '%s': store is missing the mandatory operation 'lock'", path);
+	assert_string_equal(msg, expected);
+	free(msg);
+}
+
 static void test_no_python(void **state)
 {
 	(void)state;
@@ -349,6 +363,7 @@ int main(void)
 	    cmocka_unit_test(test_missing_library),
 	    cmocka_unit_test(test_undefined_symbol),
 	    cmocka_unit_test(test_missing_mandatory_op),
+	    cmocka_unit_test(test_store_missing_op),
 	    cmocka_unit_test(test_no_python),
 	    cmocka_unit_test(test_group_writable_refused),
 	    cmocka_unit_test(test_search_order_and_reuse),

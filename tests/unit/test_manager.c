@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <json-c/json.h>
@@ -56,7 +57,8 @@ static int write_config(fixture *fx, bool enabled)
 	        "    quick: {type: local_subprocess, idle_timeout: 1,\n"
 	        "            local_subprocess: {workdir: %s/boxes}}\n"
 	        "    ext: {type: fake, environment: attached, idle_timeout: 1,\n"
-	        "          fake: {attaches_external: true, attach_to: ext-1}}\n",
+	        "          fake: {attaches_external: true, attach_to: ext-1}}\n"
+	        "    sluggish: {type: fake, policy: {timeout: 0.3}, fake: {create_delay: 30}}\n",
 	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir);
 	return fclose(f);
 }
@@ -292,7 +294,7 @@ static void test_unknown_session_and_profile(void **state)
 	       "{\"error\": \"unknown sandbox session 'nope'\", \"sandbox_session_id\": \"nope\"}");
 	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
 	       "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
-	       "'ext', 'idle', 'local', 'quick', 'shared', 'slow', 'strictp']\", "
+	       "'ext', 'idle', 'local', 'quick', 'shared', 'slow', 'sluggish', 'strictp']\", "
 	       "\"sandbox_session_id\": \"\"}");
 	/* a miss creates nothing */
 	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
@@ -460,6 +462,54 @@ static void test_idle_reset(void **state)
 	free(got);
 	free(old_dir);
 	aks__store_close(st);
+}
+
+/* A reset whose call fails is still told: the error has the reference's shape (no notice),
+ * and the session's next successful call carries the notice, once. */
+static void test_reset_notice_survives_error(void **state)
+{
+	fixture *fx = *state;
+	free(call(fx, "write_sandbox_file",
+	          "{\"path\": \"w\", \"content\": \"old\", \"profile\": \"idle\"}"));
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:idle", &s, NULL), AKS_OK);
+	s.last_used_at -= 10.5;
+	assert_int_equal(aks__sessions_save(st, "conv-a", &s, NULL), AKS_OK);
+	aks__session_clear(&s);
+	/* the reset happens, then the read fails: the file went with the old workspace */
+	char *got = call(fx, "read_sandbox_file", "{\"path\": \"w\", \"profile\": \"idle\"}");
+	assert_non_null(strstr(got, "\"error\": "));
+	assert_null(strstr(got, "notice"));
+	free(got);
+	got = call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"idle\"}");
+	assert_non_null(strstr(got, "\"notice\": \"sandbox session 'default:idle' was idle for more "
+	                            "than 10s and has been reset"));
+	free(got);
+	got = call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"idle\"}");
+	assert_null(strstr(got, "notice"));
+	free(got);
+	aks__store_close(st);
+}
+
+/* §11 item 5: creating a sandbox is bounded by the profile's timeout too. A backend that
+ * would take 30 s to create is given up at the 0.3 s deadline, the agent gets a timeout
+ * error, and no session is left pointing at a sandbox that never came. */
+static void test_slow_create_times_out(void **state)
+{
+	fixture *fx = *state;
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	char *got = call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"sluggish\"}");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	double took = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
+	assert_non_null(strstr(got, "\"error\": "));
+	assert_non_null(strstr(got, "timed out"));
+	free(got);
+	/* nowhere near the 30 s the backend wanted (loose: this machine is noisy) */
+	if (took > 10)
+		fail_msg("create took %.1fs: the deadline was not passed to it", took);
+	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
 }
 
 static void test_self_heal(void **state)
@@ -831,6 +881,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_per_call, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_per_runtime_shared, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_conversation_isolation, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reset_notice_survives_error, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_slow_create_times_out, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_reset, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_notice, setup, teardown),

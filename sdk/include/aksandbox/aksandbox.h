@@ -66,6 +66,10 @@ AKS_EXPORT const char *aks_plugin_get_file(const aks_plugin *plugin);
 AKS_EXPORT const aks_capabilities *aks_plugin_get_capabilities(const aks_plugin *plugin);
 /* The compiled-in plugin directory ($(pkglibdir)/plugins-<ABI major>). */
 AKS_EXPORT const char *aks_plugin_dir(void);
+/* The host services table the host hands to every plugin it starts, for tools
+ * that drive a plugin's operation table directly (the contract suite does, for
+ * store plugins). Static: never freed. */
+AKS_EXPORT const aks_host_api *aks_host_services(void);
 
 /*
  * Calls `visit` for every plugin file found on the search path, in search

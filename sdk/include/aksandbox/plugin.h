@@ -53,8 +53,8 @@ extern "C" {
 typedef enum aks_plugin_kind {
 	AKS_PLUGIN_PROVIDER = 1,  /* sandbox backend: ops is aks_provider_ops */
 	AKS_PLUGIN_TRANSPORT = 2, /* queue transport (later ABI minor) */
-	AKS_PLUGIN_STORE = 3,     /* response / state store (later ABI minor) */
-	AKS_PLUGIN_RESOLVER = 4   /* principal resolver (later ABI minor) */
+	AKS_PLUGIN_STORE = 3,     /* state / response store: ops is aks_store_ops (store.h) */
+	AKS_PLUGIN_RESOLVER = 4   /* principal resolver: ops is aks_resolver_ops (resolver.h) */
 } aks_plugin_kind;
 
 /* ---- configuration schema ------------------------------------------------ */

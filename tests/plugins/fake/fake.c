@@ -22,6 +22,9 @@
  *    and it lives on, files included, until a destroy of that id, after which
  *    attaching to it is AKS_EGONE (so a test can tell whether the host ever
  *    destroyed it).
+ *    `create_delay: SECONDS` makes create take that long, as a slow backend
+ *    would; it gives up at the call's deadline (AKS_ETIMEOUT) or when the
+ *    call is cancelled (AKS_ECANCELLED), as a provider must.
  *
  * Tests drive one instance from many threads at once, so one mutex per
  * instance guards the sandbox table and everything the sandboxes hold.
@@ -36,6 +39,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -73,6 +77,7 @@ struct fake_box {
 struct aks_provider_impl {
 	const aks_host_api *host;
 	bool attaches_external; /* config: declare it, and accept "ext-" ids */
+	double create_delay;    /* config: seconds create takes */
 	pthread_mutex_t lock;
 	struct fake_box *boxes;
 };
@@ -360,6 +365,8 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 	/* Absent when the descriptor declares no keys (contract_liar). */
 	if (host->config_bool(config, "attaches_external", &prov->attaches_external) != AKS_OK)
 		prov->attaches_external = false;
+	if (host->config_double(config, "create_delay", &prov->create_delay) != AKS_OK)
+		prov->create_delay = 0;
 	*out = prov;
 	return AKS_OK;
 }
@@ -414,9 +421,37 @@ static aks_sandbox_impl *fake_handle_new(aks_provider_impl *prov, struct fake_bo
 	return sb;
 }
 
+/* Waits `seconds`, or less: the call's deadline and its cancellation end the wait. */
+static int slow_backend(aks_provider_impl *prov, const aks_call *call, double seconds,
+                        aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	int64_t until = host->now_ms() + (int64_t)(seconds * 1000);
+	for (;;) {
+		int64_t now = host->now_ms();
+		if (host->cancelled(call))
+			return host->error_set(err, AKS_ECANCELLED, "fake: create cancelled");
+		if (call->deadline_ms > 0 && now >= call->deadline_ms)
+			return host->error_set(err, AKS_ETIMEOUT,
+			                       "fake: create timed out after %g s", call->timeout);
+		if (now >= until)
+			return AKS_OK;
+		int64_t wait = until - now;
+		if (call->deadline_ms > 0 && call->deadline_ms - now < wait)
+			wait = call->deadline_ms - now;
+		struct pollfd pfd = {host->cancel_fd(call), POLLIN, 0};
+		poll(&pfd, pfd.fd >= 0 ? 1 : 0, (int)(wait > 50 ? 50 : wait));
+	}
+}
+
 static int fake_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
                        aks_error **err)
 {
+	if (prov->create_delay > 0) {
+		int rc = slow_backend(prov, call, prov->create_delay, err);
+		if (rc < 0)
+			return rc;
+	}
 	struct fake_box *box = calloc(1, sizeof(*box));
 
 	if (!box)
@@ -537,6 +572,8 @@ static const aks_config_key fake_config_keys[] = {
                    "environments"),
     AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
                    "the external environment of an environment: attached profile"),
+    AKS_CONFIG_KEY("create_delay", AKS_CONFIG_DOUBLE, false, "0",
+                   "seconds create takes (it gives up at the call's deadline)"),
     AKS_CONFIG_END,
 };
 

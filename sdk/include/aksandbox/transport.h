@@ -1,0 +1,111 @@
+/*
+ * aksandbox/transport.h - the queue transport contract: how the queue broker
+ * moves requests to a fleet of workers and completions back.
+ *
+ * A transport plugin's descriptor has kind AKS_PLUGIN_TRANSPORT and its `ops`
+ * points at a static const aks_transport_ops. A transport serves two queues,
+ * AKS_QUEUE_INPUT (requests, from agents to workers) and AKS_QUEUE_OUTPUT
+ * (completion records, from workers to whoever stores them).
+ *
+ * Guarantees a transport must give (reference §5.6, "Transport contract"):
+ *  - at-least-once delivery: a fetched message that is not acked within the
+ *    transport's ack wait (or that is nacked) is delivered again, with
+ *    receive_count one higher;
+ *  - per-group FIFO with AT MOST ONE MESSAGE IN FLIGHT PER GROUP across every
+ *    consumer of the queue, in every process: the next message of a group is
+ *    not delivered until the previous one is acked or dead-lettered. This is
+ *    what serialises one sandbox session across the worker fleet;
+ *  - de-duplication by dedup_id within the transport's window: a second send
+ *    with the same dedup_id is accepted and dropped;
+ *  - a message without a group has no order and no limit.
+ *
+ * Threading: send may be called from any thread. A consumer belongs to the
+ * thread that opened it: fetch, ack, nack, dead_letter and consumer_close are
+ * called from that thread only. Consumers of one transport run in parallel.
+ *
+ * Ownership: see plugin.h. A message passed to send is borrowed for the call.
+ * Messages returned by fetch belong to the plugin and stay valid until the
+ * host settles each one exactly once (ack, nack or dead_letter) or closes the
+ * consumer; the plugin frees them then.
+ */
+#ifndef AKSANDBOX_TRANSPORT_H
+#define AKSANDBOX_TRANSPORT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aksandbox/common.h>
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h> /* aks_call: deadline and cancellation */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The two queues. */
+#define AKS_QUEUE_INPUT "input"
+#define AKS_QUEUE_OUTPUT "output"
+
+#define AKS_MESSAGE_VERSION 1
+
+/* One message. Strings are NUL-terminated; the body is bytes (the host sends
+ * UTF-8 JSON). */
+typedef struct aks_message {
+	uint32_t struct_version;        /* AKS_MESSAGE_VERSION */
+	uint32_t struct_size;           /* sizeof(aks_message) */
+	const char *body;
+	size_t body_len;
+	const char *const *attributes;  /* NULL-terminated key, value pairs; never NULL */
+	const char *group_id;           /* NULL: no group */
+	const char *dedup_id;           /* NULL: no de-duplication */
+	uint32_t receive_count;         /* fetched: deliveries so far, 1 the first time */
+	const char *message_id;         /* fetched: the transport's id; NULL on send */
+} aks_message;
+
+/* Completed privately by each transport plugin. */
+typedef struct aks_transport_impl aks_transport_impl;
+typedef struct aks_consumer aks_consumer;
+
+#define AKS_TRANSPORT_OPS_VERSION 1
+
+typedef struct aks_transport_ops {
+	uint32_t struct_version; /* AKS_TRANSPORT_OPS_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_transport_ops) */
+
+	/* Mandatory. Builds the transport from its validated config block. */
+	int (*init)(const aks_host_api *host, const aks_config *config,
+	            aks_transport_impl **out, aks_error **err);
+	/* Optional. Called once, after every consumer was closed. */
+	void (*fini)(aks_transport_impl *t);
+
+	/* Mandatory. Queues one message on `queue` (AKS_QUEUE_INPUT or
+	 * AKS_QUEUE_OUTPUT) durably: once it returns AKS_OK the message survives
+	 * the sender's death. Honours call's deadline and cancellation. */
+	int (*send)(aks_transport_impl *t, const char *queue, const aks_message *msg,
+	            const aks_call *call, aks_error **err);
+
+	/* Mandatory. A consumer of `queue` for the calling thread. */
+	int (*consumer_open)(aks_transport_impl *t, const char *queue, aks_consumer **out,
+	                     aks_error **err);
+	/* Mandatory. Waits up to wait_ms (0: do not wait) for messages and
+	 * returns at most `max` (>= 1) of them in out[0..*n-1]; *n = 0 when none
+	 * came. Returns early, with what it has, when call is cancelled. */
+	int (*fetch)(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t wait_ms,
+	             const aks_call *call, aks_error **err);
+	/* Mandatory. Settles a fetched message: done with it. */
+	int (*ack)(aks_consumer *c, aks_message *msg, aks_error **err);
+	/* Mandatory. Settles it for redelivery after about delay_s seconds. */
+	int (*nack)(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err);
+	/* Optional (NULL: ack). Settles a message that failed for good: moved to
+	 * a dead-letter place if the transport has one, and never redelivered. */
+	int (*dead_letter)(aks_consumer *c, aks_message *msg, aks_error **err);
+	/* Mandatory. Closes the consumer; unsettled messages will be redelivered. */
+	void (*consumer_close)(aks_consumer *c);
+} aks_transport_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AKSANDBOX_TRANSPORT_H */
