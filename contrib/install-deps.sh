@@ -4,6 +4,9 @@
 set -eu
 packages="build-essential autoconf automake libtool pkg-config autoconf-archive
   libyaml-dev libjson-c-dev libssl-dev libcmocka-dev python3 hyperfine clang libclang-rt-14-dev valgrind"
+# The MCP tests drive the server with the official TypeScript SDK: Node.js and npm (the
+# machine's own when present, else Debian's).
+command -v node >/dev/null && command -v npm >/dev/null || packages="$packages nodejs npm"
 missing=""
 for p in $packages; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||

@@ -105,6 +105,8 @@ int cli_cmd_tool(int argc, char *argv[]);
 int cli_cmd_tools(int argc, char *argv[]);
 int cli_cmd_prompt(int argc, char *argv[]);
 int cli_cmd_sessions(int argc, char *argv[]);
+/* cmd_mcp.c: the tools as an MCP server on stdin/stdout. */
+int cli_cmd_mcp(int argc, char *argv[]);
 
 /* The tool runtime over the configuration (-c FILE, ...) and the state
  * directory, as `tool` uses it; `run`/`code` use it for --session/--persist. */

@@ -9,7 +9,8 @@
 # make bench), BENCH_RUNS (hyperfine runs, default 100), BENCH_ITER (bench_exec
 # iterations, default 200), BENCH_LOAD (fresh processes for plugin loading,
 # default 30), BENCH_TOOL_ITER (bench_tool call iterations, default 200),
-# BENCH_SESSIONS (idle sessions for bench_tool sessions, default 1000).
+# BENCH_SESSIONS (idle sessions for bench_tool sessions, default 1000), BENCH_MCP_ITER
+# (bench_mcp calls, default 200).
 set -eu
 
 B=${AKS_TEST_BUILDDIR:?run through make bench}
@@ -38,6 +39,7 @@ real_binary() {
 AKS=$(real_binary "$B/core/cli/aksandbox")
 BENCH_EXEC=$(real_binary "$B/tests/bench/bench_exec")
 BENCH_TOOL=$(real_binary "$B/tests/bench/bench_tool")
+BENCH_MCP=$(real_binary "$B/tests/bench/bench_mcp")
 LD_LIBRARY_PATH="$B/core/.libs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 AKS_LOG_LEVEL=${AKS_LOG_LEVEL:-error}
 export LD_LIBRARY_PATH AKS_LOG_LEVEL
@@ -123,3 +125,9 @@ mkdir "$T/tool-call" "$T/tool-sessions"
 "$BENCH_TOOL" call -n "${BENCH_TOOL_ITER:-200}" "$T/tool-call"
 echo
 "$BENCH_TOOL" sessions -n "${BENCH_SESSIONS:-1000}" "$T/tool-sessions"
+
+# MCP: a run_command round trip as tools/call to one long-lived aksandbox mcp
+# process, against the same call through the C API.
+echo
+mkdir "$T/mcp"
+"$BENCH_MCP" -n "${BENCH_MCP_ITER:-200}" "$AKS" "$T/mcp"

@@ -1,0 +1,707 @@
+/*
+ * core/mcp/mcp_server.c - the MCP server's state and dispatch.
+ *
+ * One thread (the caller of aks__mcp_server_handle_line, the read loop)
+ * parses and answers every message itself, except tools/call: each of those
+ * runs on a thread of its own with its own cancel token, so the server keeps
+ * reading (pings, lists, cancellations, other calls) while programs run.
+ * The number of calls in flight is bounded; past the bound a call is refused
+ * at once with a JSON-RPC error rather than queued.
+ *
+ * Output is one whole line per message, written under a lock.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "mcp.h"
+
+struct call {
+	bool used;      /* the slot holds a call (running or finished, not joined) */
+	bool done;      /* the thread has finished; join it */
+	bool cancelled; /* notifications/cancelled (or shutdown): send nothing */
+	bool structured;
+	bool modern;
+	pthread_t thread;
+	struct json_object *id; /* a copy of the request's id */
+	char *tool;
+	char *args;
+	aks_cancel *cancel;
+	aks__mcp_server *srv;
+};
+
+struct aks__mcp_server {
+	aks_runtime *rt;
+	const aks_settings *settings;
+	char *conversation;
+	char *agent;
+	aks__mcp_write_fn write;
+	void *write_data;
+
+	pthread_mutex_t lock; /* the call slots */
+	struct call *calls;
+	size_t max_calls;
+
+	pthread_mutex_t write_lock; /* one line at a time; taken after `lock` */
+	bool peer_gone;
+
+	/* The read thread's own state. */
+	bool initialized;          /* a legacy initialize was answered */
+	const char *version;       /* the negotiated legacy revision */
+	struct json_object *tools; /* the tools/list array */
+	char **names;              /* every tool's name (also when filtered out) */
+	size_t n_names;
+	char *instructions;
+};
+
+/* Diagnostics go to stderr only: stdout carries protocol messages. */
+static void mcp_log(const char *fmt, ...) AKS_PRINTF(1, 2);
+static void mcp_log(const char *fmt, ...)
+{
+	char line[1024];
+	int n = snprintf(line, sizeof(line), "aksandbox: mcp: ");
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+}
+
+/* ---- output -------------------------------------------------------------------- */
+
+/* Writes with the write lock already held. */
+static void send_locked(aks__mcp_server *s, struct json_object *msg)
+{
+	size_t len = 0;
+	char *line = msg ? aks__mcp_serialize(msg, &len) : NULL;
+	if (!line) {
+		mcp_log("out of memory: a message was not sent");
+		return;
+	}
+	if (!s->peer_gone && s->write(s->write_data, line, len) < 0) {
+		s->peer_gone = true;
+		mcp_log("cannot write to the client; stopping");
+	}
+	free(line);
+}
+
+/* Sends msg and releases it. */
+static void send_msg(aks__mcp_server *s, struct json_object *msg)
+{
+	pthread_mutex_lock(&s->write_lock);
+	send_locked(s, msg);
+	pthread_mutex_unlock(&s->write_lock);
+	json_object_put(msg);
+}
+
+static void send_error(aks__mcp_server *s, struct json_object *id, int code,
+                       struct json_object *data, const char *fmt, ...) AKS_PRINTF(5, 6);
+static void send_error(aks__mcp_server *s, struct json_object *id, int code,
+                       struct json_object *data, const char *fmt, ...)
+{
+	char message[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(message, sizeof(message), fmt, ap);
+	va_end(ap);
+	send_msg(s, aks__mcp_error(id, code, message, data));
+}
+
+bool aks__mcp_server_peer_gone(aks__mcp_server *s)
+{
+	pthread_mutex_lock(&s->write_lock);
+	bool gone = s->peer_gone;
+	pthread_mutex_unlock(&s->write_lock);
+	return gone;
+}
+
+/* ---- results ------------------------------------------------------------------- */
+
+static struct json_object *server_info(void)
+{
+	struct json_object *info = json_object_new_object();
+	json_object_object_add(info, "name", json_object_new_string("aksandbox"));
+	json_object_object_add(info, "title", json_object_new_string("aksandbox sandboxes"));
+	json_object_object_add(info, "version", json_object_new_string(aks_version()));
+	return info;
+}
+
+/* 2026-07-28 results: resultType, and the server's identity in _meta. */
+static struct json_object *modern_result(struct json_object *result)
+{
+	struct json_object *meta = json_object_new_object();
+	json_object_object_add(meta, AKS_MCP_META_SERVER_INFO, server_info());
+	json_object_object_add(result, "resultType", json_object_new_string("complete"));
+	json_object_object_add(result, "_meta", meta);
+	return result;
+}
+
+/* The tools/call result: the tool's JSON text exactly as the runtime
+ * returned it, and isError for the tools' error shape ({"error": ...} at the
+ * top level; a finished task's nested result.error is data). */
+static struct json_object *call_result(const char *json, bool structured, bool modern)
+{
+	struct json_object *result = json_object_new_object(), *content = json_object_new_array();
+	struct json_object *text = json_object_new_object();
+	json_object_object_add(text, "type", json_object_new_string("text"));
+	json_object_object_add(text, "text", json_object_new_string(json));
+	json_object_array_add(content, text);
+	json_object_object_add(result, "content", content);
+	struct json_object *parsed = json_tokener_parse(json);
+	bool is_error = parsed && json_object_is_type(parsed, json_type_object) &&
+	                json_object_object_get_ex(parsed, "error", NULL);
+	if (structured && parsed && json_object_is_type(parsed, json_type_object))
+		json_object_object_add(result, "structuredContent", parsed);
+	else
+		json_object_put(parsed);
+	json_object_object_add(result, "isError", json_object_new_boolean(is_error));
+	return modern ? modern_result(result) : result;
+}
+
+/* ---- tools/call threads ----------------------------------------------------------- */
+
+static void slot_clear(struct call *c)
+{
+	json_object_put(c->id);
+	free(c->tool);
+	free(c->args);
+	aks_cancel_free(c->cancel);
+	memset(c, 0, sizeof(*c));
+}
+
+static void *call_main(void *arg)
+{
+	struct call *c = arg;
+	aks__mcp_server *s = c->srv;
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, s->conversation, s->agent);
+	ctx.cancel = c->cancel;
+	char *json = NULL;
+	aks_error *e = NULL;
+	int rc = aks_runtime_call_tool(s->rt, c->tool, c->args, &ctx, &json, &e);
+	struct json_object *msg;
+	if (rc < 0 || !json)
+		msg = aks__mcp_error(c->id, AKS_MCP_INTERNAL_ERROR,
+		                     e ? aks_error_message(e) : aks_strerror(rc), NULL);
+	else
+		msg = aks__mcp_result(c->id, call_result(json, c->structured, c->modern));
+	aks_error_free(e);
+	free(json);
+
+	/* Decide and write atomically with respect to cancellation: once the
+	 * client has cancelled the request, it gets no response for it. */
+	pthread_mutex_lock(&s->lock);
+	if (!c->cancelled) {
+		pthread_mutex_lock(&s->write_lock);
+		pthread_mutex_unlock(&s->lock);
+		send_locked(s, msg);
+		pthread_mutex_unlock(&s->write_lock);
+		pthread_mutex_lock(&s->lock);
+	}
+	c->done = true;
+	pthread_mutex_unlock(&s->lock);
+	json_object_put(msg);
+	return NULL;
+}
+
+void aks__mcp_server_reap(aks__mcp_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->max_calls; i++) {
+		struct call *c = &s->calls[i];
+		/* A done thread no longer needs the lock: joining it here is quick. */
+		if (c->used && c->done) {
+			pthread_join(c->thread, NULL);
+			slot_clear(c);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Starts a call; returns 0, or a JSON-RPC error code with *why set. */
+static int start_call(aks__mcp_server *s, struct json_object *id, const char *tool,
+                      const char *args, bool structured, bool modern, const char **why)
+{
+	aks__mcp_server_reap(s);
+	pthread_mutex_lock(&s->lock);
+	struct call *slot = NULL;
+	for (size_t i = 0; i < s->max_calls; i++) {
+		struct call *c = &s->calls[i];
+		if (!c->used) {
+			if (!slot)
+				slot = c;
+		} else if (!c->done && aks__mcp_id_equal(c->id, id)) {
+			pthread_mutex_unlock(&s->lock);
+			*why = "Invalid Request: a request with this id is still running";
+			return AKS_MCP_INVALID_REQUEST;
+		}
+	}
+	if (!slot) {
+		pthread_mutex_unlock(&s->lock);
+		*why = "Server busy: too many tool calls are running; retry when one has finished";
+		return AKS_MCP_SERVER_BUSY;
+	}
+	memset(slot, 0, sizeof(*slot));
+	slot->srv = s;
+	slot->structured = structured;
+	slot->modern = modern;
+	slot->tool = strdup(tool);
+	slot->args = strdup(args);
+	if (json_object_deep_copy(id, &slot->id, NULL) != 0)
+		slot->id = NULL;
+	aks_error *e = NULL;
+	int rc =
+	    slot->tool && slot->args && slot->id ? aks_cancel_new(&slot->cancel, &e) : AKS_ENOMEM;
+	aks_error_free(e);
+	if (rc == AKS_OK) {
+		/* Signals are the read loop's business: keep them off this thread. */
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		slot->used = true;
+		if (pthread_create(&slot->thread, NULL, call_main, slot) != 0)
+			rc = AKS_ENOMEM;
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (rc != AKS_OK) {
+		slot_clear(slot);
+		pthread_mutex_unlock(&s->lock);
+		*why = "Internal error: cannot start the tool call";
+		return AKS_MCP_INTERNAL_ERROR;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+static void cancel_request(aks__mcp_server *s, struct json_object *params)
+{
+	struct json_object *rid = NULL, *reason = NULL;
+	if (!params || !json_object_object_get_ex(params, "requestId", &rid) ||
+	    !aks__mcp_id_valid(rid))
+		return; /* nothing to tell anyone: a notification gets no answer */
+	json_object_object_get_ex(params, "reason", &reason);
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->max_calls; i++) {
+		struct call *c = &s->calls[i];
+		if (c->used && !c->done && !c->cancelled && aks__mcp_id_equal(c->id, rid)) {
+			c->cancelled = true;
+			aks_cancel_trigger(c->cancel);
+			mcp_log("request %s cancelled%s%s", json_object_to_json_string(rid),
+			        reason ? ": " : "", reason ? json_object_get_string(reason) : "");
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void aks__mcp_server_shutdown(aks__mcp_server *s)
+{
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->max_calls; i++) {
+		struct call *c = &s->calls[i];
+		if (c->used && !c->done) {
+			c->cancelled = true;
+			aks_cancel_trigger(c->cancel);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	/* The threads take the lock to finish: join without holding it. Only
+	 * this thread clears slots, so `used` cannot change under us. */
+	for (size_t i = 0; i < s->max_calls; i++) {
+		struct call *c = &s->calls[i];
+		if (c->used) {
+			pthread_join(c->thread, NULL);
+			pthread_mutex_lock(&s->lock);
+			slot_clear(c);
+			pthread_mutex_unlock(&s->lock);
+		}
+	}
+}
+
+/* ---- methods ---------------------------------------------------------------------- */
+
+static bool tool_known(const aks__mcp_server *s, const char *name)
+{
+	for (size_t i = 0; i < s->n_names; i++) {
+		if (strcmp(s->names[i], name) == 0)
+			return true;
+	}
+	return false;
+}
+
+static struct json_object *instructions_or_null(const aks__mcp_server *s)
+{
+	return s->instructions && *s->instructions ? json_object_new_string(s->instructions) : NULL;
+}
+
+static void do_initialize(aks__mcp_server *s, aks__mcp_message *m)
+{
+	struct json_object *v = NULL;
+	if (s->initialized) {
+		send_error(s, m->id, AKS_MCP_INVALID_REQUEST, NULL,
+		           "Invalid Request: already initialized");
+		return;
+	}
+	if (!m->params || !json_object_object_get_ex(m->params, "protocolVersion", &v) ||
+	    !json_object_is_type(v, json_type_string)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: initialize needs \"protocolVersion\" (a string)");
+		return;
+	}
+	const char *requested = json_object_get_string(v);
+	struct json_object *caps = NULL, *info = NULL;
+	if ((json_object_object_get_ex(m->params, "capabilities", &caps) && caps &&
+	     !json_object_is_type(caps, json_type_object)) ||
+	    (json_object_object_get_ex(m->params, "clientInfo", &info) && info &&
+	     !json_object_is_type(info, json_type_object))) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: \"capabilities\" and \"clientInfo\" must be objects");
+		return;
+	}
+	s->version = aks__mcp_negotiate(requested);
+	s->initialized = true;
+	struct json_object *name = NULL;
+	if (info)
+		json_object_object_get_ex(info, "name", &name);
+	mcp_log("client %s asked for protocol %s; speaking %s",
+	        name && json_object_is_type(name, json_type_string) ? json_object_get_string(name)
+	                                                            : "(unnamed)",
+	        requested, s->version);
+
+	struct json_object *r = json_object_new_object(), *c = json_object_new_object();
+	struct json_object *tools = json_object_new_object();
+	json_object_object_add(tools, "listChanged", json_object_new_boolean(false));
+	json_object_object_add(c, "tools", tools);
+	json_object_object_add(r, "protocolVersion", json_object_new_string(s->version));
+	json_object_object_add(r, "capabilities", c);
+	json_object_object_add(r, "serverInfo", server_info());
+	struct json_object *text = instructions_or_null(s);
+	if (text)
+		json_object_object_add(r, "instructions", text);
+	send_msg(s, aks__mcp_result(m->id, r));
+}
+
+static void do_discover(aks__mcp_server *s, aks__mcp_message *m)
+{
+	struct json_object *r = json_object_new_object(), *c = json_object_new_object();
+	json_object_object_add(c, "tools", json_object_new_object());
+	json_object_object_add(r, "supportedVersions", aks__mcp_supported_versions());
+	json_object_object_add(r, "capabilities", c);
+	struct json_object *text = instructions_or_null(s);
+	if (text)
+		json_object_object_add(r, "instructions", text);
+	json_object_object_add(r, "ttlMs", json_object_new_int(300000));
+	json_object_object_add(r, "cacheScope", json_object_new_string("private"));
+	send_msg(s, aks__mcp_result(m->id, modern_result(r)));
+}
+
+static void do_tools_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	struct json_object *cursor = NULL;
+	if (m->params && json_object_object_get_ex(m->params, "cursor", &cursor) && cursor) {
+		/* One page only: any cursor is one we never handed out. */
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: unknown cursor");
+		return;
+	}
+	struct json_object *r = json_object_new_object(), *tools = NULL;
+	if (json_object_deep_copy(s->tools, &tools, NULL) != 0)
+		tools = json_object_new_array();
+	json_object_object_add(r, "tools", tools);
+	if (modern) {
+		/* The list depends only on the config and the agent: fixed for the
+		 * life of this process. */
+		json_object_object_add(r, "ttlMs", json_object_new_int(300000));
+		json_object_object_add(r, "cacheScope", json_object_new_string("private"));
+		r = modern_result(r);
+	}
+	send_msg(s, aks__mcp_result(m->id, r));
+}
+
+static void do_tools_call(aks__mcp_server *s, aks__mcp_message *m, bool modern, const char *version)
+{
+	struct json_object *name = NULL, *args = NULL;
+	if (!m->params || !json_object_object_get_ex(m->params, "name", &name) ||
+	    !json_object_is_type(name, json_type_string)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: tools/call needs \"name\" (a string)");
+		return;
+	}
+	const char *tool = json_object_get_string(name);
+	if (strlen(tool) != (size_t)json_object_get_string_len(name) || !tool_known(s, tool)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL, "Unknown tool: %.200s", tool);
+		return;
+	}
+	json_object_object_get_ex(m->params, "arguments", &args);
+	if (args && !json_object_is_type(args, json_type_object)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: \"arguments\" must be an object");
+		return;
+	}
+	const char *text = args ? json_object_to_json_string_ext(
+	                              args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
+	                        : "{}";
+	const char *why = NULL;
+	int code = start_call(s, m->id, tool, text ? text : "{}",
+	                      modern || aks__mcp_has_structured_content(version), modern, &why);
+	if (code != 0)
+		send_error(s, m->id, code, NULL, "%s", why);
+}
+
+/* The 2026-07-28 per-request metadata: 1 when valid (modern request), 0
+ * when absent (legacy request), -1 when an error was sent. */
+static int check_modern(aks__mcp_server *s, aks__mcp_message *m)
+{
+	struct json_object *meta = NULL, *v = NULL, *caps = NULL;
+	if (!m->params || !json_object_object_get_ex(m->params, "_meta", &meta) ||
+	    !json_object_is_type(meta, json_type_object) ||
+	    !json_object_object_get_ex(meta, AKS_MCP_META_VERSION, &v))
+		return 0;
+	if (!json_object_is_type(v, json_type_string)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: _meta[\"" AKS_MCP_META_VERSION "\"] must be a string");
+		return -1;
+	}
+	const char *version = json_object_get_string(v);
+	if (strcmp(version, AKS_MCP_MODERN_VERSION) != 0) {
+		struct json_object *data = json_object_new_object();
+		json_object_object_add(data, "supported", aks__mcp_supported_versions());
+		json_object_object_add(data, "requested", json_object_new_string(version));
+		send_error(s, m->id, AKS_MCP_UNSUPPORTED_VERSION, data,
+		           "Unsupported protocol version");
+		return -1;
+	}
+	if (!json_object_object_get_ex(meta, AKS_MCP_META_CAPABILITIES, &caps) ||
+	    !json_object_is_type(caps, json_type_object)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: _meta[\"" AKS_MCP_META_CAPABILITIES
+		           "\"] is required (an object)");
+		return -1;
+	}
+	return 1;
+}
+
+static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
+{
+	static const char *const methods[] = {"initialize", "ping",       "server/discover",
+	                                      "tools/list", "tools/call", NULL};
+	const char *method = m->method;
+	size_t i = 0;
+	/* A name with a NUL inside ("ping\u0000x") is no method of ours. */
+	while (methods[i] && (strcmp(methods[i], method) != 0 || strlen(method) != m->method_len))
+		i++;
+	if (!methods[i]) {
+		send_error(s, m->id, AKS_MCP_METHOD_NOT_FOUND, NULL, "Method not found: %.200s",
+		           method);
+		return;
+	}
+	/* initialize is the legacy handshake, whatever _meta it carries. */
+	if (strcmp(method, "initialize") == 0) {
+		do_initialize(s, m);
+		return;
+	}
+	int modern = check_modern(s, m);
+	if (modern < 0)
+		return;
+	if (modern) {
+		if (strcmp(method, "ping") == 0) {
+			/* 2026-07-28 removed ping. */
+			send_error(
+			    s, m->id, AKS_MCP_METHOD_NOT_FOUND, NULL,
+			    "Method not found: ping (removed in protocol " AKS_MCP_MODERN_VERSION
+			    ")");
+		} else if (strcmp(method, "server/discover") == 0) {
+			do_discover(s, m);
+		} else if (strcmp(method, "tools/list") == 0) {
+			do_tools_list(s, m, true);
+		} else {
+			do_tools_call(s, m, true, AKS_MCP_MODERN_VERSION);
+		}
+		return;
+	}
+	/* Legacy: ping is allowed at any time, the rest after initialize. */
+	if (strcmp(method, "ping") == 0) {
+		send_msg(s, aks__mcp_result(m->id, json_object_new_object()));
+		return;
+	}
+	if (!s->initialized || strcmp(method, "server/discover") == 0) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: no _meta[\"" AKS_MCP_META_VERSION
+		           "\"] (protocol " AKS_MCP_MODERN_VERSION
+		           ") and no initialize before (protocol " AKS_MCP_LEGACY_LATEST
+		           " and earlier)");
+		return;
+	}
+	if (strcmp(method, "tools/list") == 0)
+		do_tools_list(s, m, false);
+	else
+		do_tools_call(s, m, false, s->version);
+}
+
+void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len)
+{
+	aks__mcp_message m;
+	aks__mcp_parse(line, len, &m);
+	switch (m.kind) {
+	case AKS_MCP_MSG_INVALID:
+		send_error(s, m.id, m.error_code, NULL, "%s", m.error_message);
+		break;
+	case AKS_MCP_MSG_REQUEST:
+		handle_request(s, &m);
+		break;
+	case AKS_MCP_MSG_NOTIFICATION:
+		if (strcmp(m.method, "notifications/cancelled") == 0 &&
+		    strlen(m.method) == m.method_len)
+			cancel_request(s, m.params);
+		/* notifications/initialized and anything else: nothing to do. */
+		break;
+	case AKS_MCP_MSG_RESPONSE:
+		break; /* we never send requests */
+	}
+	aks__mcp_message_clear(&m);
+}
+
+void aks__mcp_server_handle_oversized(aks__mcp_server *s, size_t limit)
+{
+	send_error(s, NULL, AKS_MCP_INVALID_REQUEST, NULL,
+	           "Invalid Request: message longer than %zu bytes; discarded", limit);
+}
+
+/* ---- construction ------------------------------------------------------------------ */
+
+/* Tool hints for clients (MCP tool annotations; defaults are the cautious
+ * ones: destructive, open world). */
+static struct json_object *annotations(const char *tool)
+{
+	static const struct {
+		const char *name;
+		bool read_only, destructive, idempotent, open_world;
+	} hints[] = {
+	    {"run_code", false, true, false, true},
+	    {"run_command", false, true, false, true},
+	    {"write_sandbox_file", false, true, true, false},
+	    {"read_sandbox_file", true, false, true, false},
+	    {"check_sandbox_task", true, false, true, false},
+	    {"list_sandbox_sessions", true, false, true, false},
+	    {"new_sandbox_session", false, false, false, false},
+	    {"destroy_sandbox_session", false, true, true, false},
+	};
+	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++) {
+		if (strcmp(hints[i].name, tool) != 0)
+			continue;
+		struct json_object *a = json_object_new_object();
+		json_object_object_add(a, "readOnlyHint",
+		                       json_object_new_boolean(hints[i].read_only));
+		if (!hints[i].read_only) {
+			json_object_object_add(a, "destructiveHint",
+			                       json_object_new_boolean(hints[i].destructive));
+			json_object_object_add(a, "idempotentHint",
+			                       json_object_new_boolean(hints[i].idempotent));
+		}
+		json_object_object_add(a, "openWorldHint",
+		                       json_object_new_boolean(hints[i].open_world));
+		return a;
+	}
+	return NULL;
+}
+
+/* The runtime's schemas ({name, description, parameters}) as MCP tools. */
+static int build_tools(aks__mcp_server *s)
+{
+	char *schemas = aks_runtime_tool_schemas(s->rt);
+	struct json_object *list = schemas ? json_tokener_parse(schemas) : NULL;
+	free(schemas);
+	if (!list || !json_object_is_type(list, json_type_array)) {
+		json_object_put(list);
+		return AKS_ENOMEM;
+	}
+	bool offered = aks_settings_agent_allowed(s->settings, s->agent);
+	size_t n = json_object_array_length(list);
+	s->tools = json_object_new_array();
+	s->names = calloc(n ? n : 1, sizeof(*s->names));
+	if (!s->tools || !s->names) {
+		json_object_put(list);
+		return AKS_ENOMEM;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *t = json_object_array_get_idx(list, i), *v;
+		if (!json_object_object_get_ex(t, "name", &v))
+			continue;
+		const char *name = json_object_get_string(v);
+		if (!(s->names[s->n_names] = strdup(name)))
+			break;
+		s->n_names++;
+		/* The agents filter: a filtered-out agent is offered no tools. */
+		if (!offered)
+			continue;
+		struct json_object *tool = json_object_new_object(), *copy = NULL;
+		json_object_object_add(tool, "name", json_object_new_string(name));
+		if (json_object_object_get_ex(t, "description", &v))
+			json_object_object_add(tool, "description", json_object_get(v));
+		if (json_object_object_get_ex(t, "parameters", &v) &&
+		    json_object_deep_copy(v, &copy, NULL) == 0)
+			json_object_object_add(tool, "inputSchema", copy);
+		struct json_object *a = annotations(name);
+		if (a)
+			json_object_object_add(tool, "annotations", a);
+		json_object_array_add(s->tools, tool);
+	}
+	json_object_put(list);
+	return s->n_names == n ? AKS_OK : AKS_ENOMEM;
+}
+
+int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
+{
+	*out = NULL;
+	aks__mcp_server *s = calloc(1, sizeof(*s));
+	if (!s)
+		return AKS_ENOMEM;
+	s->rt = opt->rt;
+	s->settings = opt->settings;
+	s->write = opt->write;
+	s->write_data = opt->write_data;
+	s->max_calls = opt->max_calls ? opt->max_calls : AKS_MCP_DEFAULT_MAX_CALLS;
+	s->version = AKS_MCP_LEGACY_LATEST;
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_mutex_init(&s->write_lock, NULL);
+	s->conversation = strdup(opt->conversation_id);
+	s->agent = opt->agent ? strdup(opt->agent) : NULL;
+	s->calls = calloc(s->max_calls, sizeof(*s->calls));
+	s->instructions = aks_runtime_guidance(s->rt, s->agent);
+	if (!s->conversation || (opt->agent && !s->agent) || !s->calls || !s->instructions ||
+	    build_tools(s) != AKS_OK) {
+		aks__mcp_server_free(s);
+		return AKS_ENOMEM;
+	}
+	*out = s;
+	return AKS_OK;
+}
+
+void aks__mcp_server_free(aks__mcp_server *s)
+{
+	if (!s)
+		return;
+	if (s->calls)
+		aks__mcp_server_shutdown(s);
+	pthread_mutex_destroy(&s->lock);
+	pthread_mutex_destroy(&s->write_lock);
+	for (size_t i = 0; i < s->n_names; i++)
+		free(s->names[i]);
+	free(s->names);
+	json_object_put(s->tools);
+	free(s->instructions);
+	free(s->calls);
+	free(s->conversation);
+	free(s->agent);
+	free(s);
+}

@@ -1,0 +1,228 @@
+// tests/integration/mcp/mcp_sdk.mjs - drives `aksandbox mcp` with the official
+// MCP TypeScript SDK client (@modelcontextprotocol/sdk, StdioClientTransport)
+// and prints TAP. Run by mcp_sdk.test, which installs the SDK from the pinned
+// package-lock.json and copies this file next to its node_modules.
+//
+// Every check looks at effects: the tools' exact JSON, a file read back in a
+// later call and by a second client that joins the conversation, the sandbox
+// program's process gone after a cancel, the server's exit status.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { McpError } from '@modelcontextprotocol/sdk/types.js';
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const builddir = process.env.AKS_TEST_BUILDDIR;
+if (!builddir) {
+	console.log('Bail out! AKS_TEST_BUILDDIR is not set (run through make check)');
+	process.exit(1);
+}
+const AKS = join(builddir, 'core/cli/aksandbox');
+const T = mkdtempSync(join(tmpdir(), 'aks-mcp-sdk.'));
+const config = join(T, 'config.yaml');
+writeFileSync(config, `sandbox:
+  enabled: true
+  profiles:
+    default: {type: local_subprocess, local_subprocess: {workdir: ${T}/boxes}}
+    refused: {type: local_subprocess, local_subprocess: {workdir: ${T}/boxes}, policy: {memory_mb: 256}}
+`);
+const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKS_LOG_LEVEL: 'info' };
+delete env.AKSANDBOX_CONVERSATION;
+delete env.AKSANDBOX_CONFIG;
+
+const PLAN = 22;
+let n = 0;
+let failed = 0;
+console.log(`1..${PLAN}`);
+function check(name, ok, detail) {
+	n++;
+	if (ok) {
+		console.log(`ok ${n} - ${name}`);
+	} else {
+		failed++;
+		console.log(`not ok ${n} - ${name}`);
+		if (detail !== undefined)
+			for (const line of String(detail).split('\n'))
+				console.log(`#   ${line}`);
+	}
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// Running and not a zombie (a zombie has stopped for good; PID 1 may reap it late).
+function pidAlive(pid) {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+		const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
+		return state !== 'Z' && state !== 'X';
+	} catch {
+		return false;
+	}
+}
+
+async function connect(extraArgs = []) {
+	const transport = new StdioClientTransport({
+		command: AKS,
+		args: ['-c', config, 'mcp', ...extraArgs],
+		env,
+		stderr: 'pipe',
+	});
+	let stderr = '';
+	transport.stderr.on('data', (d) => { stderr += d; });
+	const client = new Client({ name: 'aksandbox-sdk-test', version: '1.0.0' });
+	// Protocol errors the SDK noticed: a stdout line that is not a JSON-RPC
+	// message, a response to an unknown (e.g. cancelled) request id.
+	const errors = [];
+	client.onerror = (e) => errors.push(String(e));
+	await client.connect(transport);
+	// The child process, to read its exit status (the SDK keeps it private).
+	const child = transport._process;
+	const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+	return { client, transport, exited, errors, stderr: () => stderr };
+}
+
+const text = (r) => r.content?.[0]?.text;
+const json = (r) => JSON.parse(text(r));
+
+async function main() {
+	const a = await connect();
+	const { client } = a;
+
+	// 1-3: the handshake.
+	check('serverInfo names aksandbox', client.getServerVersion()?.name === 'aksandbox',
+		JSON.stringify(client.getServerVersion()));
+	check('instructions are the sandbox guidance',
+		(client.getInstructions() ?? '').startsWith('[Sandbox execution]\n'), client.getInstructions());
+	await sleep(100);
+	check('the newest handshake revision was negotiated (2025-11-25)',
+		/speaking 2025-11-25/.test(a.stderr()), a.stderr());
+
+	// 4-5: tools/list.
+	const { tools } = await client.listTools();
+	check('lists the eight tools in order', tools.map((t) => t.name).join(' ') ===
+		'run_code run_command write_sandbox_file read_sandbox_file check_sandbox_task ' +
+		'list_sandbox_sessions new_sandbox_session destroy_sandbox_session',
+		tools.map((t) => t.name).join(' '));
+	const rc = tools.find((t) => t.name === 'run_code');
+	check('each tool has a description and an object schema; run_code requires code',
+		tools.every((t) => t.description && t.inputSchema?.type === 'object') &&
+		JSON.stringify(rc.inputSchema.required) === '["code"]' &&
+		rc.inputSchema.properties.language.default === 'python', JSON.stringify(rc));
+
+	// 6-7: run_code.
+	let r = await client.callTool({ name: 'run_code', arguments: { code: 'print(6 * 7)' } });
+	check('run_code: the tool JSON exactly, as text content',
+		text(r) === '{"stdout": "42\\n", "stderr": "", "exit_code": 0, "sandbox_session_id": "default:default"}',
+		JSON.stringify(r));
+	check('run_code: isError false, structuredContent the same object',
+		r.isError === false && r.structuredContent?.stdout === '42\n', JSON.stringify(r));
+
+	// 8-9: a file written, then read back in a later call.
+	r = await client.callTool({ name: 'write_sandbox_file', arguments: { path: 'notes/k.txt', content: 'kept \u00e9\n' } });
+	check('write_sandbox_file', text(r) === '{"path": "notes/k.txt", "written": true, "sandbox_session_id": "default:default"}', text(r));
+	r = await client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
+	check('read_sandbox_file in a later call returns the content',
+		r.isError === false && json(r).content === 'kept \u00e9\n', text(r));
+
+	// 10-11: a named session, then the listing.
+	r = await client.callTool({ name: 'new_sandbox_session', arguments: { name: 'proj' } });
+	const sid = json(r).sandbox_session_id;
+	check('new_sandbox_session returns a fresh id', /^[0-9a-f]{32}$/.test(sid ?? '') && json(r).name === 'proj', text(r));
+	r = await client.callTool({ name: 'list_sandbox_sessions', arguments: {} });
+	const listed = json(r).sessions ?? [];
+	check('list_sandbox_sessions shows the named session and the default one',
+		listed.some((s) => s.sandbox_session_id === sid && s.name === 'proj') &&
+		listed.some((s) => s.sandbox_session_id === 'default:default'), text(r));
+
+	// 12: a refused policy is an error result.
+	r = await client.callTool({ name: 'run_code', arguments: { code: 'print(1)', profile: 'refused' } });
+	check('a profile refused by the policy gate: isError true with the reason',
+		r.isError === true && /cannot enforce policy dimensions \['resources'\]/.test(json(r).error ?? ''), JSON.stringify(r));
+
+	// 13: bad arguments are an error result too (the tool's own message).
+	r = await client.callTool({ name: 'run_code', arguments: { cod: 'x' } });
+	check('bad arguments: isError true, the tool names the mistake',
+		r.isError === true && /unknown argument 'cod'; did you mean 'code'\?/.test(text(r)), text(r));
+
+	// 14: an unknown tool is a JSON-RPC error (-32602).
+	let err = null;
+	try {
+		await client.callTool({ name: 'no_such_tool', arguments: {} });
+	} catch (e) {
+		err = e;
+	}
+	check('an unknown tool: JSON-RPC error -32602', err instanceof McpError && err.code === -32602, String(err));
+
+	// 15-19: a long run; the server stays responsive; cancel kills the program.
+	const pidfile = join(T, 'long.pid');
+	const ac = new AbortController();
+	let settled = false;
+	const long = client.callTool({ name: 'run_command', arguments: { command: `echo $$ > ${pidfile}; exec sleep 60` } },
+		undefined, { signal: ac.signal, timeout: 120000 }).finally(() => { settled = true; });
+	long.catch(() => {});
+	let pid = 0;
+	for (let i = 0; i < 100 && !pid; i++) {
+		await sleep(100);
+		if (existsSync(pidfile))
+			pid = parseInt(readFileSync(pidfile, 'utf8'), 10) || 0;
+	}
+	check('the long run started (its program wrote its PID)', pid > 0 && pidAlive(pid), `pid ${pid}`);
+	let t0 = Date.now();
+	await client.ping();
+	check('ping is answered while the long run is in flight', !settled && Date.now() - t0 < 2000, `${Date.now() - t0} ms, settled ${settled}`);
+	t0 = Date.now();
+	r = await client.callTool({ name: 'run_command', arguments: { command: 'echo quick', sandbox_session_id: sid } });
+	check('another tools/call (another session) completes while the long run is in flight',
+		!settled && json(r).stdout === 'quick\n' && Date.now() - t0 < 10000, `${text(r)} settled ${settled}`);
+	ac.abort('test cancels');
+	let aborted = false;
+	try {
+		await long;
+	} catch {
+		aborted = true;
+	}
+	check('the aborted call rejects on the client', aborted);
+	let gone = false;
+	for (let i = 0; i < 100 && !gone; i++) {
+		gone = !pidAlive(pid);
+		if (!gone)
+			await sleep(100);
+	}
+	check('notifications/cancelled killed the program (its PID is gone)', gone, `pid ${pid}`);
+
+	// 20: the conversation id is on stderr; a second client joins it.
+	const m = /serving conversation '([^']+)'/.exec(a.stderr());
+	const conv = m ? m[1] : '';
+	const b = await connect(['--conversation', conv]);
+	r = await b.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
+	const joined = r.isError === false && json(r).content === 'kept \u00e9\n';
+	const c = await connect();
+	r = await c.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
+	check('--conversation joins the first client\'s sessions; a new server has its own',
+		conv.startsWith('mcp-') && joined && r.isError === true, `${conv} joined=${joined} ${text(r)}`);
+	await b.client.close();
+	await c.client.close();
+
+	// 21-22: end of input: exit 0, with nothing left running.
+	const serverPid = a.transport.pid;
+	await client.close();
+	const st = await Promise.race([a.exited, sleep(5000).then(() => ({ code: 'timeout' }))]);
+	check('closing stdin ends the server with status 0', st.code === 0, JSON.stringify(st) + '\n' + a.stderr());
+	check('stdout carried protocol messages only, and no response came for the cancelled call ' +
+		'(the SDK reported no error); the logs went to stderr',
+		a.errors.length === 0 && /aksandbox: mcp: serving conversation/.test(a.stderr()) &&
+		!pidAlive(serverPid), a.errors.join('\n') + '\n' + a.stderr());
+}
+
+try {
+	await main();
+} catch (e) {
+	failed++;
+	console.log(`not ok ${++n} - unexpected exception`);
+	for (const line of String(e?.stack ?? e).split('\n'))
+		console.log(`#   ${line}`);
+}
+rmSync(T, { recursive: true, force: true });
+if (n !== PLAN)
+	console.log(`# ran ${n} of ${PLAN} checks`);
+process.exit(failed || n !== PLAN ? 1 : 0);
