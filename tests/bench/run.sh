@@ -131,3 +131,11 @@ echo
 echo
 mkdir "$T/mcp"
 "$BENCH_MCP" -n "${BENCH_MCP_ITER:-200}" "$AKS" "$T/mcp"
+
+# The redis store (when it was built): update, get and lock round trips and
+# threaded updates per second against the file store, over a private
+# redis-server it starts (tests/bench/bench_redis_store.c).
+if [ -e "$B/tests/bench/bench_redis_store" ]; then
+	echo
+	"$(real_binary "$B/tests/bench/bench_redis_store")" "${BENCH_STORE_ITER:-200}" "$T"
+fi

@@ -1,0 +1,146 @@
+/*
+ * plugins/redis/rd_keys.c - Redis key names for records and locks, their glob patterns for
+ * SCAN, and the random tokens that name lock owners and update commits.
+ *
+ * A record is "<prefix>r:<n>:<ns>:<key>" where n is the decimal byte length of ns: the length
+ * keeps (ns "a:b", key "c") apart from (ns "a", key "b:c"), whatever bytes the names hold.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "rd_internal.h"
+
+void rd_buf_add(rd_buf *b, const char *data, size_t len)
+{
+	if (b->oom)
+		return;
+	if (b->len + len + 1 > b->cap) {
+		size_t cap = b->cap ? b->cap : 64;
+		while (cap < b->len + len + 1)
+			cap *= 2;
+		char *p = realloc(b->p, cap);
+		if (!p) {
+			b->oom = true;
+			return;
+		}
+		b->p = p;
+		b->cap = cap;
+	}
+	memcpy(b->p + b->len, data, len);
+	b->len += len;
+	b->p[b->len] = '\0';
+}
+
+void rd_buf_adds(rd_buf *b, const char *s)
+{
+	rd_buf_add(b, s, strlen(s));
+}
+
+void rd_buf_free(rd_buf *b)
+{
+	free(b->p);
+	memset(b, 0, sizeof(*b));
+}
+
+void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, rd_buf *b)
+{
+	char head[32];
+	int n = snprintf(head, sizeof(head), "%c:%zu:", kind, strlen(ns));
+	rd_buf_add(b, s->prefix, s->prefix_len);
+	rd_buf_add(b, head, (size_t)n);
+	rd_buf_adds(b, ns);
+	rd_buf_add(b, ":", 1);
+}
+
+void rd_key(const aks_store_impl *s, char kind, const char *ns, const char *key, rd_buf *b)
+{
+	rd_key_ns(s, kind, ns, b);
+	rd_buf_adds(b, key);
+}
+
+void rd_glob_escape(rd_buf *b, const char *text, size_t len)
+{
+	for (size_t i = 0; i < len; i++) {
+		char c = text[i];
+		if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
+			rd_buf_add(b, "\\", 1);
+		rd_buf_add(b, &c, 1);
+	}
+}
+
+bool rd_key_parse(const aks_store_impl *s, const char *name, size_t len, char **ns,
+                  const char **key)
+{
+	*ns = NULL;
+	*key = NULL;
+	if (len < s->prefix_len + 2 || memcmp(name, s->prefix, s->prefix_len) != 0 ||
+	    memcmp(name + s->prefix_len, "r:", 2) != 0)
+		return false;
+	const char *p = name + s->prefix_len + 2, *end = name + len;
+	size_t n = 0;
+	const char *digits = p;
+	while (p < end && *p >= '0' && *p <= '9' && p - digits < 4)
+		n = n * 10 + (size_t)(*p++ - '0');
+	if (p == digits || (*digits == '0') || p >= end || *p != ':')
+		return false;
+	p++;
+	/* ns, ':', then a key of 1..AKS_STORE_NAME_MAX bytes; no NUL anywhere. */
+	if (n < 1 || n > AKS_STORE_NAME_MAX || (size_t)(end - p) < n + 2 || p[n] != ':')
+		return false;
+	size_t klen = (size_t)(end - p) - n - 1;
+	if (klen > AKS_STORE_NAME_MAX || memchr(p, '\0', (size_t)(end - p)))
+		return false;
+	char *copy = malloc((size_t)(end - p) + 1);
+	if (!copy)
+		return false;
+	memcpy(copy, p, (size_t)(end - p));
+	copy[end - p] = '\0';
+	copy[n] = '\0';
+	*ns = copy;
+	*key = copy + n + 1;
+	return true;
+}
+
+int rd_token(char out[33])
+{
+	unsigned char raw[16];
+	size_t got = 0;
+	while (got < sizeof(raw)) {
+		ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < sizeof(raw); i++) {
+		out[2 * i] = hex[raw[i] >> 4];
+		out[2 * i + 1] = hex[raw[i] & 15];
+	}
+	out[32] = '\0';
+	return 0;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void rd_sort_unique(char **v, size_t *n)
+{
+	if (*n < 2)
+		return;
+	qsort(v, *n, sizeof(*v), cmp_str);
+	size_t k = 1;
+	for (size_t i = 1; i < *n; i++) {
+		if (strcmp(v[i], v[k - 1]) == 0)
+			free(v[i]);
+		else
+			v[k++] = v[i];
+	}
+	*n = k;
+}
