@@ -189,6 +189,13 @@ static int acquire(const aks_profile *p, const aks_session_rec *s, const aks_cal
 		aks__log(AKS_LOG_INFO, "sandbox",
 		         "sandbox %s of session '%s' no longer exists; creating a new one", target,
 		         s->id);
+		/* What the vanished sandbox may have left (a docker workspace volume, say) is
+		 * the provider's to clean: destroy is idempotent, so a gone id is fine. */
+		aks_error *gone = NULL;
+		if (aks_provider_destroy(prov, target, call, &gone) < 0)
+			aks__log(AKS_LOG_INFO, "sandbox", "cleaning up vanished sandbox %s: %s", target,
+			         aks_error_message(gone));
+		aks_error_free(gone);
 		*recreated = true;
 	}
 	return aks_provider_create(prov, call, out, err);

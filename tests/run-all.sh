@@ -1,7 +1,8 @@
 #!/bin/sh
 # The README's second command: the whole test suite.
 #
-#  1. installs missing build dependencies (Debian packages);
+#  1. installs missing build dependencies (Debian packages), then starts
+#     dockerd and builds the docker tests' image if needed;
 #  2. builds in _build/ and runs `make check`;
 #     then runs the main tests again under valgrind memcheck;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
@@ -21,6 +22,11 @@ step() { printf '\n=== %s\n' "$*"; }
 
 "$top/contrib/install-deps.sh" || { echo "cannot install dependencies"; exit 1; }
 [ -x configure ] || autoreconf -fi >/dev/null || exit 1
+# The docker plugin's tests need a Docker Engine (with gVisor's runsc) and the
+# locally built image aksandbox-test:bookworm: start/build them once here.
+step "Docker Engine and the test image (tests/integration/docker-setup.sh)"
+"$top/tests/integration/docker-setup.sh" start ||
+	{ echo "FATAL: tests/integration/docker-setup.sh failed: the docker tests cannot run"; exit 1; }
 
 run_suite() { # dir, configure flags...
 	dir=$1; shift
@@ -50,6 +56,9 @@ mkdir -p _build-fuzz
   { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
   make -j"$jobs" >/dev/null && make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" ) ||
 	{ fuzz_result=fail; status=1; }
+
+# Stop the dockerd docker-setup.sh started, if it started one (never another).
+"$top/tests/integration/docker-setup.sh" stop
 
 # Count every test case of both suites.
 trs=$(find _build _build-asan -name '*.trs' -not -path '*/aksandbox-*/*' 2>/dev/null)

@@ -139,3 +139,12 @@ if [ -e "$B/tests/bench/bench_redis_store" ]; then
 	echo
 	"$(real_binary "$B/tests/bench/bench_redis_store")" "${BENCH_STORE_ITER:-200}" "$T"
 fi
+
+# The docker provider (when it was built): one run_command in an existing
+# sandbox against the three bare Engine API calls and `docker exec`, and a new
+# sandbox's first command against `docker run` (tests/bench/bench_docker.c).
+if [ -e "$B/tests/bench/bench_docker" ]; then
+	echo
+	"$(real_binary "$B/tests/bench/bench_docker")" -n "${BENCH_DOCKER_ITER:-100}" \
+		-m "${BENCH_DOCKER_FIRST:-10}"
+fi

@@ -1,0 +1,432 @@
+/*
+ * plugins/docker/dk_exec.c - executions: POST /containers/{id}/exec, then
+ * POST /exec/{id}/start, whose non-TTY answer multiplexes stdout and stderr
+ * in frames (an 8-byte header: stream type, three zero bytes, a big-endian
+ * 32-bit length), then GET /exec/{id}/json for the exit code.
+ *
+ * Timeouts. Docker has no call that kills an exec. Every execution carries
+ * AKS_EXEC_ID=<128 random bits> in its environment, which its children
+ * inherit; on expiry (or cancellation) a second exec walks /proc and SIGKILLs
+ * every process whose environment holds that marker, again and again until
+ * none is left, so processes forked during the sweep are caught too. It needs
+ * only a POSIX sh and cat in the image, not pkill.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dk_internal.h"
+
+/* Linux refuses a single argument of 32 pages or more (MAX_ARG_STRLEN), and
+ * the code travels as one argument. */
+#define DK_MAX_ARG 131071
+#define MARKER_VAR "AKS_EXEC_ID"
+
+/* $1 is the marker's value. $(cat ...) drops the NULs between variables, so
+ * the pattern is a substring match on 32 random hex digits: unambiguous. A
+ * zombie's environ reads empty, so the loop ends once all are dead. */
+static const char kill_script[] = "m=\"" MARKER_VAR "=$1\"; n=0\n"
+                                  "while [ $n -lt 200 ]; do\n"
+                                  "  found=0\n"
+                                  "  for d in /proc/[0-9]*; do\n"
+                                  "    p=${d#/proc/}\n"
+                                  "    [ \"$p\" = \"$$\" ] && continue\n"
+                                  "    case \"$(cat \"$d/environ\" 2>/dev/null)\" in\n"
+                                  "    *\"$m\"*) kill -9 \"$p\" 2>/dev/null; found=1 ;;\n"
+                                  "    esac\n"
+                                  "  done\n"
+                                  "  [ $found = 0 ] && exit 0\n"
+                                  "  n=$((n + 1))\n"
+                                  "done\n"
+                                  "exit 1\n";
+
+/* ---- the multiplexed stream ---------------------------------------------------------- */
+
+typedef struct demux {
+	const aks_host_api *host;
+	dk_conn *conn;
+	aks_result *out;    /* NULL: discard */
+	int status_checked; /* 0 unknown, 1 a 200 stream, -1 an error body */
+	dk_buf errbody;
+	unsigned char hdr[8];
+	size_t hlen;
+	size_t remaining;
+	int stream;
+} demux;
+
+static bool demux_sink(void *ctx, const char *data, size_t len)
+{
+	demux *d = ctx;
+	if (!d->status_checked) {
+		long status = 0;
+		curl_easy_getinfo(d->conn->easy, CURLINFO_RESPONSE_CODE, &status);
+		d->status_checked = status == 200 || status == 101 ? 1 : -1;
+	}
+	if (d->status_checked < 0)
+		return dk_buf_add(&d->errbody, data, len) == 0;
+	while (len) {
+		if (!d->remaining) {
+			size_t take = 8 - d->hlen < len ? 8 - d->hlen : len;
+			memcpy(d->hdr + d->hlen, data, take);
+			d->hlen += take;
+			data += take;
+			len -= take;
+			if (d->hlen < 8)
+				return true;
+			d->hlen = 0;
+			d->stream = d->hdr[0];
+			d->remaining = (size_t)d->hdr[4] << 24 | (size_t)d->hdr[5] << 16 |
+			               (size_t)d->hdr[6] << 8 | (size_t)d->hdr[7];
+			continue;
+		}
+		size_t n = d->remaining < len ? d->remaining : len;
+		if (d->out)
+			/* never fails for stdout and stderr: the host counts what it drops */
+			d->host->result_write(d->out,
+			                      d->stream == 2 || d->stream == 3 ? AKS_STREAM_STDERR
+			                                                       : AKS_STREAM_STDOUT,
+			                      data, n, NULL);
+		d->remaining -= n;
+		data += n;
+		len -= n;
+	}
+	return true;
+}
+
+/* ---- one exec ------------------------------------------------------------------------- */
+
+static int engine_error(const aks_host_api *host, int code, const char *what, const dk_req *r,
+                        aks_error **err)
+{
+	char *msg = dk_engine_message(r);
+	int rc = host->error_set(err, code, "docker: %s: %s", what, msg);
+	free(msg);
+	return rc;
+}
+
+static int exec_create(aks_sandbox_impl *sb, const char *const *argv, const char *marker,
+                       const char *workdir, const aks_call *call, char **exec_id, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	json_object *b = json_object_new_object();
+	json_object_object_add(b, "AttachStdin", json_object_new_boolean(0));
+	json_object_object_add(b, "AttachStdout", json_object_new_boolean(1));
+	json_object_object_add(b, "AttachStderr", json_object_new_boolean(1));
+	json_object_object_add(b, "Tty", json_object_new_boolean(0));
+	json_object *cmd = json_object_new_array();
+	for (const char *const *a = argv; *a; a++)
+		json_object_array_add(cmd, json_object_new_string(*a));
+	json_object_object_add(b, "Cmd", cmd);
+	json_object_object_add(b, "WorkingDir", json_object_new_string(workdir));
+	if (marker) {
+		char env[64];
+		snprintf(env, sizeof(env), MARKER_VAR "=%s", marker);
+		json_object *e = json_object_new_array();
+		json_object_array_add(e, json_object_new_string(env));
+		json_object_object_add(b, "Env", e);
+	}
+	char *path = NULL;
+	if (asprintf(&path, "/containers/%s/exec", sb->id) < 0) {
+		json_object_put(b);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	int rc = AKS_OK;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		dk_req r = {.method = "POST", .path = path};
+		r.body = json_object_to_json_string_ext(b, JSON_C_TO_STRING_PLAIN);
+		r.body_len = strlen(r.body);
+		rc = dk_request(&sb->conn, &r, call, err);
+		if (rc == AKS_OK) {
+			if (r.status == 201) {
+				json_object *j = dk_resp_json(&r), *id = NULL;
+				if (j && json_object_object_get_ex(j, "Id", &id))
+					*exec_id = strdup(json_object_get_string(id));
+				json_object_put(j);
+				if (!*exec_id)
+					rc = host->error_set(
+					    err, AKS_ERROR,
+					    "docker: exec create answered without an Id");
+			} else if (r.status == 404) {
+				rc = dk_gone(host, sb->id, err);
+			} else if (r.status == 409 && attempt == 0) {
+				/* stopped or paused behind our back: bring it back once */
+				dk_req_free(&r);
+				rc = dk_ensure_running(&sb->conn, sb->id, call, err);
+				if (rc != AKS_OK)
+					break;
+				continue;
+			} else {
+				rc = engine_error(host, AKS_EPROVISION, "cannot start an execution",
+				                  &r, err);
+			}
+		}
+		dk_req_free(&r);
+		break;
+	}
+	free(path);
+	json_object_put(b);
+	return rc;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	nanosleep(&ts, NULL);
+}
+
+/* GET /exec/{id}/json until it stops running (the stream can end a moment
+ * before the engine records the exit). */
+static int exec_exit_code(aks_sandbox_impl *sb, const char *exec_id, const aks_call *call,
+                          int *exit_code, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	char path[160];
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	*exit_code = -1;
+	for (int i = 0;; i++) {
+		dk_req r = {.method = "GET", .path = path};
+		int rc = dk_request(&sb->conn, &r, call, err);
+		if (rc != AKS_OK) {
+			dk_req_free(&r);
+			return rc;
+		}
+		if (r.status != 200) {
+			rc = engine_error(host, AKS_ERROR, "cannot read an execution's exit code",
+			                  &r, err);
+			dk_req_free(&r);
+			return rc;
+		}
+		json_object *j = dk_resp_json(&r), *running = NULL, *code = NULL;
+		dk_req_free(&r);
+		bool still = j && json_object_object_get_ex(j, "Running", &running) &&
+		             json_object_get_boolean(running);
+		if (!still && j && json_object_object_get_ex(j, "ExitCode", &code) &&
+		    !json_object_is_type(code, json_type_null))
+			*exit_code = json_object_get_int(code);
+		json_object_put(j);
+		if (!still || i >= 500)
+			return AKS_OK;
+		sleep_ms(i < 20 ? 2 : 10);
+	}
+}
+
+/* One sweep: an exec of kill_script for the marker. */
+static int sweep(aks_sandbox_impl *sb, const char *marker, const aks_call *quick, aks_error **e)
+{
+	const aks_host_api *host = sb->prov->host;
+	const char *argv[] = {"/bin/sh", "-c", kill_script, "sh", marker, NULL};
+	char *exec_id = NULL;
+	int rc = exec_create(sb, argv, NULL, "/", quick, &exec_id, e);
+	if (rc != AKS_OK)
+		return rc;
+	char path[160];
+	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
+	demux d = {.host = host, .conn = &sb->conn};
+	dk_req r = {.method = "POST",
+	            .path = path,
+	            .body = "{\"Detach\":false,\"Tty\":false}",
+	            .sink = demux_sink,
+	            .sink_ctx = &d};
+	r.body_len = strlen(r.body);
+	rc = dk_request(&sb->conn, &r, quick, e);
+	dk_req_free(&r);
+	dk_buf_free(&d.errbody);
+	int code = -1;
+	if (rc == AKS_OK && (rc = exec_exit_code(sb, exec_id, quick, &code, e)) == AKS_OK &&
+	    code != 0)
+		rc = host->error_set(e, AKS_ERROR, "the kill sweep exited with %d", code);
+	free(exec_id);
+	return rc;
+}
+
+/* Whether the engine still reports the execution as running. */
+static bool exec_running(aks_sandbox_impl *sb, const char *exec_id, const aks_call *quick)
+{
+	char path[160];
+	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
+	dk_req r = {.method = "GET", .path = path};
+	bool running = false;
+	if (dk_request(&sb->conn, &r, quick, NULL) == AKS_OK && r.status == 200) {
+		json_object *j = dk_resp_json(&r), *v = NULL;
+		running =
+		    j && json_object_object_get_ex(j, "Running", &v) && json_object_get_boolean(v);
+		json_object_put(j);
+	}
+	dk_req_free(&r);
+	return running;
+}
+
+/* Kills every process carrying the marker, with its own short deadline (the
+ * call's has passed by now), sweeping again while the engine still reports
+ * the execution running: its process may have started only after a sweep. */
+static void kill_marked(aks_sandbox_impl *sb, const char *marker, const char *exec_id)
+{
+	const aks_host_api *host = sb->prov->host;
+	aks_call quick = {
+	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL};
+	aks_error *e = NULL;
+	int rc = AKS_OK;
+	for (int i = 0; i < 5; i++) {
+		if ((rc = sweep(sb, marker, &quick, &e)) != AKS_OK)
+			break;
+		if (!exec_running(sb, exec_id, &quick))
+			break;
+		sleep_ms(50);
+	}
+	if (rc != AKS_OK)
+		host->log(
+		    AKS_LOG_WARNING, DK_NAME,
+		    "cannot kill a timed-out execution in container '%s' (processes of it may "
+		    "survive): %s",
+		    sb->id, e ? host->error_message(e) : "unknown error");
+	if (e)
+		host->error_free(e);
+}
+
+static int run_argv(aks_sandbox_impl *sb, const char *const *argv, const char *workdir,
+                    const aks_call *call, aks_result *out, int *exit_code, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (call && host->cancelled && host->cancelled(call)) {
+		if (out)
+			host->result_set_timed_out(out);
+		return host->error_set(err, AKS_ECANCELLED,
+		                       "execution cancelled before it started");
+	}
+	char marker[33];
+	if (dk_random_hex(marker, 16) < 0)
+		return host->error_set(err, AKS_EIO, "docker: cannot read /dev/urandom");
+	char *exec_id = NULL;
+	int rc = exec_create(sb, argv, marker, workdir, call, &exec_id, err);
+	if (rc != AKS_OK) {
+		if ((rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) && out)
+			host->result_set_timed_out(out);
+		return rc;
+	}
+	char path[160];
+	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
+	demux d = {.host = host, .conn = &sb->conn, .out = out};
+	dk_req r = {.method = "POST",
+	            .path = path,
+	            .body = "{\"Detach\":false,\"Tty\":false}",
+	            .sink = demux_sink,
+	            .sink_ctx = &d};
+	r.body_len = strlen(r.body);
+	aks_error *e = NULL;
+	rc = dk_request(&sb->conn, &r, call, &e);
+	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
+		if (e)
+			host->error_free(e);
+		dk_req_free(&r);
+		dk_buf_free(&d.errbody);
+		kill_marked(sb, marker, exec_id);
+		free(exec_id);
+		if (out) {
+			host->result_set_exit_code(out, -1);
+			host->result_set_timed_out(out);
+		}
+		if (rc == AKS_ECANCELLED)
+			return host->error_set(err, rc, "docker exec was cancelled");
+		return host->error_set(err, rc, "docker exec exceeded timeout %gs",
+		                       call ? call->timeout : 0.0);
+	}
+	if (e) {
+		if (err && !*err)
+			*err = e;
+		else
+			host->error_free(e);
+	}
+	if (rc == AKS_OK && d.status_checked < 0) {
+		dk_req ereq = {.status = r.status, .resp = d.errbody};
+		rc = r.status == 404 ? dk_gone(host, sb->id, err)
+		                     : engine_error(host, AKS_EPROVISION, "cannot run an execution",
+		                                    &ereq, err);
+	}
+	dk_req_free(&r);
+	dk_buf_free(&d.errbody);
+	if (rc == AKS_OK)
+		rc = exec_exit_code(sb, exec_id, call, exit_code, err);
+	free(exec_id);
+	if (rc == AKS_OK && out)
+		host->result_set_exit_code(out, *exit_code);
+	else if ((rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) && out)
+		host->result_set_timed_out(out);
+	return rc;
+}
+
+int dk_exec_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                 aks_result *out, int *exit_code, aks_error **err)
+{
+	return run_argv(sb, argv, "/", call, out, exit_code, err);
+}
+
+static int run(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call, aks_result *out,
+               aks_error **err)
+{
+	int code = -1;
+	return run_argv(sb, argv, DK_WORKSPACE, call, out, &code, err);
+}
+
+int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                    const aks_call *call, aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!language)
+		language = "python";
+	if (!code)
+		return host->error_set(err, AKS_EINVAL, "execute_code: no code");
+	if (strcmp(language, "python") != 0)
+		return host->error_set(err, AKS_ECAPABILITY,
+		                       "docker does not support capability: language:%s", language);
+	if (strlen(code) > DK_MAX_ARG)
+		return host->error_set(err, AKS_ELIMIT,
+		                       "the code is %zu bytes; docker passes it as one argument, "
+		                       "which Linux limits to %d bytes",
+		                       strlen(code), DK_MAX_ARG);
+	const char *argv[] = {sb->prov->python, "-c", code, NULL};
+	return run(sb, argv, call, out, err);
+}
+
+int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                       aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!command)
+		return host->error_set(err, AKS_EINVAL, "execute_command: no command");
+	if (strlen(command) > DK_MAX_ARG)
+		return host->error_set(
+		    err, AKS_ELIMIT,
+		    "the command is %zu bytes; docker passes it as one argument, "
+		    "which Linux limits to %d bytes",
+		    strlen(command), DK_MAX_ARG);
+	const char *argv[] = {"/bin/sh", "-c", command, NULL};
+	return run(sb, argv, call, out, err);
+}
+
+int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
+                        aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	size_t n = 0;
+	while (packages && packages[n])
+		n++;
+	if (!n)
+		return host->error_set(err, AKS_EINVAL, "install_packages: no packages");
+	const char **argv = calloc(n + 5, sizeof(*argv));
+	if (!argv)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	argv[0] = sb->prov->python;
+	argv[1] = "-m";
+	argv[2] = "pip";
+	argv[3] = "install";
+	for (size_t i = 0; i < n; i++)
+		argv[4 + i] = packages[i];
+	int rc = run(sb, argv, call, out, err);
+	free(argv);
+	return rc;
+}

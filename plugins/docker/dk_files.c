@@ -1,0 +1,479 @@
+/*
+ * plugins/docker/dk_files.c - upload_file and download_file through the
+ * archive API (PUT and GET /containers/{id}/archive, tar bodies built and
+ * read with libarchive).
+ *
+ * The path rule is the reference's: strip the leading '/', normalise
+ * /workspace/<path> lexically, and refuse anything that is not /workspace or
+ * below it (AKS_EPOLICY). The engine resolves symbolic links inside the
+ * container's root, so a link under /workspace could still lead elsewhere in
+ * the container: before touching a path we stat each existing component
+ * (HEAD .../archive, whose X-Docker-Container-Path-Stat header reports a
+ * link's resolved target) and refuse a link whose target leaves /workspace.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "dk_internal.h"
+
+#define GO_MODE_DIR     (1u << 31)
+#define GO_MODE_SYMLINK (1u << 27)
+
+/* ---- the path rule ----------------------------------------------------------------- */
+
+int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err)
+{
+	*out = NULL;
+	if (!path)
+		return host->error_set(err, AKS_EINVAL, "no path");
+	/* "/workspace/" + path, then normalised like posixpath.normpath. */
+	size_t n = strlen(path);
+	char *joined = malloc(sizeof(DK_WORKSPACE "/") + n);
+	char *res = malloc(sizeof(DK_WORKSPACE "/") + n + 1);
+	if (!joined || !res) {
+		free(joined);
+		free(res);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	while (*path == '/')
+		path++;
+	sprintf(joined, DK_WORKSPACE "/%s", path);
+	size_t len = 0; /* res holds "/a/b" without a trailing '/' ("" is the root) */
+	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c;
+	     c = strtok_r(NULL, "/", &save)) {
+		if (strcmp(c, ".") == 0)
+			continue;
+		if (strcmp(c, "..") == 0) {
+			while (len && res[len - 1] != '/')
+				len--;
+			if (len)
+				len--;
+			continue;
+		}
+		res[len++] = '/';
+		size_t cl = strlen(c);
+		memcpy(res + len, c, cl);
+		len += cl;
+	}
+	res[len] = '\0';
+	free(joined);
+	if (strcmp(res, DK_WORKSPACE) != 0 &&
+	    strncmp(res, DK_WORKSPACE "/", sizeof(DK_WORKSPACE)) != 0) {
+		free(res);
+		return host->error_set(err, AKS_EPOLICY, "path '%s' escapes %s", path,
+		                       DK_WORKSPACE);
+	}
+	*out = res;
+	return AKS_OK;
+}
+
+static bool inside_workspace(const char *p)
+{
+	return p && (strcmp(p, DK_WORKSPACE) == 0 ||
+	             strncmp(p, DK_WORKSPACE "/", sizeof(DK_WORKSPACE)) == 0);
+}
+
+/* ---- stat through HEAD .../archive ---------------------------------------------------- */
+
+static int b64val(int ch)
+{
+	if (ch >= 'A' && ch <= 'Z')
+		return ch - 'A';
+	if (ch >= 'a' && ch <= 'z')
+		return ch - 'a' + 26;
+	if (ch >= '0' && ch <= '9')
+		return ch - '0' + 52;
+	if (ch == '+' || ch == '-')
+		return 62;
+	if (ch == '/' || ch == '_')
+		return 63;
+	return -1;
+}
+
+static char *b64decode(const char *s)
+{
+	size_t n = strlen(s);
+	char *o = malloc(n + 1), *p = o;
+	if (!o)
+		return NULL;
+	uint32_t acc = 0;
+	int bits = 0;
+	for (; *s && *s != '='; s++) {
+		int v = b64val((unsigned char)*s);
+		if (v < 0)
+			continue;
+		acc = acc << 6 | (uint32_t)v;
+		bits += 6;
+		if (bits >= 8) {
+			bits -= 8;
+			*p++ = (char)(acc >> bits & 0xff);
+		}
+	}
+	*p = '\0';
+	return o;
+}
+
+typedef struct pstat {
+	bool exists;
+	uint32_t mode; /* Go's os.FileMode */
+	char *link;    /* resolved target of a symlink */
+} pstat;
+
+static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *call, pstat *st,
+                     aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	memset(st, 0, sizeof(*st));
+	char *q = dk_escape(cpath), *path = NULL;
+	if (!q || asprintf(&path, "/containers/%s/archive?path=%s", sb->id, q) < 0) {
+		free(q);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	free(q);
+	dk_req r = {.method = "HEAD", .path = path};
+	int rc = dk_request(&sb->conn, &r, call, err);
+	free(path);
+	if (rc == AKS_OK) {
+		if (r.status == 200 && r.path_stat) {
+			char *js = b64decode(r.path_stat);
+			json_object *j = js ? json_tokener_parse(js) : NULL, *v = NULL;
+			free(js);
+			st->exists = true;
+			if (j && json_object_object_get_ex(j, "mode", &v))
+				st->mode = (uint32_t)json_object_get_int64(v);
+			if (j && json_object_object_get_ex(j, "linkTarget", &v) &&
+			    json_object_get_string(v) && *json_object_get_string(v))
+				st->link = strdup(json_object_get_string(v));
+			json_object_put(j);
+		} else if (r.status == 404) {
+			/* the path, or the container: tell them apart */
+			char *msg = dk_engine_message(&r);
+			if (strstr(msg, "No such container"))
+				rc = dk_gone(host, sb->id, err);
+			free(msg);
+		} else if (r.status != 200) {
+			char *msg = dk_engine_message(&r);
+			rc = host->error_set(err, AKS_EIO, "docker: cannot stat '%s': %s", cpath,
+			                     msg);
+			free(msg);
+		}
+	}
+	dk_req_free(&r);
+	return rc;
+}
+
+/* Walks the existing components of cpath (below /workspace) and refuses a
+ * symbolic link that leads outside. On success *final is the last
+ * component's stat, with link resolved. */
+static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char *cpath,
+                       const aks_call *call, pstat *final, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	memset(final, 0, sizeof(*final));
+	size_t start = strlen(DK_WORKSPACE);
+	size_t n = strlen(cpath);
+	char *prefix = strdup(cpath);
+	if (!prefix)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	int rc = AKS_OK;
+	for (size_t i = start + 1; i <= n; i++) {
+		if (i < n && cpath[i] != '/')
+			continue;
+		prefix[i] = '\0';
+		pstat st;
+		rc = stat_path(sb, prefix, call, &st, err);
+		prefix[i] = cpath[i];
+		if (rc != AKS_OK)
+			break;
+		bool last = i == n;
+		if (st.exists && (st.mode & GO_MODE_SYMLINK) && !inside_workspace(st.link)) {
+			free(st.link);
+			rc = host->error_set(err, AKS_EPOLICY,
+			                     "path '%s' escapes %s through a symbolic link",
+			                     agent_path, DK_WORKSPACE);
+			break;
+		}
+		if (last) {
+			*final = st;
+			break;
+		}
+		free(st.link);
+		if (!st.exists)
+			break; /* nothing below it exists either */
+	}
+	free(prefix);
+	return rc;
+}
+
+/* ---- upload ------------------------------------------------------------------------------- */
+
+static la_ssize_t tar_write(struct archive *a, void *ctx, const void *buf, size_t len)
+{
+	(void)a;
+	return dk_buf_add(ctx, buf, len) == 0 ? (la_ssize_t)len : -1;
+}
+
+/* A one-member tar of `data` named `name`, in memory. */
+static int build_tar(const char *name, const void *data, size_t len, dk_buf *tar)
+{
+	struct archive *a = archive_write_new();
+	if (!a)
+		return -1;
+	struct archive_entry *e = archive_entry_new();
+	int ok = e && archive_write_set_format_pax_restricted(a) == ARCHIVE_OK &&
+	         archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
+	         archive_write_open(a, tar, NULL, tar_write, NULL) == ARCHIVE_OK;
+	if (ok) {
+		archive_entry_set_pathname(e, name);
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_perm(e, 0644);
+		archive_entry_set_size(e, (la_int64_t)len);
+		archive_entry_set_mtime(e, time(NULL), 0);
+		ok = archive_write_header(a, e) == ARCHIVE_OK;
+		const char *p = data;
+		size_t left = len;
+		while (ok && left) {
+			la_ssize_t w = archive_write_data(a, p, left);
+			if (w <= 0)
+				ok = 0;
+			else
+				p += w, left -= (size_t)w;
+		}
+		ok = ok && archive_write_close(a) == ARCHIVE_OK;
+	}
+	if (e)
+		archive_entry_free(e);
+	archive_write_free(a);
+	return ok ? 0 : -1;
+}
+
+int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                   const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!path || (!data && len))
+		return host->error_set(err, AKS_EINVAL, "upload_file: no path or no data");
+	char *cpath = NULL;
+	int rc = dk_safe_path(host, path, &cpath, err);
+	if (rc != AKS_OK)
+		return rc;
+	if (strcmp(cpath, DK_WORKSPACE) == 0) {
+		free(cpath);
+		return host->error_set(err, AKS_EINVAL, "path '%s' names %s, not a file", path,
+		                       DK_WORKSPACE);
+	}
+	pstat st;
+	rc = check_links(sb, path, cpath, call, &st, err);
+	free(st.link);
+	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
+		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
+	dk_buf tar = {0};
+	if (rc == AKS_OK && build_tar(cpath + sizeof(DK_WORKSPACE), data, len, &tar) < 0)
+		rc = host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
+	free(cpath);
+	if (rc != AKS_OK) {
+		dk_buf_free(&tar);
+		return rc;
+	}
+	char reqpath[320];
+	snprintf(reqpath, sizeof(reqpath), "/containers/%s/archive?path=" DK_WORKSPACE, sb->id);
+	dk_req r = {.method = "PUT",
+	            .path = reqpath,
+	            .content_type = "application/x-tar",
+	            .body = tar.data,
+	            .body_len = tar.len};
+	rc = dk_request(&sb->conn, &r, call, err);
+	if (rc == AKS_OK && r.status != 200) {
+		char *msg = dk_engine_message(&r);
+		if (r.status == 404 && strstr(msg, "No such container"))
+			rc = dk_gone(host, sb->id, err);
+		else
+			rc = host->error_set(err, r.status == 403 ? AKS_EPOLICY : AKS_EIO,
+			                     "docker: cannot write '%s': %s", path, msg);
+		free(msg);
+	}
+	dk_req_free(&r);
+	dk_buf_free(&tar);
+	return rc;
+}
+
+/* ---- download ----------------------------------------------------------------------------------
+ */
+
+typedef struct tar_src {
+	aks_sandbox_impl *sb;
+	dk_req *r;
+	const aks_call *call;
+	aks_error **err;
+	int rc;
+	bool started; /* the first block may have come with the status line */
+} tar_src;
+
+/* libarchive pulls; we pump libcurl until a block arrives. */
+static la_ssize_t tar_read(struct archive *a, void *ctx, const void **buf)
+{
+	(void)a;
+	tar_src *s = ctx;
+	if (s->started)
+		s->r->resp.len = 0; /* libarchive is done with the previous block */
+	s->started = true;
+	while (!s->r->resp.len && !s->r->done) {
+		s->rc = dk_pump(&s->sb->conn, s->r, s->call, s->err);
+		if (s->rc != AKS_OK)
+			return -1;
+	}
+	if (s->r->done && s->r->result != CURLE_OK && !s->r->resp.len) {
+		s->rc = dk_unreachable(s->sb->prov, s->r, s->err);
+		return -1;
+	}
+	*buf = s->r->resp.data;
+	return (la_ssize_t)s->r->resp.len;
+}
+
+static int not_found(const aks_host_api *host, const char *path, aks_error **err)
+{
+	return host->error_set(err, AKS_ENOTFOUND, "file '%s' not found in the sandbox", path);
+}
+
+int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
+                     aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!path)
+		return host->error_set(err, AKS_EINVAL, "download_file: no path");
+	char *cpath = NULL;
+	int rc = dk_safe_path(host, path, &cpath, err);
+	if (rc != AKS_OK)
+		return rc;
+	pstat st;
+	rc = check_links(sb, path, cpath, call, &st, err);
+	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_SYMLINK)) {
+		/* read the target (inside /workspace: checked), if it is a file */
+		free(cpath);
+		cpath = st.link;
+		st.link = NULL;
+		rc = stat_path(sb, cpath, call, &st, err);
+	}
+	free(st.link);
+	if (rc == AKS_OK && (!st.exists || (st.mode & (GO_MODE_DIR | GO_MODE_SYMLINK))))
+		rc = not_found(host, path, err);
+	if (rc != AKS_OK) {
+		free(cpath);
+		return rc;
+	}
+
+	char *q = dk_escape(cpath), *reqpath = NULL;
+	free(cpath);
+	if (!q || asprintf(&reqpath, "/containers/%s/archive?path=%s", sb->id, q) < 0) {
+		free(q);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	free(q);
+	dk_req r = {.method = "GET", .path = reqpath};
+	rc = dk_begin(&sb->conn, &r, err);
+	/* Wait for the status line. */
+	long status = 0;
+	while (rc == AKS_OK && !r.done && !r.resp.len && !status) {
+		rc = dk_pump(&sb->conn, &r, call, err);
+		curl_easy_getinfo(sb->conn.easy, CURLINFO_RESPONSE_CODE, &status);
+	}
+	if (rc == AKS_OK && r.done && r.result != CURLE_OK)
+		rc = dk_unreachable(sb->prov, &r, err);
+	if (rc == AKS_OK && status != 200) {
+		/* an error body: read it whole */
+		while (rc == AKS_OK && !r.done)
+			rc = dk_pump(&sb->conn, &r, call, err);
+		if (rc == AKS_OK) {
+			r.status = status;
+			char *msg = dk_engine_message(&r);
+			if (status == 404 && strstr(msg, "No such container"))
+				rc = dk_gone(host, sb->id, err);
+			else if (status == 404)
+				rc = not_found(host, path, err);
+			else
+				rc = host->error_set(err, AKS_EIO, "docker: cannot read '%s': %s",
+				                     path, msg);
+			free(msg);
+		}
+	}
+	if (rc == AKS_OK) {
+		tar_src src = {sb, &r, call, err, AKS_OK, false};
+		struct archive *a = archive_read_new();
+		if (!a) {
+			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+		} else {
+			archive_read_support_format_tar(a);
+			bool found = false;
+			if (archive_read_open(a, &src, NULL, tar_read, NULL) != ARCHIVE_OK) {
+				rc = src.rc != AKS_OK
+				         ? src.rc
+				         : host->error_set(err, AKS_EIO,
+				                           "docker: bad tar for '%s': %s", path,
+				                           archive_error_string(a));
+			}
+			struct archive_entry *e;
+			while (rc == AKS_OK && !found) {
+				int h = archive_read_next_header(a, &e);
+				if (h == ARCHIVE_EOF)
+					break;
+				if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
+					rc = src.rc != AKS_OK
+					         ? src.rc
+					         : host->error_set(err, AKS_EIO,
+					                           "docker: bad tar for '%s': %s",
+					                           path, archive_error_string(a));
+					break;
+				}
+				if (archive_entry_filetype(e) != AE_IFREG)
+					continue;
+				found = true;
+				rc = host->result_add_file(out, path, "application/octet-stream");
+				if (rc != AKS_OK) {
+					rc = host->error_set(
+					    err, rc, "cannot add file '%s' to the result", path);
+					break;
+				}
+				for (;;) {
+					const void *blk;
+					size_t blen;
+					la_int64_t off;
+					int d = archive_read_data_block(a, &blk, &blen, &off);
+					if (d == ARCHIVE_EOF)
+						break;
+					if (d != ARCHIVE_OK && d != ARCHIVE_WARN) {
+						rc = src.rc != AKS_OK
+						         ? src.rc
+						         : host->error_set(
+						               err, AKS_EIO,
+						               "docker: bad tar for '%s': %s", path,
+						               archive_error_string(a));
+						break;
+					}
+					/* past the host's file limit: AKS_ELIMIT with *err set */
+					if (blen &&
+					    (rc = host->result_write(out, AKS_STREAM_FILE, blk,
+					                             blen, err)) != AKS_OK)
+						break;
+				}
+			}
+			if (rc == AKS_OK && !found)
+				rc = not_found(host, path, err);
+			archive_read_free(a);
+		}
+	}
+	dk_end(&sb->conn, &r);
+	dk_req_free(&r);
+	free(reqpath);
+	return rc;
+}

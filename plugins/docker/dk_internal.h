@@ -1,0 +1,161 @@
+/*
+ * plugins/docker/dk_internal.h - shared by the docker plugin's files.
+ *
+ * The plugin speaks the Docker Engine API (version DK_API) over HTTP with
+ * libcurl: a unix socket, or TCP with optional TLS, found as the docker CLI
+ * finds it (DOCKER_HOST, DOCKER_TLS_VERIFY, DOCKER_CERT_PATH).
+ */
+#ifndef DK_INTERNAL_H
+#define DK_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <curl/curl.h>
+#include <json-c/json.h>
+
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+
+#define DK_NAME      "docker"
+#define DK_API       "/v1.41"
+#define DK_WORKSPACE "/workspace"
+/* Every container and volume we create carries this label (value "1"). */
+#define DK_LABEL "io.aksandbox.sandbox"
+/* Container names are DK_ID_PREFIX + 32 hex digits; the name is the sandbox id. */
+#define DK_ID_PREFIX     "aks-"
+#define DK_VOLUME_SUFFIX "-workspace"
+
+/* Where the engine is. Resolved at init from the config and environment;
+ * nothing connects until the first call. */
+typedef struct dk_endpoint {
+	char *display;   /* DOCKER_HOST form, for messages */
+	char *base_url;  /* http://localhost or http(s)://host:port */
+	char *unix_path; /* NULL for TCP */
+	bool tls, tls_verify;
+	char *ca, *cert, *key; /* NULL when the file does not exist */
+} dk_endpoint;
+
+struct aks_provider_impl {
+	const aks_host_api *host;
+	char *image;
+	char *runtime; /* NULL: the engine's default */
+	char *attach_to;
+	char *python;
+	char **labels; /* NULL-terminated key, value pairs */
+	char **env;    /* "KEY=VALUE" strings, NULL-terminated */
+	bool pull;
+	aks_capabilities caps; /* the instance's */
+	dk_endpoint ep;
+};
+
+/* One connection context: a multi handle (the connection cache) and an easy
+ * handle, reused call after call. Never shared between threads. */
+typedef struct dk_conn {
+	const aks_provider_impl *prov;
+	CURLM *multi;
+	CURL *easy;
+} dk_conn;
+
+struct aks_sandbox_impl {
+	aks_provider_impl *prov;
+	char *id;      /* container name (ours) or the attach_to id */
+	bool external; /* attach_to: never created by us */
+	dk_conn conn;
+};
+
+/* ---- buffers ---------------------------------------------------------------- */
+
+typedef struct dk_buf {
+	char *data;
+	size_t len, cap;
+} dk_buf;
+
+int dk_buf_add(dk_buf *b, const void *data, size_t len);
+void dk_buf_free(dk_buf *b);
+
+/* ---- HTTP (dk_http.c) ------------------------------------------------------- */
+
+/* Receives the response body; returns false to abort the transfer. */
+typedef bool (*dk_sink_fn)(void *ctx, const char *data, size_t len);
+
+typedef struct dk_req {
+	const char *method;       /* GET, POST, PUT, DELETE, HEAD */
+	const char *path;         /* after DK_API, with its query, already escaped */
+	const char *content_type; /* of body; NULL: application/json */
+	const void *body;
+	size_t body_len;
+	dk_sink_fn sink; /* NULL: the body is collected in resp */
+	void *sink_ctx;
+	/* out */
+	long status;
+	dk_buf resp;
+	char *path_stat; /* X-Docker-Container-Path-Stat, if sent */
+	/* private */
+	struct curl_slist *headers;
+	char errbuf[CURL_ERROR_SIZE];
+	bool active, done, aborted;
+	CURLcode result;
+} dk_req;
+
+int dk_endpoint_init(dk_endpoint *ep, const char *configured_host, const aks_host_api *host,
+                     aks_error **err);
+void dk_endpoint_fini(dk_endpoint *ep);
+
+int dk_conn_init(dk_conn *c, const aks_provider_impl *prov, aks_error **err);
+void dk_conn_fini(dk_conn *c);
+
+/* One whole request under the call's deadline and cancellation. AKS_OK when
+ * an HTTP response came (whatever its status); AKS_ETIMEOUT, AKS_ECANCELLED,
+ * or AKS_EPROVISION when the engine cannot be reached. */
+int dk_request(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err);
+/* The same in steps, for consumers that pull the body (tar reading). */
+int dk_begin(dk_conn *c, dk_req *r, aks_error **err);
+int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err);
+void dk_end(dk_conn *c, dk_req *r);
+void dk_req_free(dk_req *r);
+
+/* The engine's error message from a response body ({"message": ...}), or the
+ * body itself; never NULL. The caller frees it. */
+char *dk_engine_message(const dk_req *r);
+/* JSON body helpers: parse r->resp (NULL if not JSON). */
+json_object *dk_resp_json(const dk_req *r);
+/* Percent-encodes s for a URL path segment or query value. */
+char *dk_escape(const char *s);
+/* True for a name the engine could accept as a container id or name. */
+bool dk_valid_ref(const char *s);
+/* Random hex (2 * nbytes digits) into out (2 * nbytes + 1 bytes). */
+int dk_random_hex(char *out, size_t nbytes);
+/* The error for an unreachable engine. */
+int dk_unreachable(const aks_provider_impl *prov, const dk_req *r, aks_error **err);
+
+/* ---- docker.c ------------------------------------------------------------------ */
+
+int dk_gone(const aks_host_api *host, const char *id, aks_error **err);
+/* Starts a stopped (or unpauses a paused) container; AKS_EGONE when gone. */
+int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_error **err);
+
+/* ---- dk_exec.c ------------------------------------------------------------------ */
+
+int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                    const aks_call *call, aks_result *out, aks_error **err);
+int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                       aks_result *out, aks_error **err);
+int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
+                        aks_result *out, aks_error **err);
+/* Runs argv in the container from /, output to `out` (NULL: discarded), and reports
+ * its exit code in *exit_code. Used by the plugin itself (mkdir). */
+int dk_exec_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                 aks_result *out, int *exit_code, aks_error **err);
+
+/* ---- dk_files.c ------------------------------------------------------------------ */
+
+int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                   const aks_call *call, aks_error **err);
+int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
+                     aks_error **err);
+/* The reference's path rule: the absolute container path for an agent's
+ * path, or AKS_EPOLICY when it escapes DK_WORKSPACE. */
+int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err);
+
+#endif /* DK_INTERNAL_H */

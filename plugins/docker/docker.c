@@ -1,0 +1,819 @@
+/*
+ * plugins/docker/docker.c - the descriptor, the provider instance and the
+ * sandbox lifecycle (create, attach, destroy, close) over the Engine API.
+ *
+ * A sandbox is a long-lived container (`sleep infinity` under docker-init)
+ * named aks-<32 hex>, whose name is the sandbox id, with a named volume
+ * <name>-workspace mounted at /workspace: the workspace survives container
+ * and daemon restarts, and a read-only root (filesystem policy) leaves it
+ * writable. Both carry the label io.aksandbox.sandbox=1 plus the configured
+ * labels; destroy removes only what carries it. See docs/plugins/docker.md.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dk_internal.h"
+
+#ifndef DK_VERSION
+#error "DK_VERSION must be defined (the package version)"
+#endif
+
+/* ---- descriptor ---------------------------------------------------------------- */
+
+static const char *const dk_languages[] = {"python", NULL};
+
+/* The reference's row (section 8.0): container isolation; network policy is
+ * deny only (an allowlist is refused under strict at create); filesystem
+ * policy is coarse (read-only root, writable /workspace). An instance with
+ * runtime runsc reports syscall_filter (dk_instance_caps). */
+static const aks_capabilities dk_capabilities = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_CONTAINER,
+    .languages = dk_languages,
+    .shell = true,
+    .files = true,
+    .package_install = true,
+    .stateful = false,
+    .attach = true,
+    .provisions = true,
+    .attaches_external = true,
+    .principal_user = false,
+    .policy_network = true,
+    .policy_filesystem = true,
+    .policy_resources = true,
+};
+
+/* image, runtime and attach_to as the reference (and tests/plugins/stubs). */
+static const aks_config_key dk_config_keys[] = {
+    AKS_CONFIG_KEY("image", AKS_CONFIG_STRING, false, "python:3.12-slim", "container image"),
+    AKS_CONFIG_KEY("runtime", AKS_CONFIG_STRING, false, "docker",
+                   "OCI runtime (runsc: gVisor, syscall_filter isolation)"),
+    AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
+                   "existing container id (environment: attached)"),
+    AKS_CONFIG_KEY("host", AKS_CONFIG_STRING, false, NULL,
+                   "engine address (unix:///path or tcp://host:port); null = DOCKER_HOST, "
+                   "else unix:///var/run/docker.sock"),
+    AKS_CONFIG_KEY("python", AKS_CONFIG_STRING, false, "python3",
+                   "interpreter for language python, in the container's PATH"),
+    AKS_CONFIG_KEY("pull", AKS_CONFIG_BOOL, false, "true",
+                   "pull a missing image from its registry before failing"),
+    AKS_CONFIG_KEY("labels", AKS_CONFIG_STRING_MAP, false, "{}",
+                   "extra labels on the containers and volumes created"),
+    AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
+                   "environment variables of the container"),
+    AKS_CONFIG_END,
+};
+
+/* ---- libcurl's global state: once, counted per instance ---------------------------- */
+
+static pthread_mutex_t curl_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned curl_users;
+
+static bool curl_acquire(void)
+{
+	bool ok = true;
+	pthread_mutex_lock(&curl_lock);
+	if (curl_users == 0)
+		ok = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK;
+	if (ok)
+		curl_users++;
+	pthread_mutex_unlock(&curl_lock);
+	return ok;
+}
+
+static void curl_release(void)
+{
+	pthread_mutex_lock(&curl_lock);
+	if (curl_users && --curl_users == 0)
+		curl_global_cleanup();
+	pthread_mutex_unlock(&curl_lock);
+}
+
+/* ---- provider instance ------------------------------------------------------------------ */
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+static char **copy_strv(const char *const *v)
+{
+	size_t n = 0;
+	while (v && v[n])
+		n++;
+	char **c = calloc(n + 1, sizeof(*c));
+	for (size_t i = 0; c && i < n; i++)
+		if (!(c[i] = strdup(v[i]))) {
+			free_strv(c);
+			return NULL;
+		}
+	return c;
+}
+
+static void dk_fini(aks_provider_impl *prov)
+{
+	if (!prov)
+		return;
+	dk_endpoint_fini(&prov->ep);
+	free(prov->image);
+	free(prov->runtime);
+	free(prov->attach_to);
+	free(prov->python);
+	free_strv(prov->labels);
+	free_strv(prov->env);
+	free(prov);
+	curl_release();
+}
+
+static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	const char *image = NULL, *runtime = NULL, *attach_to = NULL, *python = NULL,
+	           *hostaddr = NULL;
+	const char *const *labels = NULL, *const *env = NULL;
+	bool pull = true;
+	if (host->config_string(cfg, "image", &image) != AKS_OK ||
+	    host->config_string(cfg, "runtime", &runtime) != AKS_OK ||
+	    host->config_string(cfg, "attach_to", &attach_to) != AKS_OK ||
+	    host->config_string(cfg, "host", &hostaddr) != AKS_OK ||
+	    host->config_string(cfg, "python", &python) != AKS_OK ||
+	    host->config_bool(cfg, "pull", &pull) != AKS_OK ||
+	    host->config_map(cfg, "labels", &labels) != AKS_OK ||
+	    host->config_map(cfg, "env", &env) != AKS_OK)
+		return host->error_set(err, AKS_ECONFIG,
+		                       "docker: the host could not read the config block");
+	if (!image || !*image)
+		image = "python:3.12-slim";
+	if (!python || !*python)
+		python = "python3";
+	if (attach_to && *attach_to && !dk_valid_ref(attach_to))
+		return host->error_set(err, AKS_ECONFIG,
+		                       "docker: attach_to '%s' is not a container id or name",
+		                       attach_to);
+	for (const char *const *kv = env; kv && kv[0]; kv += 2)
+		if (!*kv[0] || strchr(kv[0], '=') || !kv[1])
+			return host->error_set(err, AKS_ECONFIG,
+			                       "docker: env: '%s' is not a variable name", kv[0]);
+	for (const char *const *kv = labels; kv && kv[0]; kv += 2)
+		if (!*kv[0] || !kv[1] || strcmp(kv[0], DK_LABEL) == 0)
+			return host->error_set(err, AKS_ECONFIG,
+			                       "docker: labels: '%s' cannot be used as a label",
+			                       kv[0]);
+	prov->pull = pull;
+	if (!(prov->image = strdup(image)) || !(prov->python = strdup(python)) ||
+	    (runtime && *runtime && strcmp(runtime, "docker") != 0 &&
+	     !(prov->runtime = strdup(runtime))) ||
+	    (attach_to && *attach_to && !(prov->attach_to = strdup(attach_to))) ||
+	    !(prov->labels = copy_strv(labels)))
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	size_t n = 0;
+	while (env && env[2 * n])
+		n++;
+	if (!(prov->env = calloc(n + 1, sizeof(char *))))
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (asprintf(&prov->env[i], "%s=%s", env[2 * i], env[2 * i + 1]) < 0) {
+			prov->env[i] = NULL;
+			return host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
+	return dk_endpoint_init(&prov->ep, hostaddr, host, err);
+}
+
+static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
+                   aks_error **err)
+{
+	if (!curl_acquire())
+		return host->error_set(err, AKS_ERROR, "docker: libcurl failed to initialise");
+	aks_provider_impl *prov = calloc(1, sizeof(*prov));
+	if (!prov) {
+		curl_release();
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	prov->host = host;
+	int rc = read_config(prov, config, err);
+	if (rc != AKS_OK) {
+		dk_fini(prov);
+		return rc;
+	}
+	prov->caps = dk_capabilities;
+	/* gVisor puts a user-space kernel between the program and the host's. */
+	if (prov->runtime && strcmp(prov->runtime, "runsc") == 0)
+		prov->caps.isolation = AKS_ISOLATION_SYSCALL_FILTER;
+	*out = prov;
+	return AKS_OK;
+}
+
+static const aks_capabilities *dk_instance_caps(const aks_provider_impl *prov)
+{
+	return &prov->caps;
+}
+
+/* ---- shared helpers ---------------------------------------------------------------------- */
+
+int dk_gone(const aks_host_api *host, const char *id, aks_error **err)
+{
+	return host->error_set(err, AKS_EGONE, "container '%s' no longer exists", id);
+}
+
+static int engine_error(const aks_host_api *host, int code, const char *what, const dk_req *r,
+                        aks_error **err)
+{
+	char *msg = dk_engine_message(r);
+	int rc = host->error_set(err, code, "docker: %s: %s", what, msg);
+	free(msg);
+	return rc;
+}
+
+/* A one-shot request with a JSON body (NULL: none); the status is in r. */
+static int call_json(dk_conn *c, dk_req *r, const char *method, const char *path, json_object *body,
+                     const aks_call *call, aks_error **err)
+{
+	memset(r, 0, sizeof(*r));
+	r->method = method;
+	r->path = path;
+	if (body) {
+		r->body = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+		r->body_len = strlen(r->body);
+	}
+	return dk_request(c, r, call, err);
+}
+
+/* GET /containers/{id}/json: AKS_OK with *info (caller puts it), AKS_EGONE. */
+static int inspect(dk_conn *c, const char *id, const aks_call *call, json_object **info,
+                   aks_error **err)
+{
+	const aks_host_api *host = c->prov->host;
+	*info = NULL;
+	char *path = NULL;
+	if (asprintf(&path, "/containers/%s/json", id) < 0)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	dk_req r;
+	int rc = call_json(c, &r, "GET", path, NULL, call, err);
+	free(path);
+	if (rc == AKS_OK) {
+		if (r.status == 404)
+			rc = dk_gone(host, id, err);
+		else if (r.status != 200)
+			rc = engine_error(host, AKS_EPROVISION, "cannot inspect the container", &r,
+			                  err);
+		else if (!(*info = dk_resp_json(&r)))
+			rc = host->error_set(err, AKS_EPROVISION,
+			                     "docker: the engine's answer is not JSON");
+	}
+	dk_req_free(&r);
+	return rc;
+}
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static bool has_our_label(json_object *labels)
+{
+	json_object *v = jget(labels, DK_LABEL);
+	return v && strcmp(json_object_get_string(v), "1") == 0;
+}
+
+int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = c->prov->host;
+	json_object *info = NULL;
+	int rc = inspect(c, id, call, &info, err);
+	if (rc != AKS_OK)
+		return rc;
+	json_object *state = jget(info, "State");
+	bool running = json_object_get_boolean(jget(state, "Running"));
+	bool paused = json_object_get_boolean(jget(state, "Paused"));
+	json_object_put(info);
+	if (running && !paused)
+		return AKS_OK;
+	char *path = NULL;
+	if (asprintf(&path, "/containers/%s/%s", id, paused ? "unpause" : "start") < 0)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	dk_req r;
+	rc = call_json(c, &r, "POST", path, NULL, call, err);
+	free(path);
+	if (rc == AKS_OK) {
+		if (r.status == 404)
+			rc = dk_gone(host, id, err);
+		else if (r.status != 204 && r.status != 304)
+			rc = engine_error(host, AKS_EPROVISION, "cannot start the container", &r,
+			                  err);
+	}
+	dk_req_free(&r);
+	return rc;
+}
+
+static int new_handle(aks_provider_impl *prov, const char *id, bool external,
+                      aks_sandbox_impl **out, aks_error **err)
+{
+	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
+	if (!sb || !(sb->id = strdup(id))) {
+		free(sb);
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	sb->prov = prov;
+	sb->external = external;
+	int rc = dk_conn_init(&sb->conn, prov, err);
+	if (rc != AKS_OK) {
+		free(sb->id);
+		free(sb);
+		return rc;
+	}
+	*out = sb;
+	return AKS_OK;
+}
+
+static void dk_close(aks_sandbox_impl *sb)
+{
+	if (!sb)
+		return;
+	dk_conn_fini(&sb->conn);
+	free(sb->id);
+	free(sb);
+}
+
+/* ---- policy --------------------------------------------------------------------------- */
+
+static bool fs_policy(const aks_policy *p)
+{
+	return p && ((p->fs_allow_read && p->fs_allow_read[0]) ||
+	             (p->fs_allow_write && p->fs_allow_write[0]));
+}
+
+/* What we refuse before any daemon call: docker has no egress allowlist. */
+static int check_policy(const aks_provider_impl *prov, const aks_policy *p, aks_error **err)
+{
+	if (!p || p->network_egress != AKS_EGRESS_ALLOWLIST)
+		return AKS_OK;
+	if (p->strict)
+		return prov->host->error_set(
+		    err, AKS_EPOLICY,
+		    "docker cannot enforce a network egress allowlist; use "
+		    "'deny' or 'allow', or set strict=false");
+	prov->host->log(AKS_LOG_WARNING, DK_NAME,
+	                "docker cannot enforce a network egress allowlist: egress is "
+	                "unrestricted (strict=false)");
+	return AKS_OK;
+}
+
+/* An existing container (attach_to) is not reconfigured: under strict, each
+ * policy dimension must already hold in its HostConfig. */
+static int check_existing(aks_provider_impl *prov, json_object *info, const aks_policy *p,
+                          aks_error **err)
+{
+	if (!p)
+		return AKS_OK;
+	json_object *hc = jget(info, "HostConfig");
+	const char *net = json_object_get_string(jget(hc, "NetworkMode"));
+	int64_t mem = json_object_get_int64(jget(hc, "Memory"));
+	int64_t nano = json_object_get_int64(jget(hc, "NanoCpus"));
+	bool ro = json_object_get_boolean(jget(hc, "ReadonlyRootfs"));
+	const char *unmet = NULL;
+	if (p->network_egress == AKS_EGRESS_DENY && !(net && strcmp(net, "none") == 0))
+		unmet = "network egress deny (its NetworkMode is not none)";
+	else if (p->memory_mb > 0 && (mem <= 0 || mem > p->memory_mb * 1024 * 1024))
+		unmet = "the memory limit";
+	else if (p->cpu > 0 && (nano <= 0 || nano > (int64_t)(p->cpu * 1e9)))
+		unmet = "the cpu limit";
+	else if (fs_policy(p) && !ro)
+		unmet = "the filesystem policy (its root is not read-only)";
+	if (!unmet)
+		return AKS_OK;
+	if (p->strict)
+		return prov->host->error_set(
+		    err, AKS_EPOLICY,
+		    "docker: the existing container '%s' does not enforce %s, "
+		    "and an attached container is never reconfigured",
+		    prov->attach_to, unmet);
+	prov->host->log(AKS_LOG_WARNING, DK_NAME,
+	                "the existing container '%s' does not enforce %s (strict=false)",
+	                prov->attach_to, unmet);
+	return AKS_OK;
+}
+
+/* ---- create ----------------------------------------------------------------------------- */
+
+static json_object *labels_json(const aks_provider_impl *prov)
+{
+	json_object *l = json_object_new_object();
+	json_object_object_add(l, DK_LABEL, json_object_new_string("1"));
+	for (char *const *kv = prov->labels; kv && kv[0]; kv += 2)
+		json_object_object_add(l, kv[0], json_object_new_string(kv[1]));
+	return l;
+}
+
+static json_object *strv_json(char *const *v)
+{
+	json_object *a = json_object_new_array();
+	for (; v && *v; v++)
+		json_object_array_add(a, json_object_new_string(*v));
+	return a;
+}
+
+static json_object *create_body(const aks_provider_impl *prov, const char *volume,
+                                const aks_policy *p)
+{
+	json_object *b = json_object_new_object();
+	json_object_object_add(b, "Image", json_object_new_string(prov->image));
+	const char *cmd[] = {"sleep", "infinity", NULL};
+	json_object_object_add(b, "Cmd", strv_json((char *const *)cmd));
+	json_object_object_add(b, "WorkingDir", json_object_new_string(DK_WORKSPACE));
+	json_object_object_add(b, "Labels", labels_json(prov));
+	json_object_object_add(b, "Env", strv_json(prov->env));
+	json_object *hc = json_object_new_object();
+	/* docker-init as PID 1 reaps what the timeout kill leaves as zombies. */
+	json_object_object_add(hc, "Init", json_object_new_boolean(1));
+	if (p && p->network_egress == AKS_EGRESS_DENY)
+		json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
+	if (p && p->cpu > 0)
+		json_object_object_add(hc, "NanoCpus",
+		                       json_object_new_int64((int64_t)(p->cpu * 1e9)));
+	if (p && p->memory_mb > 0) {
+		int64_t bytes = p->memory_mb * 1024 * 1024;
+		json_object_object_add(hc, "Memory", json_object_new_int64(bytes));
+		/* No swap on top: a hog fails at the limit instead of paging. */
+		json_object_object_add(hc, "MemorySwap", json_object_new_int64(bytes));
+	}
+	if (fs_policy(p))
+		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
+	if (prov->runtime)
+		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
+	json_object *m = json_object_new_object();
+	json_object_object_add(m, "Type", json_object_new_string("volume"));
+	json_object_object_add(m, "Source", json_object_new_string(volume));
+	json_object_object_add(m, "Target", json_object_new_string(DK_WORKSPACE));
+	json_object *mounts = json_object_new_array();
+	json_object_array_add(mounts, m);
+	json_object_object_add(hc, "Mounts", mounts);
+	json_object_object_add(b, "HostConfig", hc);
+	return b;
+}
+
+/* POST /images/create: a 200 whose progress stream holds {"error": ...} is a
+ * failure too. AKS_OK when the image is now present. */
+static int pull_image(dk_conn *c, const aks_call *call, char **why, aks_error **err)
+{
+	const aks_host_api *host = c->prov->host;
+	char *img = dk_escape(c->prov->image), *path = NULL;
+	if (!img || asprintf(&path, "/images/create?fromImage=%s", img) < 0) {
+		free(img);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	free(img);
+	dk_req r;
+	int rc = call_json(c, &r, "POST", path, NULL, call, err);
+	free(path);
+	if (rc == AKS_OK) {
+		const char *e = r.resp.data ? strstr(r.resp.data, "\"error\"") : NULL;
+		if (r.status != 200) {
+			*why = dk_engine_message(&r);
+		} else if (e) {
+			/* the last progress line holds the error */
+			const char *line = e;
+			while (line > r.resp.data && line[-1] != '\n')
+				line--;
+			json_object *j = json_tokener_parse(line);
+			json_object *msg = jget(j, "error");
+			*why = strdup(msg ? json_object_get_string(msg) : "the pull failed");
+			json_object_put(j);
+		}
+	}
+	dk_req_free(&r);
+	return rc;
+}
+
+static int missing_image(const aks_provider_impl *prov, const char *why, aks_error **err)
+{
+	return prov->host->error_set(
+	    err, AKS_EPROVISION,
+	    "docker: the image '%s' is not available on the engine%s%s%s; provide it with "
+	    "`docker pull %s` (from a registry), `docker load -i FILE.tar` or `docker import "
+	    "ROOTFS.tar %s`, or set image: to one that exists",
+	    prov->image, why ? " and could not be pulled (" : "", why ? why : "", why ? ")" : "",
+	    prov->image, prov->image);
+}
+
+static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err);
+static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err);
+
+static int create_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err)
+{
+	json_object *b = json_object_new_object();
+	json_object_object_add(b, "Name", json_object_new_string(volume));
+	json_object_object_add(b, "Labels", labels_json(c->prov));
+	dk_req r;
+	int rc = call_json(c, &r, "POST", "/volumes/create", b, call, err);
+	json_object_put(b);
+	if (rc == AKS_OK && r.status != 201 && r.status != 200)
+		rc = engine_error(c->prov->host, AKS_EPROVISION,
+		                  "cannot create the workspace volume", &r, err);
+	dk_req_free(&r);
+	return rc;
+}
+
+static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, char *name,
+                     aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	const aks_policy *p = call ? call->policy : NULL;
+	char hex[33], volume[96], path[128];
+	if (dk_random_hex(hex, 16) < 0)
+		return host->error_set(err, AKS_EIO, "docker: cannot read /dev/urandom");
+	snprintf(name, 64, DK_ID_PREFIX "%s", hex);
+	snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, name);
+	int rc = create_volume(c, volume, call, err);
+	if (rc != AKS_OK)
+		return rc;
+
+	json_object *body = create_body(prov, volume, p);
+	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
+	dk_req r;
+	bool pulled = false;
+	for (;;) {
+		rc = call_json(c, &r, "POST", path, body, call, err);
+		if (rc != AKS_OK || r.status != 404 || pulled)
+			break;
+		/* 404 from create: the image is missing. */
+		char *why = NULL;
+		if (!prov->pull) {
+			rc = missing_image(prov, NULL, err);
+			break;
+		}
+		dk_req_free(&r);
+		rc = pull_image(c, call, &why, err);
+		if (rc == AKS_OK && why)
+			rc = missing_image(prov, why, err);
+		free(why);
+		if (rc != AKS_OK)
+			goto out;
+		pulled = true;
+	}
+	if (rc == AKS_OK && r.status != 201) {
+		if (r.status == 404)
+			rc = missing_image(prov, NULL, err);
+		else
+			rc = engine_error(host, AKS_EPROVISION, "cannot create the container", &r,
+			                  err);
+	}
+	dk_req_free(&r);
+	if (rc == AKS_OK) {
+		snprintf(path, sizeof(path), "/containers/%s/start", name);
+		rc = call_json(c, &r, "POST", path, NULL, call, err);
+		if (rc == AKS_OK && r.status != 204 && r.status != 304)
+			rc = engine_error(host, AKS_EPROVISION, "cannot start the container", &r,
+			                  err);
+		dk_req_free(&r);
+		if (rc != AKS_OK) {
+			aks_call quick = {AKS_CALL_VERSION,
+			                  sizeof(aks_call),
+			                  host->now_ms() + 30000,
+			                  30,
+			                  NULL,
+			                  NULL,
+			                  NULL};
+			remove_container(c, name, &quick, NULL);
+		}
+	}
+out:
+	json_object_put(body);
+	if (rc != AKS_OK) {
+		aks_call quick = {AKS_CALL_VERSION,
+		                  sizeof(aks_call),
+		                  host->now_ms() + 30000,
+		                  30,
+		                  NULL,
+		                  NULL,
+		                  NULL};
+		remove_volume(c, volume, &quick, NULL);
+	}
+	return rc;
+}
+
+/* environment: attached (the core allows attach_to nowhere else): bind to
+ * the configured container, never created or reconfigured by us. Its
+ * HostConfig must already enforce the call's policy (strict), and /workspace
+ * is made to exist, since executions run there. */
+static int attach_external(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                           aks_error **err)
+{
+	const aks_policy *p = call ? call->policy : NULL;
+	int rc = check_policy(prov, p, err);
+	if (rc != AKS_OK)
+		return rc;
+	dk_conn c = {0};
+	if ((rc = dk_conn_init(&c, prov, err)) != AKS_OK)
+		return rc;
+	json_object *info = NULL;
+	rc = inspect(&c, prov->attach_to, call, &info, err);
+	if (rc == AKS_OK)
+		rc = check_existing(prov, info, p, err);
+	json_object_put(info);
+	if (rc == AKS_OK)
+		rc = dk_ensure_running(&c, prov->attach_to, call, err);
+	dk_conn_fini(&c);
+	if (rc != AKS_OK)
+		return rc;
+	rc = new_handle(prov, prov->attach_to, true, out, err);
+	if (rc == AKS_OK) {
+		const char *argv[] = {"mkdir", "-p", DK_WORKSPACE, NULL};
+		int code = 0;
+		aks_error *e = NULL;
+		if (dk_exec_argv(*out, argv, call, NULL, &code, &e) != AKS_OK || code != 0)
+			prov->host->log(AKS_LOG_WARNING, DK_NAME,
+			                "cannot create %s in container '%s': %s", DK_WORKSPACE,
+			                prov->attach_to,
+			                e ? prov->host->error_message(e) : "mkdir failed");
+		if (e)
+			prov->host->error_free(e);
+	}
+	return rc;
+}
+
+static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                     aks_error **err)
+{
+	const aks_policy *p = call ? call->policy : NULL;
+	int rc = check_policy(prov, p, err);
+	if (rc != AKS_OK)
+		return rc;
+	dk_conn c = {0};
+	if ((rc = dk_conn_init(&c, prov, err)) != AKS_OK)
+		return rc;
+	if (prov->attach_to) {
+		dk_conn_fini(&c);
+		return attach_external(prov, call, out, err);
+	}
+	char name[64];
+	rc = provision(prov, &c, call, name, err);
+	dk_conn_fini(&c);
+	if (rc != AKS_OK)
+		return rc;
+	return new_handle(prov, name, false, out, err);
+}
+
+/* ---- attach and destroy --------------------------------------------------------------------- */
+
+static int dk_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                     aks_sandbox_impl **out, aks_error **err)
+{
+	if (!dk_valid_ref(sandbox_id))
+		return dk_gone(prov->host, sandbox_id ? sandbox_id : "", err);
+	if (prov->attach_to && strcmp(prov->attach_to, sandbox_id) == 0)
+		return attach_external(prov, call, out, err);
+	dk_conn c = {0};
+	int rc = dk_conn_init(&c, prov, err);
+	if (rc != AKS_OK)
+		return rc;
+	rc = dk_ensure_running(&c, sandbox_id, call, err);
+	if (rc == AKS_EGONE && strncmp(sandbox_id, DK_ID_PREFIX, strlen(DK_ID_PREFIX)) == 0 &&
+	    strlen(sandbox_id) < 200) {
+		/* The container was removed behind our back; the core recreates the
+		 * sandbox and tells the agent its workspace is gone. Make that true
+		 * rather than leak the orphaned workspace volume. */
+		char volume[256];
+		snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, sandbox_id);
+		aks_error *e = NULL;
+		if (remove_volume(&c, volume, call, &e) != AKS_OK)
+			prov->host->log(AKS_LOG_WARNING, DK_NAME,
+			                "cannot remove the workspace volume '%s' of a vanished "
+			                "container: %s",
+			                volume, e ? prov->host->error_message(e) : "?");
+		if (e)
+			prov->host->error_free(e);
+	}
+	dk_conn_fini(&c);
+	if (rc != AKS_OK)
+		return rc;
+	return new_handle(prov, sandbox_id, false, out, err);
+}
+
+static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "/containers/%s?force=1", id);
+	dk_req r;
+	int rc = call_json(c, &r, "DELETE", path, NULL, call, err);
+	if (rc == AKS_OK && r.status != 204 && r.status != 404)
+		rc = engine_error(c->prov->host, AKS_EPROVISION, "cannot remove the container", &r,
+		                  err);
+	dk_req_free(&r);
+	return rc;
+}
+
+/* Removes a workspace volume if it carries our label. */
+static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err)
+{
+	char path[320];
+	snprintf(path, sizeof(path), "/volumes/%s", volume);
+	dk_req r;
+	int rc = call_json(c, &r, "GET", path, NULL, call, err);
+	bool ours = false;
+	if (rc == AKS_OK && r.status == 200) {
+		json_object *j = dk_resp_json(&r);
+		ours = has_our_label(jget(j, "Labels"));
+		json_object_put(j);
+	}
+	dk_req_free(&r);
+	if (rc != AKS_OK || !ours)
+		return rc;
+	snprintf(path, sizeof(path), "/volumes/%s?force=1", volume);
+	rc = call_json(c, &r, "DELETE", path, NULL, call, err);
+	if (rc == AKS_OK && r.status != 204 && r.status != 404)
+		rc = engine_error(c->prov->host, AKS_EPROVISION,
+		                  "cannot remove the workspace volume", &r, err);
+	dk_req_free(&r);
+	return rc;
+}
+
+/* Removes a container we created, and its workspace volume. Anything else
+ * (an unknown id, a container without our label) is left alone: destroy is
+ * idempotent and never touches what aksandbox did not create. */
+static int dk_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                      aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	if (!dk_valid_ref(sandbox_id))
+		return AKS_OK;
+	dk_conn c = {0};
+	int rc = dk_conn_init(&c, prov, err);
+	if (rc != AKS_OK)
+		return rc;
+	json_object *info = NULL;
+	aks_error *e = NULL;
+	rc = inspect(&c, sandbox_id, call, &info, &e);
+	if (rc == AKS_OK) {
+		if (has_our_label(jget(jget(info, "Config"), "Labels"))) {
+			rc = remove_container(&c, sandbox_id, call, err);
+		} else {
+			host->log(
+			    AKS_LOG_WARNING, DK_NAME,
+			    "destroy: not removing container '%s': aksandbox did not create it",
+			    sandbox_id);
+		}
+	} else if (rc == AKS_EGONE) {
+		rc = AKS_OK;
+	} else {
+		rc = host->error_set(err, rc, "%s", host->error_message(e));
+	}
+	if (e)
+		host->error_free(e);
+	json_object_put(info);
+	if (rc == AKS_OK && strncmp(sandbox_id, DK_ID_PREFIX, strlen(DK_ID_PREFIX)) == 0 &&
+	    strlen(sandbox_id) < 200) {
+		char volume[256];
+		snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, sandbox_id);
+		rc = remove_volume(&c, volume, call, err);
+	}
+	dk_conn_fini(&c);
+	return rc;
+}
+
+/* ---- tables -----------------------------------------------------------------------------------
+ */
+
+static const char *dk_id(const aks_sandbox_impl *sb)
+{
+	return sb->id;
+}
+
+static const aks_sandbox_ops dk_sandbox_ops = {
+    .struct_version = AKS_SANDBOX_OPS_VERSION,
+    .struct_size = sizeof(aks_sandbox_ops),
+    .id = dk_id,
+    .execute_code = dk_execute_code,
+    .execute_command = dk_execute_command,
+    .upload_file = dk_upload_file,
+    .download_file = dk_download_file,
+    .install_packages = dk_install_packages,
+    .close = dk_close,
+};
+
+static const aks_provider_ops dk_provider_ops = {
+    .struct_version = AKS_PROVIDER_OPS_VERSION,
+    .struct_size = sizeof(aks_provider_ops),
+    .capabilities = &dk_capabilities,
+    .init = dk_init,
+    .fini = dk_fini,
+    .instance_capabilities = dk_instance_caps,
+    .create = dk_create,
+    .attach = dk_attach,
+    .destroy = dk_destroy,
+    .sandbox = &dk_sandbox_ops,
+};
+
+AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, DK_NAME, DK_VERSION, "Apache-2.0",
+                  "runs code in Docker containers over the Engine API (runc, or gVisor with "
+                  "runtime runsc)",
+                  dk_config_keys, &dk_provider_ops);

@@ -1,0 +1,1092 @@
+/*
+ * tests/integration/test_docker.c - the docker provider against the real
+ * Docker Engine (and gVisor's runsc), through the core API: the plugin is
+ * loaded from AKS_PLUGIN_PATH and configured from YAML.
+ *
+ * Every check looks at effects, from the engine (docker inspect), the host
+ * (a TCP listener, cgroup files) or a second execution in the container
+ * (/proc, files), not at return codes alone. Every container and volume the
+ * tests make carries the label io.aksandbox.test=<this run>; the group
+ * teardown removes whatever is left by that label.
+ *
+ * Needs: a Docker Engine on DOCKER_HOST (default /var/run/docker.sock) and the
+ * image aksandbox-test:bookworm; tests/integration/docker-setup.sh provides
+ * both. Without them every test fails saying so.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <aksandbox/aksandbox.h>
+
+#define IMAGE "aksandbox-test:bookworm"
+#define SETUP_HINT                                                                                 \
+	"run tests/integration/docker-setup.sh start (as root; it starts dockerd "                 \
+	"--iptables=false --bridge=none and builds " IMAGE ")"
+
+static char run_label[64]; /* io.aksandbox.test value of this run */
+static char tmpdir[256];
+static const aks_plugin *plugin;
+
+/* ---- helpers ------------------------------------------------------------------------ */
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	int n = vasprintf(&s, fmt, ap);
+	va_end(ap);
+	assert_true(n >= 0);
+	return s;
+}
+
+/* Runs a host shell command; returns its stdout (trailing newlines cut) and
+ * its exit status in *status. */
+static char *sh_out(int *status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *sh_out(int *status, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *cmd = NULL;
+	assert_true(vasprintf(&cmd, fmt, ap) >= 0);
+	va_end(ap);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	size_t cap = 4096, len = 0;
+	char *buf = malloc(cap);
+	size_t n;
+	while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
+		len += n;
+		if (cap - len < 2) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+		}
+	}
+	buf[len] = '\0';
+	while (len && buf[len - 1] == '\n')
+		buf[--len] = '\0';
+	int st = pclose(p);
+	if (status)
+		*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	free(cmd);
+	return buf;
+}
+
+static void check_ok(int rc, aks_error *err)
+{
+	if (rc != AKS_OK)
+		fail_msg("expected AKS_OK, got %d: %s", rc,
+		         err ? aks_error_message(err) : "(no error)");
+	assert_null(err);
+}
+
+/* Asserts the code and that the message contains each NULL-terminated part. */
+static void check_error(int rc, aks_error **err, int code, ...)
+{
+	if (rc != code)
+		fail_msg("expected %d, got %d: %s", code, rc,
+		         *err ? aks_error_message(*err) : "(no error)");
+	assert_non_null(*err);
+	assert_int_equal(aks_error_code(*err), code);
+	va_list ap;
+	va_start(ap, code);
+	for (const char *part; (part = va_arg(ap, const char *));)
+		if (!strstr(aks_error_message(*err), part))
+			fail_msg("the error '%s' lacks '%s'", aks_error_message(*err), part);
+	va_end(ap);
+	aks_error_free(*err);
+	*err = NULL;
+}
+
+/* ---- fixture ---------------------------------------------------------------------------- */
+
+typedef struct fixture {
+	aks_config *config;
+	aks_provider *prov;
+	aks_sandbox *sb;
+	char *id;
+	aks_policy policy;
+} fixture;
+
+/* A provider whose config block holds `extra` (YAML lines, 4-space indent). */
+static void open_provider(fixture *f, const char *extra)
+{
+	char *yaml = xasprintf("%s/config-%d.yaml", tmpdir, rand());
+	char *text = xasprintf("sandbox:\n"
+	                       "  enabled: true\n"
+	                       "  type: docker\n"
+	                       "  docker:\n"
+	                       "%s"
+	                       "    labels: {io.aksandbox.test: %s}\n"
+	                       "%s",
+	                       extra && strstr(extra, "pull:") ? "" : "    pull: false\n",
+	                       run_label, extra ? extra : "    image: " IMAGE "\n");
+	FILE *fp = fopen(yaml, "w");
+	assert_non_null(fp);
+	fputs(text, fp);
+	fclose(fp);
+	free(text);
+	aks_error *err = NULL;
+	check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+	check_ok(aks_provider_open(plugin, f->config, &f->prov, &err), err);
+	unlink(yaml);
+	free(yaml);
+}
+
+static void create_sandbox(fixture *f)
+{
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_create(f->prov, &call, &f->sb, &err), err);
+	f->id = strdup(aks_sandbox_get_id(f->sb));
+}
+
+static fixture *new_fixture(void)
+{
+	fixture *f = calloc(1, sizeof(*f));
+	aks_policy_init(&f->policy);
+	return f;
+}
+
+static int setup(void **state)
+{
+	fixture *f = new_fixture();
+	open_provider(f, NULL);
+	create_sandbox(f);
+	*state = f;
+	return 0;
+}
+
+static int setup_bare(void **state)
+{
+	*state = new_fixture();
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fixture *f = *state;
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	if (f->sb)
+		aks_sandbox_close(f->sb);
+	if (f->id && f->prov) {
+		aks_error *err = NULL;
+		check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	}
+	free(f->id);
+	aks_provider_close(f->prov);
+	aks_config_free(f->config);
+	free(f);
+	return 0;
+}
+
+/* Runs a shell command (language NULL) or python code. */
+static int run(fixture *f, const char *language, const char *code, double timeout,
+               aks_cancel *cancel, aks_result **res, aks_error **err)
+{
+	aks_call call;
+	aks_call_init(&call, timeout, &f->policy, NULL, cancel);
+	*res = NULL;
+	if (!language)
+		return aks_sandbox_execute_command(f->sb, code, &call, res, err);
+	return aks_sandbox_execute_code(f->sb, code, language, &call, res, err);
+}
+
+/* Runs a shell command that must succeed; returns its stdout (caller frees). */
+static char *run_ok(fixture *f, const char *command)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, NULL, command, 60, NULL, &r, &err), err);
+	if (aks_result_get_exit_code(r) != 0)
+		fail_msg("'%s' exited with %d: %s", command, aks_result_get_exit_code(r),
+		         aks_result_get_stderr(r, NULL));
+	char *out = strdup(aks_result_get_stdout(r, NULL));
+	aks_result_free(r);
+	size_t n = strlen(out);
+	while (n && out[n - 1] == '\n')
+		out[--n] = '\0';
+	return out;
+}
+
+/* docker inspect -f TEMPLATE of the sandbox's container. */
+static char *inspect(const char *id, const char *tmpl)
+{
+	int st;
+	char *out = sh_out(&st, "docker inspect -f '%s' %s 2>&1", tmpl, id);
+	if (st != 0)
+		fail_msg("docker inspect %s failed: %s", id, out);
+	return out;
+}
+
+static bool container_exists(const char *id)
+{
+	int st;
+	free(sh_out(&st, "docker container inspect %s >/dev/null 2>&1", id));
+	return st == 0;
+}
+
+static bool volume_exists(const char *name)
+{
+	int st;
+	free(sh_out(&st, "docker volume inspect %s >/dev/null 2>&1", name));
+	return st == 0;
+}
+
+/* The processes in the container whose command line starts with `prefix`. */
+static char *procs_matching(fixture *f, const char *prefix)
+{
+	char *cmd =
+	    xasprintf("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); "
+	              "case \"$c\" in '%s'*) echo \"$c\";; esac; done; true",
+	              prefix);
+	char *out = run_ok(f, cmd);
+	free(cmd);
+	return out;
+}
+
+/* ---- group setup: the engine and the image must be there -------------------------------- */
+
+static int group_setup(void **state)
+{
+	int st;
+	char *v = sh_out(&st, "docker version --format '{{.Server.APIVersion}}' 2>&1");
+	if (st != 0) {
+		print_error("the Docker Engine is not reachable (%s): %s\n", v, SETUP_HINT);
+		free(v);
+		return -1;
+	}
+	free(v);
+	free(sh_out(&st, "docker image inspect " IMAGE " >/dev/null 2>&1"));
+	if (st != 0) {
+		print_error("the test image " IMAGE " is missing: %s\n", SETUP_HINT);
+		return -1;
+	}
+	snprintf(run_label, sizeof(run_label), "run-%d-%lld", (int)getpid(), (long long)time(NULL));
+	const char *t = getenv("TMPDIR");
+	snprintf(tmpdir, sizeof(tmpdir), "%s/aks-docker-test-XXXXXX", t && *t ? t : "/tmp");
+	if (!mkdtemp(tmpdir))
+		return -1;
+	srand((unsigned)getpid());
+	aks_error *err = NULL;
+	if (aks_plugin_load("docker", AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK) {
+		print_error("cannot load docker.so (AKS_PLUGIN_PATH=%s): %s\n",
+		            getenv("AKS_PLUGIN_PATH"), err ? aks_error_message(err) : "?");
+		return -1;
+	}
+	return 0;
+}
+
+/* Removes whatever this run left (nothing, if destroy works). */
+static int group_teardown(void **state)
+{
+	int st;
+	free(sh_out(&st,
+	            "ids=$(docker ps -aq --filter label=io.aksandbox.test=%s); "
+	            "[ -z \"$ids\" ] || docker rm -f $ids >/dev/null 2>&1; "
+	            "vols=$(docker volume ls -q --filter label=io.aksandbox.test=%s); "
+	            "[ -z \"$vols\" ] || docker volume rm -f $vols >/dev/null 2>&1; true",
+	            run_label, run_label));
+	char *cmd = xasprintf("rm -rf '%s'", tmpdir);
+	free(sh_out(&st, "%s", cmd));
+	free(cmd);
+	return 0;
+}
+
+/* ---- lifecycle ------------------------------------------------------------------------- */
+
+/* create: a running container with our labels, /workspace a named volume;
+ * destroy removes both, and is idempotent. */
+static void t_lifecycle(void **state)
+{
+	fixture *f = *state;
+	assert_true(strncmp(f->id, "aks-", 4) == 0);
+	char *got =
+	    inspect(f->id, "{{.State.Running}} {{index .Config.Labels \"io.aksandbox.sandbox\"}} "
+	                   "{{index .Config.Labels \"io.aksandbox.test\"}} {{.Config.WorkingDir}} "
+	                   "{{range .Mounts}}{{.Type}}:{{.Name}}:{{.Destination}}{{end}}");
+	char *want =
+	    xasprintf("true 1 %s /workspace volume:%s-workspace:/workspace", run_label, f->id);
+	assert_string_equal(got, want);
+	free(got);
+	free(want);
+	char *pwd = run_ok(f, "pwd");
+	assert_string_equal(pwd, "/workspace");
+	free(pwd);
+
+	/* destroy: container and volume gone; again, and an unknown id: fine */
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	assert_false(container_exists(f->id));
+	char *vol = xasprintf("%s-workspace", f->id);
+	assert_false(volume_exists(vol));
+	free(vol);
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	check_ok(aks_provider_destroy(f->prov, "aks-00000000000000000000000000000000", &call, &err),
+	         err);
+	check_ok(aks_provider_destroy(f->prov, "not a docker id!", &call, &err), err);
+	/* attach to the destroyed one: gone */
+	aks_sandbox *sb = NULL;
+	int rc = aks_provider_attach(f->prov, f->id, &call, &sb, &err);
+	char *msg = xasprintf("container '%s' no longer exists", f->id);
+	check_error(rc, &err, AKS_EGONE, msg, (char *)NULL);
+	free(msg);
+}
+
+/* A container removed behind our back: the handle and attach say gone
+ * (the core turns that into a recreation). */
+static void t_gone(void **state)
+{
+	fixture *f = *state;
+	int st;
+	free(sh_out(&st, "docker rm -f %s >/dev/null 2>&1", f->id));
+	assert_int_equal(st, 0);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int rc = run(f, NULL, "echo hi", 30, NULL, &r, &err);
+	check_error(rc, &err, AKS_EGONE, "no longer exists", (char *)NULL);
+	aks_result_free(r);
+	/* the orphaned workspace volume stays until attach finds the container
+	 * gone; then it goes too (the core recreates the sandbox empty and says
+	 * so), and destroy has nothing left to do */
+	char *vol = xasprintf("%s-workspace", f->id);
+	assert_true(volume_exists(vol));
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_sandbox *sb = NULL;
+	rc = aks_provider_attach(f->prov, f->id, &call, &sb, &err);
+	check_error(rc, &err, AKS_EGONE, "no longer exists", (char *)NULL);
+	assert_false(volume_exists(vol));
+	free(vol);
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+}
+
+/* A stopped container is started again by attach, with its workspace: the
+ * files written before are read back. */
+static void t_restart_keeps_workspace(void **state)
+{
+	fixture *f = *state;
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "keep/notes.txt", "survives", 8, &call, &err), err);
+	free(run_ok(f, "echo written-by-exec > /workspace/exec.txt"));
+	int st;
+	free(sh_out(&st, "docker stop -t 1 %s >/dev/null 2>&1", f->id));
+	assert_int_equal(st, 0);
+	char *running = inspect(f->id, "{{.State.Running}}");
+	assert_string_equal(running, "false");
+	free(running);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
+	running = inspect(f->id, "{{.State.Running}}");
+	assert_string_equal(running, "true");
+	free(running);
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, "keep/notes.txt", &call, &r, &err), err);
+	size_t len = 0;
+	const unsigned char *data = aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, 8);
+	assert_memory_equal(data, "survives", 8);
+	aks_result_free(r);
+	char *out = run_ok(f, "cat /workspace/exec.txt");
+	assert_string_equal(out, "written-by-exec");
+	free(out);
+	/* a restart behind our back, then a plain execution on the open handle */
+	free(sh_out(&st, "docker restart -t 1 %s >/dev/null 2>&1", f->id));
+	assert_int_equal(st, 0);
+	out = run_ok(f, "cat /workspace/keep/notes.txt");
+	assert_string_equal(out, "survives");
+	free(out);
+}
+
+/* ---- execution ---------------------------------------------------------------------------- */
+
+static void t_exec_streams(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python",
+	             "import sys\nprint('out')\nprint('err', file=sys.stderr)\nsys.exit(3)", 30,
+	             NULL, &r, &err),
+	         err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "out\n");
+	assert_string_equal(aks_result_get_stderr(r, NULL), "err\n");
+	assert_int_equal(aks_result_get_exit_code(r), 3);
+	assert_false(aks_result_timed_out(r));
+	aks_result_free(r);
+
+	/* a failing program is a result */
+	check_ok(run(f, "python", "__nonzero_exit__", 30, NULL, &r, &err), err);
+	assert_int_not_equal(aks_result_get_exit_code(r), 0);
+	assert_non_null(strstr(aks_result_get_stderr(r, NULL), "NameError"));
+	aks_result_free(r);
+
+	/* undeclared language */
+	int rc = run(f, "bash", "echo hi", 30, NULL, &r, &err);
+	check_error(rc, &err, AKS_ECAPABILITY, "language:bash", (char *)NULL);
+
+	/* interleaved, flushed frames of both streams, byte-exact */
+	check_ok(run(f, "python",
+	             "import sys\n"
+	             "for i in range(20000):\n"
+	             "    sys.stdout.write('%d\\n' % i); sys.stdout.flush()\n"
+	             "    sys.stderr.write('-%d\\n' % i)\n",
+	             60, NULL, &r, &err),
+	         err);
+	size_t cap = 200000, ol = 0, el = 0;
+	char *eo = malloc(cap), *ee = malloc(cap);
+	for (int i = 0; i < 20000; i++) {
+		ol += (size_t)sprintf(eo + ol, "%d\n", i);
+		el += (size_t)sprintf(ee + el, "-%d\n", i);
+	}
+	size_t gl = 0;
+	const char *go = aks_result_get_stdout(r, &gl);
+	assert_int_equal(gl, ol);
+	assert_memory_equal(go, eo, ol);
+	const char *ge = aks_result_get_stderr(r, &gl);
+	assert_int_equal(gl, el);
+	assert_memory_equal(ge, ee, el);
+	free(eo);
+	free(ee);
+	aks_result_free(r);
+
+	/* large output, past the host's cap: kept up to it, all of it counted */
+	check_ok(run(f, "python",
+	             "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 24576)\n", 60, NULL,
+	             &r, &err),
+	         err);
+	const char *big = aks_result_get_stdout(r, &gl);
+	assert_int_equal(aks_result_get_stream_total(r, 1), 256 * 24576);
+	assert_true(gl > 0 && gl <= AKS_DEFAULT_STREAM_CAP);
+	assert_true(aks_result_is_truncated(r, 1));
+	for (size_t i = 0; i < gl; i++)
+		if ((unsigned char)big[i] != (unsigned char)(i % 256))
+			fail_msg("stdout byte %zu is %d, not %d", i, (unsigned char)big[i],
+			         (int)(i % 256));
+	assert_int_equal(aks_result_get_exit_code(r), 0);
+	aks_result_free(r);
+}
+
+/* The timeout kills the whole tree in the container: the program, a child
+ * in the background, and a double-forked orphan (re-parented to init). */
+static void t_timeout_kills_tree(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int64_t t0 = now_ms();
+	int rc = run(f, NULL,
+	             "echo started; (sleep 300 >/dev/null 2>&1 &); sleep 301 >/dev/null 2>&1 & "
+	             "sleep 302",
+	             2, NULL, &r, &err);
+	int64_t took = now_ms() - t0;
+	check_error(rc, &err, AKS_ETIMEOUT, "docker exec exceeded timeout 2s", (char *)NULL);
+	assert_non_null(r);
+	assert_true(aks_result_timed_out(r));
+	assert_string_equal(aks_result_get_stdout(r, NULL), "started\n");
+	aks_result_free(r);
+	if (took < 1900 || took > 10000)
+		fail_msg("the timed-out call took %lld ms", (long long)took);
+	char *left = procs_matching(f, "sleep 30");
+	assert_string_equal(left, "");
+	free(left);
+
+	/* control: the listing does see a survivor when one exists */
+	free(run_ok(f, "(sleep 303 >/dev/null 2>&1 &); true"));
+	left = procs_matching(f, "sleep 30");
+	assert_string_equal(left, "sleep 303 ");
+	free(left);
+}
+
+static void *cancel_later(void *arg)
+{
+	struct timespec ts = {1, 0};
+	nanosleep(&ts, NULL);
+	aks_cancel_trigger(arg);
+	return NULL;
+}
+
+static void t_cancel_kills_tree(void **state)
+{
+	fixture *f = *state;
+	aks_cancel *cancel = NULL;
+	aks_error *err = NULL;
+	check_ok(aks_cancel_new(&cancel, &err), err);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, cancel_later, cancel), 0);
+	aks_result *r = NULL;
+	int64_t t0 = now_ms();
+	int rc = run(f, NULL, "(sleep 310 >/dev/null 2>&1 &); sleep 311", 60, cancel, &r, &err);
+	int64_t took = now_ms() - t0;
+	pthread_join(th, NULL);
+	check_error(rc, &err, AKS_ECANCELLED, "cancelled", (char *)NULL);
+	aks_result_free(r);
+	aks_cancel_free(cancel);
+	if (took > 8000)
+		fail_msg("the cancelled call took %lld ms", (long long)took);
+	char *left = procs_matching(f, "sleep 31");
+	assert_string_equal(left, "");
+	free(left);
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+static void t_files(void **state)
+{
+	fixture *f = *state;
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_result *r = NULL;
+
+	/* binary-safe, 1 MiB, parents created; the file really is in the container */
+	size_t n = 256 * 4096;
+	unsigned char *data = malloc(n);
+	for (size_t i = 0; i < n; i++)
+		data[i] = (unsigned char)(i % 256);
+	check_ok(aks_sandbox_upload_file(f->sb, "sub/dir/bin.dat", data, n, &call, &err), err);
+	char *out = run_ok(f, "python3 -c \"d=open('/workspace/sub/dir/bin.dat','rb').read(); "
+	                      "print(len(d), d == bytes(range(256))*4096)\"");
+	assert_string_equal(out, "1048576 True");
+	free(out);
+	check_ok(aks_sandbox_download_file(f->sb, "sub/dir/bin.dat", &call, &r, &err), err);
+	assert_int_equal(aks_result_get_file_count(r), 1);
+	size_t len = 0;
+	const char *path = NULL;
+	const unsigned char *got = aks_result_get_file(r, 0, &path, NULL, &len);
+	assert_string_equal(path, "sub/dir/bin.dat");
+	assert_int_equal(len, n);
+	assert_memory_equal(got, data, n);
+	aks_result_free(r);
+	free(data);
+
+	/* a file written by a program is read back; an empty file too */
+	free(run_ok(f, "printf 'from exec' > /workspace/e.txt; : > /workspace/empty"));
+	check_ok(aks_sandbox_download_file(f->sb, "/e.txt", &call, &r, &err), err);
+	got = aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, 9);
+	assert_memory_equal(got, "from exec", 9);
+	aks_result_free(r);
+	check_ok(aks_sandbox_download_file(f->sb, "empty", &call, &r, &err), err);
+	aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, 0);
+	aks_result_free(r);
+
+	/* missing, and a directory: not found */
+	int rc = aks_sandbox_download_file(f->sb, "nope.txt", &call, &r, &err);
+	check_error(rc, &err, AKS_ENOTFOUND, "file 'nope.txt' not found in the sandbox",
+	            (char *)NULL);
+	rc = aks_sandbox_download_file(f->sb, "sub", &call, &r, &err);
+	check_error(rc, &err, AKS_ENOTFOUND, "not found", (char *)NULL);
+
+	/* ../ escapes; an absolute path is remapped under /workspace (the
+	 * reference's rule): the container's /etc/passwd is untouched */
+	rc = aks_sandbox_upload_file(f->sb, "../evil.txt", "x", 1, &call, &err);
+	check_error(rc, &err, AKS_EPOLICY, "escapes /workspace", (char *)NULL);
+	rc = aks_sandbox_upload_file(f->sb, "a/../../../etc/evil", "x", 1, &call, &err);
+	check_error(rc, &err, AKS_EPOLICY, "escapes", (char *)NULL);
+	rc = aks_sandbox_download_file(f->sb, "../etc/passwd", &call, &r, &err);
+	check_error(rc, &err, AKS_EPOLICY, "escapes", (char *)NULL);
+	out = run_ok(f, "test ! -e /evil.txt && test ! -e /etc/evil && echo clean");
+	assert_string_equal(out, "clean");
+	free(out);
+	check_ok(aks_sandbox_upload_file(f->sb, "/etc/passwd", "pwned", 5, &call, &err), err);
+	out = run_ok(f, "head -c 5 /etc/passwd; echo; cat /workspace/etc/passwd");
+	assert_string_equal(out, "root:\npwned");
+	free(out);
+
+	/* symbolic links out of /workspace are refused; inside it they work */
+	free(run_ok(f, "ln -s /etc /workspace/evil && ln -s /etc/hostname /workspace/host && "
+	               "ln -s sub /workspace/inner && ln -s dir/bin.dat /workspace/sub/lnk"));
+	rc = aks_sandbox_upload_file(f->sb, "evil/aks-planted", "x", 1, &call, &err);
+	check_error(rc, &err, AKS_EPOLICY, "symbolic link", (char *)NULL);
+	out = run_ok(f, "test ! -e /etc/aks-planted && echo clean");
+	assert_string_equal(out, "clean");
+	free(out);
+	rc = aks_sandbox_download_file(f->sb, "evil/passwd", &call, &r, &err);
+	check_error(rc, &err, AKS_EPOLICY, "symbolic link", (char *)NULL);
+	rc = aks_sandbox_download_file(f->sb, "host", &call, &r, &err);
+	check_error(rc, &err, AKS_EPOLICY, "symbolic link", (char *)NULL);
+	check_ok(aks_sandbox_download_file(f->sb, "inner/lnk", &call, &r, &err), err);
+	aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, n);
+	aks_result_free(r);
+	check_ok(aks_sandbox_upload_file(f->sb, "inner/via-link.txt", "ok", 2, &call, &err), err);
+	out = run_ok(f, "cat /workspace/sub/via-link.txt");
+	assert_string_equal(out, "ok");
+	free(out);
+}
+
+/* ---- policy ---------------------------------------------------------------------------------- */
+
+/* The first non-loopback IPv4 address of this host. */
+static bool host_ipv4(char *buf, size_t len)
+{
+	struct ifaddrs *ifa = NULL, *i;
+	bool found = false;
+	if (getifaddrs(&ifa) != 0)
+		return false;
+	for (i = ifa; i && !found; i = i->ifa_next)
+		if (i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+			struct sockaddr_in *sin = (struct sockaddr_in *)i->ifa_addr;
+			if ((ntohl(sin->sin_addr.s_addr) >> 24) == 127)
+				continue;
+			found = inet_ntop(AF_INET, &sin->sin_addr, buf, (socklen_t)len) != NULL;
+		}
+	freeifaddrs(ifa);
+	return found;
+}
+
+/* egress deny, cpu, memory and filesystem policy, in one container */
+static int setup_policy(void **state)
+{
+	fixture *f = new_fixture();
+	f->policy.network_egress = AKS_EGRESS_DENY;
+	f->policy.cpu = 0.5;
+	f->policy.memory_mb = 96;
+	static const char *const fs_write[] = {"/workspace", NULL};
+	f->policy.fs_allow_write = fs_write;
+	open_provider(f, NULL);
+	create_sandbox(f);
+	*state = f;
+	return 0;
+}
+
+static void t_policy_engine_settings(void **state)
+{
+	fixture *f = *state;
+	char *got = inspect(f->id, "{{.HostConfig.NetworkMode}} {{.HostConfig.NanoCpus}} "
+	                           "{{.HostConfig.Memory}} {{.HostConfig.MemorySwap}} "
+	                           "{{.HostConfig.ReadonlyRootfs}}");
+	assert_string_equal(got, "none 500000000 100663296 100663296 true");
+	free(got);
+	/* the cgroup the kernel enforces (cgroup v1 as mounted in the container) */
+	char *quota = run_ok(
+	    f, "cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us /sys/fs/cgroup/cpu/cpu.cfs_period_us "
+	       "/sys/fs/cgroup/memory/memory.limit_in_bytes | tr '\\n' ' '");
+	assert_string_equal(quota, "50000 100000 100663296 ");
+	free(quota);
+}
+
+static void t_policy_network_deny(void **state)
+{
+	fixture *f = *state;
+	char ip[64];
+	if (!host_ipv4(ip, sizeof(ip)))
+		fail_msg("this host has no non-loopback IPv4 address to listen on");
+	int ls = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	assert_true(ls >= 0);
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	inet_pton(AF_INET, ip, &sa.sin_addr);
+	assert_int_equal(bind(ls, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(ls, 8), 0);
+	socklen_t sl = sizeof(sa);
+	getsockname(ls, (struct sockaddr *)&sa, &sl);
+	int port = ntohs(sa.sin_port);
+
+	/* control: the listener is reachable at that address from the host */
+	int c = socket(AF_INET, SOCK_STREAM, 0);
+	assert_int_equal(connect(c, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	close(c);
+	int a = -1;
+	for (int i = 0; i < 100 && a < 0; i++) {
+		a = accept(ls, NULL, NULL);
+		if (a < 0)
+			usleep(10000);
+	}
+	assert_true(a >= 0);
+	close(a);
+
+	char *code = xasprintf("import socket\n"
+	                       "s = socket.socket(); s.settimeout(3)\n"
+	                       "try:\n"
+	                       "    s.connect(('%s', %d)); print('connected')\n"
+	                       "except OSError as e:\n"
+	                       "    print('failed', type(e).__name__)\n",
+	                       ip, port);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", code, 30, NULL, &r, &err), err);
+	free(code);
+	const char *out = aks_result_get_stdout(r, NULL);
+	if (strncmp(out, "failed", 6) != 0)
+		fail_msg("the sandbox reached %s:%d: %s", ip, port, out);
+	aks_result_free(r);
+	assert_true(accept(ls, NULL, NULL) < 0); /* nothing came in */
+	close(ls);
+	/* only the loopback interface exists */
+	char *ifs = run_ok(f, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' '");
+	assert_string_equal(ifs, "lo");
+	free(ifs);
+}
+
+static void t_policy_memory(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python",
+	             "b = bytearray(400 * 1024 * 1024)\n"
+	             "for i in range(0, len(b), 4096): b[i] = 1\n"
+	             "print('survived')\n",
+	             60, NULL, &r, &err),
+	         err);
+	assert_int_not_equal(aks_result_get_exit_code(r), 0);
+	assert_null(strstr(aks_result_get_stdout(r, NULL), "survived"));
+	aks_result_free(r);
+	/* the container (and the host) carry on */
+	char *out = run_ok(f, "echo alive");
+	assert_string_equal(out, "alive");
+	free(out);
+	char *running = inspect(f->id, "{{.State.Running}}");
+	assert_string_equal(running, "true");
+	free(running);
+}
+
+static void t_policy_filesystem(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, NULL, "echo x > /etc/aks-ro-test", 30, NULL, &r, &err), err);
+	assert_int_not_equal(aks_result_get_exit_code(r), 0);
+	assert_non_null(strstr(aks_result_get_stderr(r, NULL), "Read-only file system"));
+	aks_result_free(r);
+	char *out = run_ok(f, "echo w > /workspace/w.txt && cat /workspace/w.txt");
+	assert_string_equal(out, "w");
+	free(out);
+	/* uploads still work under a read-only root */
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	check_ok(aks_sandbox_upload_file(f->sb, "up.txt", "up", 2, &call, &err), err);
+	out = run_ok(f, "cat /workspace/up.txt");
+	assert_string_equal(out, "up");
+	free(out);
+}
+
+/* An egress allowlist cannot be enforced: refused under strict before any
+ * container exists; allowed (unrestricted) otherwise. */
+static void t_policy_allowlist(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, NULL);
+	static const char *const allow[] = {"pypi.org", NULL};
+	f->policy.network_egress = AKS_EGRESS_ALLOWLIST;
+	f->policy.network_allow = allow;
+	f->policy.strict = true;
+	int st;
+	char *before =
+	    sh_out(&st, "docker ps -aq --filter label=io.aksandbox.test=%s | wc -l", run_label);
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	int rc = aks_provider_create(f->prov, &call, &sb, &err);
+	check_error(
+	    rc, &err, AKS_EPOLICY,
+	    "docker cannot enforce a network egress allowlist; use 'deny' or 'allow', or set "
+	    "strict=false",
+	    (char *)NULL);
+	char *after =
+	    sh_out(&st, "docker ps -aq --filter label=io.aksandbox.test=%s | wc -l", run_label);
+	assert_string_equal(before, after);
+	free(before);
+	free(after);
+	f->policy.strict = false;
+	create_sandbox(f);
+	char *net = inspect(f->id, "{{.HostConfig.NetworkMode}}");
+	assert_string_not_equal(net, "none");
+	free(net);
+}
+
+/* ---- runtimes -------------------------------------------------------------------------------- */
+
+static void t_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	assert_int_equal(aks_provider_get_capabilities(f->prov)->isolation,
+	                 AKS_ISOLATION_SYSCALL_FILTER);
+	create_sandbox(f);
+	char *rt = inspect(f->id, "{{.HostConfig.Runtime}}");
+	assert_string_equal(rt, "runsc");
+	free(rt);
+	char *k = run_ok(f, "dmesg | head -1; cat /proc/version");
+	if (!strstr(k, "Starting gVisor"))
+		fail_msg("the sandbox does not see gVisor's kernel: %s", k);
+	free(k);
+	/* python, files and the timeout kill work under gVisor too */
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "print(6 * 7)", 30, NULL, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "42\n");
+	aks_result_free(r);
+	int rc = run(f, NULL, "(sleep 320 >/dev/null 2>&1 &); sleep 321", 2, NULL, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "exceeded timeout", (char *)NULL);
+	aks_result_free(r);
+	char *left = procs_matching(f, "sleep 32");
+	assert_string_equal(left, "");
+	free(left);
+}
+
+/* control for t_runsc: the default runtime shares the host's kernel */
+static void t_runc_is_host_kernel(void **state)
+{
+	fixture *f = *state;
+	assert_int_equal(aks_provider_get_capabilities(f->prov)->isolation,
+	                 AKS_ISOLATION_CONTAINER);
+	char *k = run_ok(f, "cat /proc/version");
+	int st;
+	char *host = sh_out(&st, "cat /proc/version");
+	assert_string_equal(k, host);
+	free(k);
+	free(host);
+}
+
+/* ---- configuration and the engine ------------------------------------------------------------ */
+
+static void t_missing_image(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: aksandbox-test:no-such-tag\n    pull: true\n");
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	int64_t t0 = now_ms();
+	int rc = aks_provider_create(f->prov, &call, &sb, &err);
+	check_error(rc, &err, AKS_EPROVISION, "'aksandbox-test:no-such-tag'", "could not be pulled",
+	            "docker pull aksandbox-test:no-such-tag", "docker load", "docker import",
+	            (char *)NULL);
+	if (now_ms() - t0 > 45000)
+		fail_msg("the failed pull took %lld ms", (long long)(now_ms() - t0));
+	/* nothing is left behind: no container, no volume */
+	int st;
+	char *left = sh_out(&st,
+	                    "{ docker ps -aq --filter label=io.aksandbox.test=%s --filter "
+	                    "ancestor=aksandbox-test:no-such-tag; docker volume ls -q --filter "
+	                    "dangling=true --filter label=io.aksandbox.test=%s; } | wc -l",
+	                    run_label, run_label);
+	assert_string_equal(left, "0");
+	free(left);
+}
+
+static void t_unreachable_engine(void **state)
+{
+	fixture *f = *state;
+	const char *hosts[] = {"unix:///nonexistent/docker.sock", "tcp://127.0.0.1:1"};
+	for (int i = 0; i < 2; i++) {
+		setenv("DOCKER_HOST", hosts[i], 1);
+		fixture g = {0};
+		aks_policy_init(&g.policy);
+		open_provider(&g, NULL);
+		unsetenv("DOCKER_HOST");
+		aks_call call;
+		aks_call_init(&call, 30, NULL, NULL, NULL);
+		aks_error *err = NULL;
+		aks_sandbox *sb = NULL;
+		int rc = aks_provider_create(g.prov, &call, &sb, &err);
+		check_error(rc, &err, AKS_EPROVISION, "cannot reach the Docker Engine at", hosts[i],
+		            "dockerd", (char *)NULL);
+		aks_provider_close(g.prov);
+		aks_config_free(g.config);
+	}
+	/* the config's host wins over DOCKER_HOST, and unix:// works */
+	setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock", 1);
+	open_provider(f, "    image: " IMAGE "\n    host: unix:///var/run/docker.sock\n");
+	unsetenv("DOCKER_HOST");
+	create_sandbox(f);
+	char *out = run_ok(f, "echo via-host-key");
+	assert_string_equal(out, "via-host-key");
+	free(out);
+}
+
+/* environment: attached: bind to a container we did not create; destroy
+ * leaves it alone. */
+static void t_attach_to(void **state)
+{
+	fixture *f = *state;
+	char name[96];
+	snprintf(name, sizeof(name), "aks-ext-%s", run_label);
+	int st;
+	char *out = sh_out(&st,
+	                   "docker run -d --name %s --label io.aksandbox.test=%s " IMAGE
+	                   " sleep infinity 2>&1",
+	                   name, run_label);
+	if (st != 0)
+		fail_msg("docker run failed: %s", out);
+	free(out);
+	char *extra = xasprintf("    image: " IMAGE "\n    attach_to: %s\n", name);
+	open_provider(f, extra);
+	free(extra);
+	create_sandbox(f);
+	assert_string_equal(f->id, name);
+	out = run_ok(f, "pwd; hostname");
+	assert_non_null(strstr(out, "/workspace"));
+	free(out);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	/* the core attaches to attach_to (environment: attached): same handle */
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_attach(f->prov, name, &call, &f->sb, &err), err);
+	assert_string_equal(aks_sandbox_get_id(f->sb), name);
+	out = run_ok(f, "pwd");
+	assert_string_equal(out, "/workspace");
+	free(out);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	assert_true(container_exists(name));
+	/* policy the existing container does not enforce: refused under strict */
+	f->policy.network_egress = AKS_EGRESS_DENY;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_sandbox *sb = NULL;
+	int rc = aks_provider_create(f->prov, &call, &sb, &err);
+	check_error(rc, &err, AKS_EPOLICY, "does not enforce network egress deny", (char *)NULL);
+	rc = aks_provider_attach(f->prov, name, &call, &sb, &err);
+	check_error(rc, &err, AKS_EPOLICY, "does not enforce network egress deny", (char *)NULL);
+	free(sh_out(&st, "docker rm -f %s >/dev/null 2>&1", name));
+	free(f->id);
+	f->id = NULL;
+}
+
+/* ---- threads ------------------------------------------------------------------------------------
+ */
+
+typedef struct worker {
+	aks_provider *prov;
+	int n;
+	char out[64];
+	char err[256];
+} worker;
+
+static void *work(void *arg)
+{
+	worker *w = arg;
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	if (aks_provider_create(w->prov, &call, &sb, &err) != AKS_OK) {
+		snprintf(w->err, sizeof(w->err), "create: %s", aks_error_message(err));
+		aks_error_free(err);
+		return NULL;
+	}
+	char *id = strdup(aks_sandbox_get_id(sb));
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "echo worker-%d", w->n);
+	for (int i = 0; i < 3; i++) {
+		aks_result *r = NULL;
+		if (aks_sandbox_execute_command(sb, cmd, &call, &r, &err) != AKS_OK) {
+			snprintf(w->err, sizeof(w->err), "exec: %s", aks_error_message(err));
+			aks_error_free(err);
+			err = NULL;
+			break;
+		}
+		snprintf(w->out, sizeof(w->out), "%s", aks_result_get_stdout(r, NULL));
+		aks_result_free(r);
+	}
+	aks_sandbox_close(sb);
+	if (aks_provider_destroy(w->prov, id, &call, &err) != AKS_OK) {
+		snprintf(w->err, sizeof(w->err), "destroy: %s", aks_error_message(err));
+		aks_error_free(err);
+	}
+	free(id);
+	return NULL;
+}
+
+static void t_threads(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, NULL);
+	enum { N = 4 };
+	worker w[N];
+	pthread_t th[N];
+	for (int i = 0; i < N; i++) {
+		memset(&w[i], 0, sizeof(w[i]));
+		w[i].prov = f->prov;
+		w[i].n = i;
+		assert_int_equal(pthread_create(&th[i], NULL, work, &w[i]), 0);
+	}
+	for (int i = 0; i < N; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < N; i++) {
+		if (w[i].err[0])
+			fail_msg("worker %d: %s", i, w[i].err);
+		char want[64];
+		snprintf(want, sizeof(want), "worker-%d\n", i);
+		assert_string_equal(w[i].out, want);
+	}
+	int st;
+	char *left = sh_out(&st,
+	                    "docker ps -aq --filter label=io.aksandbox.test=%s "
+	                    "--filter 'name=^/?aks-[0-9a-f]{32}$' | wc -l",
+	                    run_label);
+	assert_string_equal(left, "0");
+	free(left);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(t_lifecycle, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_gone, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_restart_keeps_workspace, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_exec_streams, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_timeout_kills_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_cancel_kills_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_files, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_policy_engine_settings, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_policy_network_deny, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_policy_memory, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_policy_filesystem, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_policy_allowlist, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_runc_is_host_kernel, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_missing_image, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_unreachable_engine, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_attach_to, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_threads, setup_bare, teardown),
+	};
+	return cmocka_run_group_tests_name("docker", tests, group_setup, group_teardown);
+}
