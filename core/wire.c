@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,41 @@ static struct json_object *member(reader *rd, struct json_object *o, const char 
 	return v;
 }
 
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing past U+10FFFF. */
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
+		                                               : (c & 0xF8) == 0xF0 ? 4 : 0;
+		if (!len || i + len > n)
+			return false;
+		uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3F);
+		}
+		static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+		if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+static bool utf8_str(const char *s)
+{
+	return !s || valid_utf8((const unsigned char *)s, strlen(s));
+}
+
+/* A session read with aks__session_from_json: its strings must be UTF-8 too. */
+static bool session_utf8(const aks_session_rec *s)
+{
+	return utf8_str(s->id) && utf8_str(s->name) && utf8_str(s->profile) &&
+	       utf8_str(s->provider_type) && utf8_str(s->sandbox_id) && utf8_str(s->reset_notice);
+}
+
 static char *dup_string(reader *rd, struct json_object *o, const char *key, bool required)
 {
 	struct json_object *v = member(rd, o, key, json_type_string, required);
@@ -231,6 +267,12 @@ static char *dup_string(reader *rd, struct json_object *o, const char *key, bool
 	if (s && strlen(s) != (size_t)json_object_get_string_len(v)) {
 		free(s);
 		bad(rd, "'%s' contains a NUL character", key);
+		return NULL;
+	}
+	/* Carried on as it came, never "repaired": a command must not change on the way. */
+	if (s && !valid_utf8((const unsigned char *)s, strlen(s))) {
+		free(s);
+		bad(rd, "'%s' is not valid UTF-8", key);
 		return NULL;
 	}
 	return s;
@@ -251,6 +293,10 @@ static char **dup_strv(reader *rd, struct json_object *o, const char *key)
 		if (!json_object_is_type(e, json_type_string) ||
 		    !(v[i] = strdup(json_object_get_string(e)))) {
 			bad(rd, "'%s' must be a list of strings", key);
+			break;
+		}
+		if (!valid_utf8((const unsigned char *)v[i], strlen(v[i]))) {
+			bad(rd, "'%s' holds a string that is not valid UTF-8", key);
 			break;
 		}
 	}
@@ -398,6 +444,10 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
 				return;
 			}
+			if (!utf8_str(r->credentials[k - 2]) || !utf8_str(r->credentials[k - 1])) {
+				bad(rd, "credential '%s' is not valid UTF-8", "(name withheld)");
+				return;
+			}
 		}
 	}
 	aks_principal_init(&r->principal, r->subject ? r->subject : "agent");
@@ -472,6 +522,8 @@ int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **ou
 	p = member(&rd, o, "sandbox_session", json_type_object, true);
 	if (p && aks__session_from_json(p, &r->session, NULL) < 0)
 		bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
+	else if (p && !session_utf8(&r->session))
+		bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
 	r->ak_session_id = dup_string(&rd, o, "ak_session_id", false);
 	r->agent = dup_string(&rd, o, "agent", false);
 	r->wait_deadline = get_number(&rd, o, "wait_deadline", &r->has_wait_deadline);
@@ -670,6 +722,8 @@ int aks__wire_completion_decode(const char *json, size_t len, aks_wire_completio
 		struct json_object *s = member(&rd, o, "sandbox_session", json_type_object, true);
 		if (s && aks__session_from_json(s, &c->session, NULL) < 0)
 			bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
+		else if (s && !session_utf8(&c->session))
+			bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
 	}
 	json_object_put(doc);
 	if (rd.rc != AKS_OK) {

@@ -175,6 +175,12 @@ static void test_request_refusals(void **state)
 	expect_refused(HEAD "\"operation\": \"destroy\", \"principal\": {\"subject\": \"a\"}, "
 	                    "\"policy\": {}, \"sandbox_session\": {\"profile\": \"p\"}}",
 	               "'sandbox_session' lacks");
+	expect_refused(HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": "
+	                    "\"echo\xc3hi\"}, " TAIL,
+	               "not valid UTF-8");
+	expect_refused(HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": "
+	                    "\"\xed\xa0\x80\"}, " TAIL,
+	               "not valid UTF-8"); /* a surrogate */
 	/* nesting deeper than the bound */
 	char deep[400];
 	memset(deep, '[', 300);
