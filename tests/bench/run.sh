@@ -132,14 +132,6 @@ echo
 mkdir "$T/mcp"
 "$BENCH_MCP" -n "${BENCH_MCP_ITER:-200}" "$AKS" "$T/mcp"
 
-# The redis store (when it was built): update, get and lock round trips and
-# threaded updates per second against the file store, over a private
-# redis-server it starts (tests/bench/bench_redis_store.c).
-if [ -e "$B/tests/bench/bench_redis_store" ]; then
-	echo
-	"$(real_binary "$B/tests/bench/bench_redis_store")" "${BENCH_STORE_ITER:-200}" "$T"
-fi
-
 # The docker provider (when it was built): one run_command in an existing
 # sandbox against the three bare Engine API calls and `docker exec`, and a new
 # sandbox's first command against `docker run` (tests/bench/bench_docker.c).
@@ -147,4 +139,21 @@ if [ -e "$B/tests/bench/bench_docker" ]; then
 	echo
 	"$(real_binary "$B/tests/bench/bench_docker")" -n "${BENCH_DOCKER_ITER:-100}" \
 		-m "${BENCH_DOCKER_FIRST:-10}"
+fi
+
+# The nats transport (when it was built): latency of a send+fetch+ack round
+# trip and round trips per second with 1, 2 and 4 consumer threads, against a
+# private nats-server it starts (tests/bench/bench_nats.c).
+if [ -e "$B/tests/bench/bench_nats" ]; then
+	echo
+	TMPDIR="$T" "$(real_binary "$B/tests/bench/bench_nats")" -n "${BENCH_NATS_ITER:-200}" \
+		-m "${BENCH_NATS_MESSAGES:-2000}"
+fi
+
+# The redis store (when it was built): update, get and lock round trips and
+# threaded updates per second against the file store, over a private
+# redis-server it starts (tests/bench/bench_redis_store.c).
+if [ -e "$B/tests/bench/bench_redis_store" ]; then
+	echo
+	"$(real_binary "$B/tests/bench/bench_redis_store")" "${BENCH_STORE_ITER:-200}" "$T"
 fi

@@ -19,6 +19,10 @@
  *    with the same dedup_id is accepted and dropped;
  *  - a message without a group has no order and no limit.
  *
+ * The host settles a message before the transport's ack wait passes (or says
+ * it is still working on it with in_progress); past it the message may be
+ * redelivered and in flight elsewhere, and a late settle may settle that copy.
+ *
  * Threading: send may be called from any thread. A consumer belongs to the
  * thread that opened it: fetch, ack, nack, dead_letter and consumer_close are
  * called from that thread only. Consumers of one transport run in parallel.
@@ -102,6 +106,10 @@ typedef struct aks_transport_ops {
 	int (*dead_letter)(aks_consumer *c, aks_message *msg, aks_error **err);
 	/* Mandatory. Closes the consumer; unsettled messages will be redelivered. */
 	void (*consumer_close)(aks_consumer *c);
+
+	/* Optional (NULL: not supported). Still working on a fetched message:
+	 * restarts its ack wait, so a long execution is not redelivered. */
+	int (*in_progress)(aks_consumer *c, aks_message *msg, aks_error **err);
 } aks_transport_ops;
 
 #ifdef __cplusplus

@@ -1,0 +1,73 @@
+/*
+ * plugins/nats/nats_impl.h - the nats transport's shared state, between
+ * transport.c (config, connection, send), provision.c (streams and durable
+ * consumers) and consumer.c (fetch and settlement).
+ */
+#ifndef AKS_NATS_IMPL_H
+#define AKS_NATS_IMPL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <nats/nats.h>
+
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+#include <aksandbox/transport.h>
+
+#define NT_NAME           "nats"
+#define NT_MAX_PARTITIONS 1024
+
+enum { NT_INPUT = 0, NT_OUTPUT = 1, NT_QUEUES = 2 };
+
+/* One queue: a stream and the durable consumer of each of its partitions. */
+struct nt_queue {
+	const char *name;  /* AKS_QUEUE_INPUT or AKS_QUEUE_OUTPUT */
+	char *stream;      /* e.g. AGENT_REQUESTS */
+	char *prefix;      /* e.g. chat.req: partition p is subject "chat.req.<p>" */
+	bool consumers_ok; /* every durable checked (or created); under lock */
+};
+
+struct aks_transport_impl {
+	const aks_host_api *host;
+	char *url; /* as configured, for messages */
+	unsigned partitions;
+	double ack_wait, retry_backoff, duplicate_window, max_age, request_timeout;
+	bool auto_provision;
+	struct nt_queue q[NT_QUEUES];
+	natsOptions *opts;
+	natsConnection *nc;
+	jsCtx *js;
+	pthread_mutex_t lock;    /* consumers_ok */
+	unsigned rr;             /* partitions for messages with neither group nor dedup id */
+	struct nt_callbacks *cb; /* closure of the connection callbacks (transport.c) */
+};
+
+/* The last libnats error text for status s (thread-local in libnats). */
+const char *nt_error_text(natsStatus s);
+/* Milliseconds of request_timeout. */
+int64_t nt_request_ms(const aks_transport_impl *t);
+/* The queue index for a name, or -1. */
+int nt_queue_index(const char *queue);
+
+/* Durable consumer name of partition p: "<stream>_p<p>". */
+void nt_durable_name(const struct nt_queue *q, unsigned p, char *buf, size_t size);
+
+/* provision.c: the stream of every queue (at init) and the durables of one
+ * queue (at the first consumer_open); creates them with auto_provision,
+ * fails naming what is missing and how to create it otherwise. */
+int nt_ensure_streams(aks_transport_impl *t, aks_error **err);
+int nt_ensure_consumers(aks_transport_impl *t, struct nt_queue *q, aks_error **err);
+
+/* consumer.c */
+int nt_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **out, aks_error **err);
+int nt_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t wait_ms,
+             const aks_call *call, aks_error **err);
+int nt_ack(aks_consumer *c, aks_message *msg, aks_error **err);
+int nt_nack(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err);
+int nt_dead_letter(aks_consumer *c, aks_message *msg, aks_error **err);
+int nt_in_progress(aks_consumer *c, aks_message *msg, aks_error **err);
+void nt_consumer_close(aks_consumer *c);
+
+#endif /* AKS_NATS_IMPL_H */
