@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +49,7 @@ static struct aks_plugin *registry;
 /* Plugins this project ships, so "not found" can name the package to install. */
 static const char *const in_tree_plugins[] = {
     "local_subprocess", "docker", "kubernetes", "e2b",   "daytona",
-    "ec2_ssm",          "bubblewrap", "nats",   "redis", NULL,
+    "ec2_ssm",          "bubblewrap", "nats",   "redis", "signed_token", NULL,
 };
 
 const char *aks__plugin_kind_name(uint32_t kind)
@@ -300,12 +301,13 @@ static int check_store(const char *file, const aks_store_ops *ops, aks_error **e
 	if (!ops)
 		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': store has no operations table",
 		                      file);
-	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_store_ops))
+	/* The optional slots at the end (put_expiring) may be missing from a smaller table. */
+	size_t least = offsetof(aks_store_ops, put_expiring);
+	if (ops->struct_version < 1 || ops->struct_size < least)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': store operations table has version %u and size %u "
 		                      "(expected version >= 1 and size >= %zu)",
-		                      file, ops->struct_version, ops->struct_size,
-		                      sizeof(aks_store_ops));
+		                      file, ops->struct_version, ops->struct_size, least);
 	/* Every slot of a store is mandatory: name the first one missing. */
 	const struct {
 		const char *name;
@@ -328,12 +330,13 @@ static int check_transport(const char *file, const aks_transport_ops *ops, aks_e
 	if (!ops)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': transport has no operations table", file);
-	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_transport_ops))
+	/* The optional slots at the end (in_progress) may be missing from a smaller table. */
+	size_t least = offsetof(aks_transport_ops, in_progress);
+	if (ops->struct_version < 1 || ops->struct_size < least)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': transport operations table has version %u and "
 		                      "size %u (expected version >= 1 and size >= %zu)",
-		                      file, ops->struct_version, ops->struct_size,
-		                      sizeof(aks_transport_ops));
+		                      file, ops->struct_version, ops->struct_size, least);
 	const struct {
 		const char *name;
 		bool set;

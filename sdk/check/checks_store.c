@@ -8,6 +8,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,7 +431,10 @@ void aks_check_store_expiring_records(void **state)
 {
 	(void)state;
 	need_store();
-	if (!st.ops->put_expiring)
+	bool has = st.ops->struct_size >= offsetof(aks_store_ops, put_expiring) +
+	                                     sizeof(st.ops->put_expiring) &&
+	           st.ops->put_expiring;
+	if (!has)
 		return; /* optional: the store just cannot serve as a response store */
 	char n[64];
 	ns("ttl", n, sizeof(n));

@@ -467,8 +467,10 @@ static void test_dedup(void **state)
 static void test_nack_redelivery(void **state)
 {
 	(void)state;
-	aks_transport_impl *t =
-	    must_open(g_url, "NK", "auto_provision: true\npartitions: 4\nretry_backoff: 1.0\n");
+	/* ack_wait 3: a redelivery lost into an expiring pull request (docs/plugins/nats.md,
+	 * "Delivery counts") comes back within the waits below instead of after 300 s. */
+	aks_transport_impl *t = must_open(
+	    g_url, "NK", "auto_provision: true\npartitions: 4\nretry_backoff: 1.0\nack_wait: 3\n");
 	aks_consumer *c = must_consumer(t, AKS_QUEUE_INPUT);
 	send_str(t, "again", "g1", "n1");
 	aks_message *m = fetch1(c, 3000);
@@ -477,19 +479,22 @@ static void test_nack_redelivery(void **state)
 	aks_error *err = NULL;
 	int64_t t0 = now_ms();
 	assert_int_equal(ops()->nack(c, m, 0.3, &err), AKS_OK);
-	m = fetch1(c, 3000);
+	m = fetch1(c, 8000);
 	int64_t dt = now_ms() - t0;
 	assert_non_null(m);
 	assert_true(body_is(m, "again"));
-	assert_int_equal(m->receive_count, 2);
+	uint32_t count = m->receive_count;
+	if (count < 2 || count > 3)
+		fail_msg("receive_count %u after one nack (want 2, 3 after a lost delivery)", count);
 	assert_true(dt >= 250);
 	/* delay 0: retry_backoff (1 s). */
 	t0 = now_ms();
 	assert_int_equal(ops()->nack(c, m, 0, &err), AKS_OK);
 	assert_null(fetch1(c, 600));
-	m = fetch1(c, 3000);
+	m = fetch1(c, 8000);
 	assert_non_null(m);
-	assert_int_equal(m->receive_count, 3);
+	if (m->receive_count <= count || m->receive_count > count + 2)
+		fail_msg("receive_count %u after a second nack (was %u)", m->receive_count, count);
 	assert_true(now_ms() - t0 >= 900);
 	must_ack(c, m);
 	ops()->consumer_close(c);
@@ -657,7 +662,9 @@ static void test_group_serial_and_parallel(void **state)
 static void test_fifo_across_processes(void **state)
 {
 	(void)state;
-	const char *extra = "auto_provision: true\npartitions: 8\nack_wait: 60\n";
+	/* ack_wait 10: far above a message's few ms of work, yet a delivery lost into an
+	 * expiring pull request (docs/plugins/nats.md) comes back well within the 60 s. */
+	const char *extra = "auto_provision: true\npartitions: 8\nack_wait: 10\n";
 	char *path = write_block(g_url, "FF", extra);
 	aks_transport_impl *t = must_open(g_url, "FF", extra);
 	/* Provision the durables before the children race to. */

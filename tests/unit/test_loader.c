@@ -106,6 +106,13 @@ static void test_not_found_names_package(void **state)
 	msg = load_err("ec2_ssm", AKS_PLUGIN_PROVIDER, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "'aksandbox-plugin-ec2-ssm'"));
 	free(msg);
+	/* every in-tree kind, not only providers */
+	msg = load_err("signed_token", AKS_PLUGIN_RESOLVER, AKS_EPLUGIN);
+	assert_non_null(strstr(msg, "'aksandbox-plugin-signed-token'"));
+	free(msg);
+	msg = load_err("redis", AKS_PLUGIN_STORE, AKS_EPLUGIN);
+	assert_non_null(strstr(msg, "'aksandbox-plugin-redis'"));
+	free(msg);
 	msg = load_err("acme_cloud", AKS_PLUGIN_PROVIDER, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "plugin 'acme_cloud' not found; searched: "
 	                            "/nonexistent/a/acme_cloud.so"));
