@@ -24,6 +24,8 @@ static struct {
 	const aks_store_ops *ops;
 	aks_store_impl *impl;
 	char run[24]; /* this run's namespace prefix */
+	char *buf;    /* the last value read: module-owned, so a failing check leaks nothing */
+	size_t cap;
 } st;
 
 static const aks_store_ops *store_ops(void)
@@ -85,7 +87,7 @@ static void del(const char *n, const char *key)
 }
 
 typedef struct got {
-	char *value;
+	char *value; /* st.buf: valid until the next read */
 	size_t len;
 	int count;
 	char keys[16][300];
@@ -97,10 +99,14 @@ static int take(void *ctx, const char *key, const char *value, size_t len)
 	if (g->count < 16)
 		snprintf(g->keys[g->count], sizeof(g->keys[0]), "%s", key);
 	g->count++;
-	free(g->value);
-	g->value = malloc(len + 1);
-	if (!g->value)
-		return AKS_ENOMEM;
+	if (len + 1 > st.cap) {
+		char *p = realloc(st.buf, len + 1);
+		if (!p)
+			return AKS_ENOMEM;
+		st.buf = p;
+		st.cap = len + 1;
+	}
+	g->value = st.buf;
 	memcpy(g->value, value, len);
 	g->value[len] = '\0';
 	g->len = len;
@@ -160,14 +166,12 @@ void aks_check_store_round_trip(void **state)
 	put(n, "k", bytes, sizeof(bytes));
 	if (get(n, "k", &g) != AKS_OK || g.len != sizeof(bytes) || memcmp(g.value, bytes, g.len))
 		fail_msg("get did not return the exact bytes written (NUL and 0xFF included)");
-	free(g.value);
 	put_ctx keep = {"x", 1, AKS_STORE_KEEP, 0};
 	aks_error *err = NULL;
 	aks_check_expect("update (keep)", st.ops->update(st.impl, n, "k", put_fn, &keep, &err),
 	                 AKS_OK, err);
 	if (get(n, "k", &g) != AKS_OK || g.len != sizeof(bytes))
 		fail_msg("AKS_STORE_KEEP changed the record");
-	free(g.value);
 	del(n, "k");
 	if (get(n, "k", &g) != AKS_ENOTFOUND)
 		fail_msg("a deleted record is still there");
@@ -198,7 +202,6 @@ void aks_check_store_failed_update_writes_nothing(void **state)
 	got g;
 	if (get(n, "k", &g) != AKS_OK || g.len != 6 || memcmp(g.value, "before", 6) != 0)
 		fail_msg("a failed update changed the record");
-	free(g.value);
 	del(n, "k");
 }
 
@@ -227,7 +230,6 @@ void aks_check_store_names_apart(void **state)
 		if (get(want[i].n, want[i].k, &g) != AKS_OK || g.len != 1 || g.value[0] != want[i].v[0])
 			fail_msg("record '%s' of '%s' does not read back as written", want[i].k,
 			         want[i].n);
-		free(g.value);
 	}
 	got g = {0};
 	aks_error *err = NULL;
@@ -235,13 +237,11 @@ void aks_check_store_names_apart(void **state)
 	if (g.count != 1 || strcmp(g.keys[0], "y:z") != 0)
 		fail_msg("scan of '%s' with prefix 'y' saw %d records (want exactly 'y:z')", a,
 		         g.count);
-	free(g.value);
 	memset(&g, 0, sizeof(g));
 	aks_check_expect("scan", st.ops->scan(st.impl, a, "", take, &g, &err), AKS_OK, err);
 	if (g.count != 2)
 		fail_msg("scan of '%s' saw %d records (want 2: none of '%s' or '%s')", a, g.count, b,
 		         c);
-	free(g.value);
 	del(a, "y:z");
 	del(b, "z");
 	del(c, "y:z");
@@ -349,7 +349,6 @@ void aks_check_store_updates_are_atomic(void **state)
 	}
 	got g;
 	long total = get(n, "counter", &g) == AKS_OK ? strtol(g.value, NULL, 10) : -1;
-	free(g.value);
 	del(n, "counter");
 	if (failures)
 		fail_msg("%d of %d updates failed", failures, THREADS * ROUNDS);
@@ -444,10 +443,8 @@ void aks_check_store_expiring_records(void **state)
 	got g;
 	if (get(n, "r", &g) != AKS_OK || g.len != 3)
 		fail_msg("a record written with put_expiring does not read back");
-	free(g.value);
 	double t0 = mono();
 	while (get(n, "r", &g) == AKS_OK) {
-		free(g.value);
 		if (mono() - t0 > 10)
 			fail_msg("a record with a time to live of 1s is still there after 10s");
 		usleep(100 * 1000);
@@ -473,6 +470,9 @@ void aks_check_store_reopens(void **state)
 
 void aks_check_store_close(void)
 {
+	free(st.buf);
+	st.buf = NULL;
+	st.cap = 0;
 	if (st.impl && st.ops && st.ops->fini)
 		st.ops->fini(st.impl);
 	st.impl = NULL;
