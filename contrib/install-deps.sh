@@ -6,7 +6,9 @@ packages="build-essential autoconf automake libtool pkg-config autoconf-archive
   libyaml-dev libjson-c-dev libssl-dev libcmocka-dev python3 hyperfine clang libclang-rt-14-dev valgrind
   libcurl4-openssl-dev libarchive-dev docker.io runsc debootstrap
   libhiredis-dev redis-server
-  libnats-dev nats-server"
+  libnats-dev nats-server
+  debhelper dpkg-dev fakeroot lintian"
+# debhelper, dpkg-dev, fakeroot, lintian: `make deb` and contrib/deb-test.sh (docs/packaging.md).
 # The MCP tests drive the server with the official TypeScript SDK: Node.js and npm (the
 # machine's own when present, else Debian's).
 command -v node >/dev/null && command -v npm >/dev/null || packages="$packages nodejs npm"

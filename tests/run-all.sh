@@ -9,6 +9,8 @@
 #     _build-asan/ and runs `make check` there (any finding fails a test);
 #  4. runs `make distcheck` (the tarball builds, installs and passes its tests);
 #  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/);
+#  6. builds the Debian packages and tests them installed, then purges them
+#     (contrib/deb-test.sh, as root; its TAP in _deb/deb-test.tap);
 # then prints one summary line: "N passed, N failed[, N skipped]".
 #
 # Every test case counts: the TAP drivers record one :test-result: per case.
@@ -57,6 +59,11 @@ mkdir -p _build-fuzz
   make -j"$jobs" >/dev/null && make fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" ) ||
 	{ fuzz_result=fail; status=1; }
 
+step "Debian packages: make deb, lintian, install and run, purge (contrib/deb-test.sh)"
+mkdir -p _deb
+"$top/contrib/deb-test.sh" "$top/_build" >_deb/deb-test.tap 2>&1 || status=1
+cat _deb/deb-test.tap
+
 # Stop the dockerd docker-setup.sh started, if it started one (never another).
 "$top/tests/integration/docker-setup.sh" stop
 
@@ -76,6 +83,9 @@ done
 vp=$(grep -c '^ok ' _build/valgrind.out 2>/dev/null) vf=$(grep -c '^not ok ' _build/valgrind.out 2>/dev/null)
 [ "${vp:-0}" -eq 0 ] && vf=$((${vf:-0} + 1)) # no valgrind result at all is a failure
 passed=$((passed + ${vp:-0})); failed=$((failed + ${vf:-0}))
+dp=$(grep -c '^ok ' _deb/deb-test.tap 2>/dev/null) df=$(grep -cE '^(not ok |Bail out!)' _deb/deb-test.tap 2>/dev/null)
+[ "${dp:-0}" -eq 0 ] && df=$((${df:-0} + 1)) # no packaging result at all is a failure
+passed=$((passed + ${dp:-0})); failed=$((failed + ${df:-0}))
 echo
 if [ "$skipped" -gt 0 ]; then
 	echo "$passed passed, $failed failed, $skipped skipped"

@@ -1,0 +1,308 @@
+#!/bin/sh
+# CI for the Debian packages (contrib/debian/, docs/packaging.md): they build
+# from the release tarball (`make deb`), pass lintian, each plugin package
+# depends only on the libraries its .so links, and what they install works:
+# the core, the CLI and only the local_subprocess plugin run a sandbox; a
+# docker profile then fails naming the package aksandbox-plugin-docker; once
+# that package is installed the same profile loads. Everything this script
+# installed (the packages and any dependency apt pulled in) is purged at the
+# end, so the machine is left as it was found.
+#
+# usage: contrib/deb-test.sh [BUILDDIR]
+#   BUILDDIR (default: _build in the source tree) is configured if it is not
+#   yet; the packages are built in BUILDDIR/_deb.
+# Run as root on Debian 12 with the build dependencies installed
+# (contrib/install-deps.sh). Prints TAP, one line per check.
+set -u
+export LC_ALL=C
+top=$(cd "$(dirname "$0")/.." && pwd)
+builddir=${1:-$top/_build}
+started=$(date +%s)
+n=0
+failed=0
+
+ok() { n=$((n + 1)); echo "ok $n - $*"; }
+not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
+# t DESCRIPTION COMMAND...: one check; the command's output is shown on failure.
+t() {
+	d=$1; shift
+	if "$@" >"$tmp/t.out" 2>&1; then ok "$d"; else not_ok "$d"; sed 's/^/# /' "$tmp/t.out" | tail -30; fi
+}
+comment() { sed 's/^/# /'; }
+finish() {
+	echo "1..$n"
+	echo "# deb-test took $(($(date +%s) - started)) s"
+	exit $failed
+}
+bail() { echo "Bail out! $*"; exit 1; }
+
+[ "$(id -u)" -eq 0 ] || bail "contrib/deb-test.sh installs packages: run it as root"
+command -v dpkg-buildpackage >/dev/null && command -v lintian >/dev/null && command -v dh >/dev/null ||
+	bail "dpkg-dev, debhelper and lintian are needed: run contrib/install-deps.sh"
+ours() { # the aksandbox packages dpkg knows in any state but not-installed
+	dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' 'aksandbox*' 'libaksandbox*' 2>/dev/null |
+		awk '$1 != "un" {print $2}'
+}
+[ -z "$(ours)" ] && [ ! -e /usr/bin/aksandbox ] ||
+	bail "aksandbox packages or /usr/bin/aksandbox already present ($(ours | tr '\n' ' ')): purge them first"
+
+tmp=$(mktemp -d /tmp/aks-deb-test.XXXXXX)
+installed() { dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 ~ /^.i/ {print $2}' | sort; }
+installed >"$tmp/before"
+# Whatever happens, leave the machine with exactly the packages it had.
+purge_new() {
+	installed >"$tmp/after"
+	new=$(comm -13 "$tmp/before" "$tmp/after")
+	[ -z "$new" ] || DEBIAN_FRONTEND=noninteractive dpkg --purge $new >"$tmp/purge.log" 2>&1
+}
+cleanup() { purge_new; rm -rf "$tmp"; }
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
+plugindir=/usr/lib/$ma/aksandbox/plugins-1
+debdir=$builddir/_deb
+
+# ---- build ----------------------------------------------------------------
+mkdir -p "$builddir"
+if (cd "$builddir" &&
+    { [ -f Makefile ] || env -u AKS_PLUGIN_PATH "$top/configure" --quiet; } &&
+    env -u AKS_PLUGIN_PATH -u AKS_PLUGIN_SYSTEM_DIR make deb) >"$tmp/build.log" 2>&1; then
+	ok "make deb builds the packages from the release tarball ($(($(date +%s) - started)) s)"
+else
+	not_ok "make deb builds the packages from the release tarball"
+	tail -40 "$tmp/build.log" | comment
+	finish
+fi
+deb() { ls "$debdir/$1"_*.deb 2>/dev/null | grep -v -- -dbgsym_ | head -1; }
+
+# The packages: the core's three and one per plugin directory in the tree.
+plugins=$(cd "$top/plugins" && for d in */; do d=${d%/}; [ -f "$d/Makefile.inc.am" ] && [ "$d" != common ] && echo "$d"; done)
+pkg_of() { echo "aksandbox-plugin-$1" | tr _ -; }
+expected="libaksandbox1 aksandbox libaksandbox-dev"
+for p in $plugins; do expected="$expected $(pkg_of "$p")"; done
+missing=""
+for p in $expected; do [ -n "$(deb "$p")" ] || missing="$missing $p"; done
+built=$(cd "$debdir" && ls *.deb | grep -v -- -dbgsym_ | sed 's/_.*//' | sort)
+extra=$(echo "$built" | grep -vxF "$(echo "$expected" | tr ' ' '\n')")
+if [ -z "$missing" ] && [ -z "$extra" ]; then
+	ok "one package per plugin in the tree, plus the core's three: $(echo $built)"
+else
+	not_ok "one package per plugin in the tree, plus the core's three (missing:${missing:- none}; unexpected: ${extra:-none})"
+fi
+
+# ---- lintian ------------------------------------------------------------------
+changes=$(ls "$debdir"/*.changes | head -1)
+lintian --fail-on error --pedantic -I "$changes" >"$tmp/lintian.out" 2>&1
+lrc=$?
+if [ $lrc -eq 0 ] && ! grep -q '^E: ' "$tmp/lintian.out"; then
+	ok "lintian reports no errors on the source and binary packages"
+else
+	not_ok "lintian reports no errors on the source and binary packages"
+fi
+grep -E '^[EWIP]: ' "$tmp/lintian.out" | comment
+
+# ---- the library: SONAME and symbols --------------------------------------------
+mkdir -p "$tmp/lib" "$tmp/libctl"
+dpkg-deb -x "$(deb libaksandbox1)" "$tmp/lib"
+dpkg-deb -e "$(deb libaksandbox1)" "$tmp/libctl"
+t "libaksandbox1 ships libaksandbox.so.1 with that SONAME" \
+	sh -c "objdump -p '$tmp/lib/usr/lib/$ma/libaksandbox.so.1' | grep -q 'SONAME *libaksandbox.so.1\$'"
+sort "$top/tests/unit/exports.expected" >"$tmp/exports.expected"
+upstream=$(dpkg-deb -f "$(deb libaksandbox1)" Version | sed 's/^[0-9]*://; s/-[^-]*$//')
+symbols_ok() {
+	names=$(awk '/^ / {sub(/@Base$/, "", $1); print $1}' "$tmp/libctl/symbols" | sort)
+	printf '%s\n' "$names" | diff "$tmp/exports.expected" - || return 1
+	# every symbol's minimal version is a released upstream version, not newer
+	awk '/^ / {print $2}' "$tmp/libctl/symbols" | sort -u | while read -r v; do
+		dpkg --compare-versions "$v" le "$upstream" || { echo "symbol version $v > $upstream"; exit 1; }
+	done
+}
+t "libaksandbox1's symbols file lists exactly tests/unit/exports.expected, versions <= $upstream" symbols_ok
+exported_ok() {
+	nm -D --defined-only "$tmp/lib/usr/lib/$ma/libaksandbox.so.1" | awk '$2 ~ /^[TDBRVW]$/ {print $3}' |
+		sort | diff "$tmp/exports.expected" -
+}
+t "the packaged library exports exactly tests/unit/exports.expected" exported_ok
+scripts_ok() {
+	for f in "$debdir"/*.deb; do
+		dpkg-deb --ctrl-tarfile "$f" | tar -t | sed 's|^\./||' |
+			grep -E '^(preinst|postinst|prerm|postrm|config)$' | sed "s|^|$(basename "$f"): |"
+	done | { ! grep .; }
+}
+t "no package has maintainer scripts (nothing is created outside the packages' files)" scripts_ok
+
+# ---- each plugin package depends only on what its .so links ------------------
+# The libraries each plugin is documented to link (docs/plugins/NAME.md), as
+# Debian package name prefixes; libc6 for all.
+own_libs() {
+	case $1 in
+	local_subprocess) echo "libc6" ;;
+	signed_token) echo "libc6 libssl libjson-c" ;;
+	docker) echo "libc6 libcurl libarchive libjson-c" ;;
+	redis) echo "libc6 libhiredis" ;;
+	nats) echo "libc6 libnats" ;;
+	*) echo "UNKNOWN" ;;
+	esac
+}
+lib_package() { # the package of an installed shared library of this architecture
+	dpkg -S "*/$1" 2>/dev/null |
+		awk -F': ' -v p="^(/usr)?/lib/$ma/$1\$" '$2 ~ p {print $1}' | sed 's/:.*//' | sort -u
+}
+for p in $plugins; do
+	pkg=$(pkg_of "$p")
+	f=$(deb "$pkg")
+	[ -n "$f" ] || { not_ok "$pkg: built"; continue; }
+	depends=$(dpkg-deb -f "$f" Depends | tr ',' '\n' | sed 's/(.*//; s/[[:space:]]//g' | grep . | sort -u)
+	echo "# $pkg Depends: $(dpkg-deb -f "$f" Depends)"
+	mkdir -p "$tmp/p-$p"
+	dpkg-deb -x "$f" "$tmp/p-$p"
+	so=$tmp/p-$p$plugindir/$p.so
+	if [ ! -f "$so" ]; then
+		not_ok "$pkg installs $plugindir/$p.so"
+		continue
+	fi
+	needed=$(objdump -p "$so" | awk '$1 == "NEEDED" {print $2}')
+	echo "# $p.so NEEDED: $(echo $needed)"
+	from_needed=$(for l in $needed; do lib_package "$l"; done | sort -u)
+	if [ "$depends" = "$from_needed" ]; then
+		ok "$pkg: Depends is exactly the packages of the libraries $p.so links ($(echo $depends))"
+	else
+		not_ok "$pkg: Depends ($(echo $depends)) is exactly the packages of the libraries $p.so links ($(echo $from_needed))"
+	fi
+	allowed=$(own_libs "$p")
+	bad="" absent=""
+	for d in $depends; do
+		m=no
+		for a in $allowed; do case $d in "$a"*) m=yes ;; esac; done
+		[ $m = yes ] || bad="$bad $d"
+	done
+	for a in $allowed; do echo "$depends" | grep -q "^$a" || absent="$absent $a"; done
+	if [ -z "$bad" ] && [ -z "$absent" ]; then
+		ok "$pkg: depends on its own libraries only ($allowed)"
+	else
+		not_ok "$pkg: depends on its own libraries only ($allowed; unexpected:${bad:- none}; missing:${absent:- none})"
+	fi
+done
+
+# ---- install the core, the CLI and only the local plugin ----------------------
+apt_fix() { # dpkg -i, then let apt complete the dependencies from the mirror
+	DEBIAN_FRONTEND=noninteractive dpkg -i "$@" >>"$tmp/install.log" 2>&1 ||
+		DEBIAN_FRONTEND=noninteractive apt-get -f install -y -qq --no-install-recommends >>"$tmp/install.log" 2>&1
+}
+state() { dpkg-query -W -f='${db:Status-Abbrev}' "$1" 2>/dev/null | cut -c1-2; }
+apt_fix "$(deb libaksandbox1)" "$(deb aksandbox)" "$(deb aksandbox-plugin-local-subprocess)"
+only_three() {
+	for p in libaksandbox1 aksandbox aksandbox-plugin-local-subprocess; do
+		[ "$(state $p)" = ii ] || { echo "$p: $(state $p)"; tail -20 "$tmp/install.log"; return 1; }
+	done
+	[ "$(ours | sort | tr '\n' ' ')" = "aksandbox aksandbox-plugin-local-subprocess libaksandbox1 " ] ||
+		{ echo "installed: $(ours)"; return 1; }
+	[ "$(ls "$plugindir")" = local_subprocess.so ] || { ls -la "$plugindir"; return 1; }
+}
+t "dpkg -i libaksandbox1, aksandbox and aksandbox-plugin-local-subprocess: only those, one plugin in $plugindir" \
+	only_three
+
+# The installed CLI in a clean environment: no AKS_* variables, LD_LIBRARY_PATH
+# or build-tree paths; its own HOME, state directory and working directory.
+mkdir -p "$tmp/home" "$tmp/state" "$tmp/work"
+cli() {
+	(cd "$tmp/work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" LANG=C.UTF-8 \
+		AKS_STATE_DIR="$tmp/state" /usr/bin/aksandbox "$@")
+}
+printf 'sandbox:\n  enabled: true\n  type: local_subprocess\n  local_subprocess: {}\n' >"$tmp/local.yaml"
+printf 'sandbox:\n  enabled: true\n  type: docker\n  docker: {}\n' >"$tmp/docker.yaml"
+
+uses_packaged_lib() {
+	lib=$(ldd /usr/bin/aksandbox | awk '$1 == "libaksandbox.so.1" {print $3}')
+	echo "resolved: $lib"
+	[ -n "$lib" ] && [ "$(readlink -f "$lib")" = "$(readlink -f "/usr/lib/$ma/libaksandbox.so.1")" ] &&
+		dpkg -S "/usr/lib/$ma/libaksandbox.so.1" | grep -q '^libaksandbox1:'
+}
+t "/usr/bin/aksandbox loads the packaged libaksandbox.so.1" uses_packaged_lib
+providers_ok() {
+	out=$(cli providers 2>&1) || { printf '%s\n' "$out"; return 1; }
+	printf '%s\n' "$out"
+	printf '%s\n' "$out" | grep -q "^local_subprocess " &&
+		printf '%s\n' "$out" | grep -q "file: *$plugindir/local_subprocess.so\$" &&
+		[ "$(printf '%s\n' "$out" | grep -c 'file:')" -eq 1 ]
+}
+t "aksandbox providers finds only local_subprocess, in the packaged plugin directory" providers_ok
+run_ok() {
+	out=$(cli -c "$tmp/local.yaml" run -- echo hi 2>"$tmp/run.err"); rc=$?
+	echo "rc=$rc stdout=[$out]"; cat "$tmp/run.err"
+	[ $rc -eq 0 ] && [ "$out" = hi ]
+}
+t "the installed aksandbox runs a command in a local_subprocess sandbox (run -- echo hi)" run_ok
+tool_ok() {
+	out=$(cli -c "$tmp/local.yaml" tool run_command '{"command": "echo hi from $((6 * 7))"}' 2>"$tmp/tool.err")
+	rc=$?
+	printf 'rc=%s %s\n' "$rc" "$out"; cat "$tmp/tool.err"
+	[ $rc -eq 0 ] && printf '%s' "$out" | python3 -c '
+import json, sys
+r = json.load(sys.stdin)
+sys.exit(0 if r["stdout"] == "hi from 42\n" and r["exit_code"] == 0 else 1)'
+}
+t "the installed aksandbox serves the run_command tool" tool_ok
+mcp_ok() { # an MCP client session over stdio: initialize, list the tools, call one
+	(cd "$tmp/work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" LANG=C.UTF-8 \
+		AKS_STATE_DIR="$tmp/state" timeout 60 python3 - "$tmp/local.yaml" <<'PY'
+import json, subprocess, sys
+srv = subprocess.Popen(["/usr/bin/aksandbox", "-c", sys.argv[1], "mcp"],
+                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+def send(msg):
+    srv.stdin.write(json.dumps(msg) + "\n")
+    srv.stdin.flush()
+def call(i, method, params):
+    send({"jsonrpc": "2.0", "id": i, "method": method, "params": params})
+    for line in srv.stdout:
+        r = json.loads(line)
+        if r.get("id") == i:
+            return r
+    sys.exit("the server closed stdout before answering %s" % method)
+call(1, "initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                       "clientInfo": {"name": "deb-test", "version": "1"}})
+send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+tools = sorted(t["name"] for t in call(2, "tools/list", {})["result"]["tools"])
+print("tools:", " ".join(tools))
+r = call(3, "tools/call", {"name": "run_command", "arguments": {"command": "echo mcp-$((40 + 2))"}})
+print("run_command:", json.dumps(r))
+srv.stdin.close()
+rc = srv.wait()
+ok = len(tools) == 8 and "run_command" in tools and "mcp-42" in json.dumps(r["result"]) and rc == 0
+sys.exit(0 if ok else 1)
+PY
+	)
+}
+t "the installed aksandbox mcp lists the eight tools and runs run_command" mcp_ok
+
+# ---- a docker profile without, then with, the docker plugin package ----------
+docker_missing() {
+	out=$(cli -c "$tmp/docker.yaml" check 2>&1); rc=$?
+	echo "rc=$rc"; printf '%s\n' "$out"
+	[ $rc -ne 0 ] && printf '%s\n' "$out" | grep -q "plugin 'docker' not found" &&
+		printf '%s\n' "$out" | grep -q "$plugindir/docker.so" &&
+		printf '%s\n' "$out" | grep -q "package 'aksandbox-plugin-docker'"
+}
+t "a type: docker profile fails, naming the package aksandbox-plugin-docker" docker_missing
+apt_fix "$(deb aksandbox-plugin-docker)"
+t "dpkg -i aksandbox-plugin-docker installs $plugindir/docker.so" \
+	sh -c "[ '$(state aksandbox-plugin-docker)' = ii ] && dpkg -S '$plugindir/docker.so'"
+docker_loads() {
+	out=$(cli -c "$tmp/docker.yaml" check 2>&1); rc=$?
+	echo "rc=$rc"; printf '%s\n' "$out"
+	[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "plugin *docker .*($plugindir/docker.so)" &&
+		printf '%s\n' "$out" | grep -q "verdict *ok"
+}
+t "the same docker profile now loads (aksandbox check)" docker_loads
+
+# ---- purge: the machine as it was ----------------------------------------------
+purge_new
+purged() {
+	cat "$tmp/purge.log"
+	[ -z "$(ours)" ] || { echo "left: $(ours)"; return 1; }
+	[ ! -e "/usr/lib/$ma/aksandbox" ] && [ ! -e /usr/bin/aksandbox ] || { echo "files left"; return 1; }
+	installed | diff "$tmp/before" -
+}
+t "purging what was installed leaves the machine's packages and files as they were" purged
+finish
