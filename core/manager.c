@@ -22,6 +22,7 @@
 #include "result.h"
 #include "tasks.h"
 #include "tools_json.h"
+#include "util.h"
 
 struct aks_manager {
 	aks_settings *settings;
@@ -953,37 +954,20 @@ static bool reap_one(aks_manager *m, const char *ns, const char *id)
 	return reaped;
 }
 
-typedef struct id_list {
-	char **v;
-	size_t n, cap;
-} id_list;
-
 static int note_with_sandbox(void *ctx, const char *key, struct json_object *rec)
 {
 	(void)key;
-	id_list *l = ctx;
 	struct json_object *sid = json_object_object_get(rec, "sandbox_id");
 	struct json_object *id = json_object_object_get(rec, "sandbox_session_id");
 	if (!json_object_is_type(sid, json_type_string) || !json_object_is_type(id, json_type_string))
 		return AKS_OK;
-	if (l->n + 1 >= l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		char **p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
-			return AKS_ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(json_object_get_string(id))))
-		return AKS_ENOMEM;
-	l->v[++l->n] = NULL;
-	return AKS_OK;
+	return aks__strv_push(ctx, json_object_get_string(id));
 }
 
 /* The ids of a namespace's sessions that have a sandbox (NULL-terminated). */
 static char **ids_with_sandbox(aks_manager *m, const char *ns)
 {
-	id_list l = {NULL, 0, 0};
+	aks_strv l = {NULL, 0, 0};
 	aks_error *e = NULL;
 	int rc = aks__store_scan(m->store, ns, "session:", note_with_sandbox, &l, &e);
 	if (rc < 0) {

@@ -14,6 +14,7 @@
 #include "host_api.h"
 #include "state_file.h"
 #include "state_store.h"
+#include "util.h"
 
 struct aks_state_store {
 	const char *name; /* "file" or the plugin's name */
@@ -413,26 +414,9 @@ int aks__store_scan(aks_state_store *s, const char *ns, const char *prefix,
 	return rc;
 }
 
-typedef struct name_list {
-	char **v;
-	size_t n, cap;
-} name_list;
-
 static int add_name(void *ctx, const char *ns)
 {
-	name_list *l = ctx;
-	if (l->n + 1 >= l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 16;
-		char **p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
-			return AKS_ENOMEM;
-		l->v = p;
-		l->cap = cap;
-	}
-	if (!(l->v[l->n] = strdup(ns)))
-		return AKS_ENOMEM;
-	l->v[++l->n] = NULL;
-	return AKS_OK;
+	return aks__strv_push(ctx, ns);
 }
 
 static int cmp_names(const void *a, const void *b)
@@ -445,7 +429,7 @@ int aks__store_list(aks_state_store *s, char ***out, aks_error **err)
 	*out = NULL;
 	if (!s)
 		return aks__error_set(err, AKS_EINVAL, "state store: no store");
-	name_list l = {NULL, 0, 0};
+	aks_strv l = {NULL, 0, 0};
 	int rc = enter(s, err);
 	if (rc < 0)
 		return rc;

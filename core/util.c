@@ -118,3 +118,19 @@ char *aks__py_list_repr(const char *const *items)
 	}
 	return aks__buf_steal(&b);
 }
+
+int aks__strv_push(aks_strv *l, const char *s)
+{
+	if (l->n + 1 >= l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 16;
+		char **p = realloc(l->v, cap * sizeof(*p));
+		if (!p)
+			return AKS_ENOMEM;
+		l->v = p;
+		l->cap = cap;
+	}
+	if (!(l->v[l->n] = strdup(s)))
+		return AKS_ENOMEM;
+	l->v[++l->n] = NULL;
+	return AKS_OK;
+}

@@ -25,6 +25,15 @@ int aks__buf_puts(aks_buf *b, const char *s);
 char *aks__buf_steal(aks_buf *b);
 void aks__buf_free(aks_buf *b);
 
+/* A growing NULL-terminated list of malloc'd strings ({NULL, 0, 0} is empty). */
+typedef struct aks_strv {
+	char **v;
+	size_t n, cap;
+} aks_strv;
+
+/* Appends a copy of s: AKS_OK, or AKS_ENOMEM (the list is unchanged). */
+int aks__strv_push(aks_strv *l, const char *s);
+
 /* Edit distance, for "did you mean" suggestions. */
 size_t aks__levenshtein(const char *a, const char *b);
 
