@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,6 +380,13 @@ unsigned aks__policy_unenforced(const aks_policy *policy, const aks_capabilities
 {
 	unsigned mask = 0;
 	if (policy->network_egress != AKS_EGRESS_ALLOW && !caps->policy_network)
+		mask |= AKS_DIM_NETWORK;
+	/* Read only from a table large enough to hold it: older ones lack it (and then
+	 * enforce no allowlist). */
+	bool allowlist = caps->struct_size >= offsetof(aks_capabilities, policy_network_allowlist) +
+	                                          sizeof(caps->policy_network_allowlist) &&
+	                 caps->policy_network_allowlist;
+	if (policy->network_egress == AKS_EGRESS_ALLOWLIST && !allowlist)
 		mask |= AKS_DIM_NETWORK;
 	bool fs = (policy->fs_allow_read && policy->fs_allow_read[0]) ||
 	          (policy->fs_allow_write && policy->fs_allow_write[0]);

@@ -12,6 +12,7 @@
 #include "config.h"
 
 #include <getopt.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,10 +104,15 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	else
 		snprintf(buf, sizeof(buf), "%s", eg);
 	free(allow);
+	/* An allowlist needs more than deny: the flag a table too old to hold reads as false. */
+	bool allowlist = caps->struct_size >= offsetof(aks_capabilities, policy_network_allowlist) +
+	                                          sizeof(bool) &&
+	                 caps->policy_network_allowlist;
+	bool network = caps->policy_network &&
+	               (pol->network_egress != AKS_EGRESS_ALLOWLIST || allowlist);
 	json_object_object_add(policy, "network_egress",
-	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW,
-	                                 caps->policy_network, pol->strict, refusals,
-	                                 "network_egress"));
+	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW, network,
+	                                 pol->strict, refusals, "network_egress"));
 	char *rd = join_list(pol->fs_allow_read), *wr = join_list(pol->fs_allow_write);
 	bool fs = (rd && *rd) || (wr && *wr);
 	snprintf(buf, sizeof(buf), fs ? "read [%s], write [%s]" : "provider default", rd ? rd : "",

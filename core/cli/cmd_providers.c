@@ -69,6 +69,7 @@ static const struct {
     {"policy_network", offsetof(aks_capabilities, policy_network)},
     {"policy_filesystem", offsetof(aks_capabilities, policy_filesystem)},
     {"policy_resources", offsetof(aks_capabilities, policy_resources)},
+    {"policy_network_allowlist", offsetof(aks_capabilities, policy_network_allowlist)},
 };
 #define N_FLAGS (sizeof(capability_flags) / sizeof(capability_flags[0]))
 

@@ -46,6 +46,7 @@ static const aks_capabilities dk_capabilities = {
     .attaches_external = true,
     .principal_user = false,
     .policy_network = true,
+    .policy_network_allowlist = false, /* egress deny only: no allowlist in docker */
     .policy_filesystem = true,
     .policy_resources = true,
 };

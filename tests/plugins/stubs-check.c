@@ -38,7 +38,8 @@ typedef struct key_spec {
 typedef struct caps_spec {
 	uint32_t isolation;
 	bool shell, files, package_install, stateful, attach, provisions, attaches_external,
-	    principal_user, policy_network, policy_filesystem, policy_resources;
+	    principal_user, policy_network, policy_filesystem, policy_resources,
+	    policy_network_allowlist;
 } caps_spec;
 
 typedef struct stub_spec {
@@ -83,11 +84,11 @@ static const key_spec ec2_ssm_keys[] = {
  * attaches_external, principal_user, policy_network, policy_filesystem,
  * policy_resources. */
 static const stub_spec stubs[] = {
-    {"docker", docker_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1}},
-    {"kubernetes", kubernetes_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1}},
-    {"e2b", e2b_keys, {AKS_ISOLATION_MICRO_VM, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0}},
-    {"daytona", daytona_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 0, 0, 1, 0, 1}},
-    {"ec2_ssm", ec2_ssm_keys, {AKS_ISOLATION_NONE, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0}},
+    {"docker", docker_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 1, 0, 1, 1, 1, 0}},
+    {"kubernetes", kubernetes_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 1, 1, 0, 1, 1, 0}},
+    {"e2b", e2b_keys, {AKS_ISOLATION_MICRO_VM, 1, 1, 1, 1, 1, 1, 0, 0, 1, 0, 0, 1}},
+    {"daytona", daytona_keys, {AKS_ISOLATION_CONTAINER, 1, 1, 1, 0, 1, 1, 0, 0, 1, 0, 1, 1}},
+    {"ec2_ssm", ec2_ssm_keys, {AKS_ISOLATION_NONE, 1, 0, 0, 0, 1, 0, 1, 1, 0, 0, 0, 0}},
 };
 #define STUB_COUNT (sizeof(stubs) / sizeof(stubs[0]))
 
@@ -163,6 +164,7 @@ static void assert_caps(const aks_capabilities *c, const caps_spec *want)
 	assert_int_equal(c->policy_network, want->policy_network);
 	assert_int_equal(c->policy_filesystem, want->policy_filesystem);
 	assert_int_equal(c->policy_resources, want->policy_resources);
+	assert_int_equal(c->policy_network_allowlist, want->policy_network_allowlist);
 }
 
 /* ---- per-stub tests (state: the stub_spec) ------------------------------------------ */
@@ -345,7 +347,7 @@ static void test_kubernetes_network_policy(void **state)
 	                               "        namespace: sandboxes\n"
 	                               "        network_policy: true\n",
 	                               &cfg);
-	want.policy_network = true;
+	want.policy_network = want.policy_network_allowlist = true;
 	assert_caps(aks_provider_get_capabilities(prov), &want);
 	assert_false(aks_plugin_get_capabilities(plugin)->policy_network);
 	const char *ns = NULL;
@@ -355,7 +357,7 @@ static void test_kubernetes_network_policy(void **state)
 	aks_config_free(cfg);
 
 	prov = open_with(plugin, "network_policy: false\n", &cfg);
-	want.policy_network = false;
+	want.policy_network = want.policy_network_allowlist = false;
 	assert_caps(aks_provider_get_capabilities(prov), &want);
 	aks_provider_close(prov);
 	aks_config_free(cfg);

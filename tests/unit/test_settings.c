@@ -468,6 +468,27 @@ static void test_policy_gate(void **state)
 	assert_null(strstr(first + 1, warning));
 	free(text);
 	aks_settings_free(s);
+
+	/* An egress allowlist needs policy_network_allowlist, not only policy_network:
+	 * docker enforces deny but no allowlist; e2b enforces both. */
+	s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
+	            "    dk_allow: {type: docker, docker: {},\n"
+	            "               policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n"
+	            "    dk_deny: {type: docker, docker: {}, policy: {network_egress: deny}}\n"
+	            "    e2b_allow: {type: e2b, e2b: {},\n"
+	            "                policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n");
+	assert_int_equal(aks_settings_find_profile(s, "dk_allow", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_EPOLICY);
+	assert_string_equal(aks_error_message(err),
+	                    "provider 'docker' cannot enforce policy dimensions "
+	                    "['network_egress'] (strict); relax the policy or set strict=false");
+	aks_error_free(err);
+	err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "dk_deny", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_OK);
+	assert_int_equal(aks_settings_find_profile(s, "e2b_allow", &p, &err), AKS_OK);
+	assert_int_equal(aks_profile_check_policy(p, &err), AKS_OK);
+	aks_settings_free(s);
 	aks_log_set_level(AKS_LOG_ERROR);
 }
 

@@ -65,6 +65,10 @@ typedef struct aks_capabilities {
 	bool policy_network;     /* enforces egress policy */
 	bool policy_filesystem;  /* enforces filesystem policy */
 	bool policy_resources;   /* enforces cpu and memory limits */
+	/* Enforces an egress allowlist (network_egress allowlist with network_allow),
+	 * not only deny. Without it an allowlist counts as the network_egress dimension
+	 * the provider cannot enforce, so it is refused at config load under strict. */
+	bool policy_network_allowlist;
 } aks_capabilities;
 
 /* ---- policy and principal (host-owned, borrowed by the plugin) ------------ */

@@ -20,7 +20,8 @@
 static const char *const stub_languages[] = {"python", NULL};
 
 /* Capability rows of the matrix, in aks_capabilities order from `shell`. */
-#define STUB_CAPS(iso, shell_, files_, pkg, stateful_, attach_, prov, ext, user, net, fs, res)     \
+#define STUB_CAPS(iso, shell_, files_, pkg, stateful_, attach_, prov, ext, user, net, fs, res,     \
+                  allow)                                                                   \
 	{                                                                                          \
 		.struct_version = AKS_CAPABILITIES_VERSION,                                        \
 		.struct_size = sizeof(aks_capabilities), .isolation = (iso),                       \
@@ -28,6 +29,7 @@ static const char *const stub_languages[] = {"python", NULL};
 		.package_install = (pkg), .stateful = (stateful_), .attach = (attach_),            \
 		.provisions = (prov), .attaches_external = (ext), .principal_user = (user),        \
 		.policy_network = (net), .policy_filesystem = (fs), .policy_resources = (res),     \
+		.policy_network_allowlist = (allow),                                               \
 	}
 
 #if defined(STUB_DOCKER)
@@ -41,7 +43,8 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_END,
 };
 static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, false, true, true, true);
+    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, false, true, true, true,
+    false); /* egress deny only */
 #elif defined(STUB_KUBERNETES)
 #define STUB_NAME "kubernetes"
 static const aks_config_key stub_keys[] = {
@@ -68,7 +71,8 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_END,
 };
 static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, true, false, true, true);
+    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, true, false, true, true,
+    false); /* network: per instance, with network_policy */
 #elif defined(STUB_E2B)
 #define STUB_NAME "e2b"
 static const aks_config_key stub_keys[] = {
@@ -78,7 +82,8 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_END,
 };
 static const aks_capabilities stub_caps = STUB_CAPS(AKS_ISOLATION_MICRO_VM, true, true, true, true,
-                                                    true, true, false, false, true, false, false);
+                                                    true, true, false, false, true, false, false,
+                                                    true); /* allow_out lists */
 #elif defined(STUB_DAYTONA)
 #define STUB_NAME "daytona"
 static const aks_config_key stub_keys[] = {
@@ -91,7 +96,8 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_END,
 };
 static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, false, false, true, false, true);
+    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, false, false, true, false, true,
+    true); /* network_allow_list */
 #elif defined(STUB_EC2_SSM)
 #define STUB_NAME "ec2_ssm"
 static const aks_config_key stub_keys[] = {
@@ -101,7 +107,8 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_END,
 };
 static const aks_capabilities stub_caps = STUB_CAPS(AKS_ISOLATION_NONE, true, false, false, false,
-                                                    true, false, true, true, false, false, false);
+                                                    true, false, true, true, false, false, false,
+                                                    false);
 #else
 #error "define one of STUB_DOCKER, STUB_KUBERNETES, STUB_E2B, STUB_DAYTONA, STUB_EC2_SSM"
 #endif
@@ -148,7 +155,7 @@ static int stub_init(const aks_host_api *host, const aks_config *config, aks_pro
 	bool network_policy = false;
 	if (host->config_bool(config, "network_policy", &network_policy) == AKS_OK &&
 	    network_policy)
-		p->caps.policy_network = true;
+		p->caps.policy_network = p->caps.policy_network_allowlist = true; /* CIDRs */
 #endif
 	*out = p;
 	return AKS_OK;
