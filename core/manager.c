@@ -28,6 +28,8 @@ struct aks_manager {
 	aks_settings *settings;
 	aks_state_store *store;
 	bool threaded;      /* broker.flavor: thread */
+	bool remote;        /* broker.flavor: queue or a broker plugin, which this build cannot
+	                     * run yet: refused, never run here instead (see broker_missing) */
 	pthread_mutex_t mu; /* guards pool (made on first use) and the memo below */
 	aks_broker_pool *pool;
 	char **unconfigured; /* profiles the reaper has warned about */
@@ -53,9 +55,10 @@ int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	m->settings = settings;
 	m->store = store;
-	/* Only `thread` runs on the pool; `embedded` (and, until they exist,
-	 * the queue and plugin flavors) run inline and never promote. */
-	m->threaded = strcmp(aks_settings_get_broker_flavor(settings), "thread") == 0;
+	/* `thread` runs on the pool; `embedded` runs inline and never promotes. */
+	const char *flavor = aks_settings_get_broker_flavor(settings);
+	m->threaded = strcmp(flavor, "thread") == 0;
+	m->remote = !m->threaded && strcmp(flavor, "embedded") != 0;
 	pthread_mutex_init(&m->mu, NULL);
 	*out = m;
 	return AKS_OK;
@@ -691,6 +694,22 @@ static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
 	return rc;
 }
 
+/*
+ * The queue flavor sends work to `aksandbox worker` processes near the backends. This build
+ * has no queue broker yet, and running the work in this process instead would put it where
+ * the operator chose not to (and with credentials it should not need): refuse, saying so.
+ */
+static int broker_missing(const aks_manager *m, aks_error **err)
+{
+	if (!m->remote)
+		return AKS_OK;
+	return aks__error_set(err, AKS_EBROKER,
+	                      "sandbox.broker.flavor '%s' is not available in this build yet (the "
+	                      "queue broker and aksandbox worker are not built); nothing was run: "
+	                      "use flavor 'thread' or 'embedded'",
+	                      aks_settings_get_broker_flavor(m->settings));
+}
+
 static int check_request(const aks_mgr_request *req, aks_error **err)
 {
 	switch (req->op) {
@@ -719,6 +738,8 @@ int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_
 	int rc = aks__manager_check_conversation(caller->conversation, err);
 	if (rc == AKS_OK)
 		rc = check_request(req, err);
+	if (rc == AKS_OK)
+		rc = broker_missing(m, err);
 	if (rc < 0)
 		return rc;
 
@@ -799,6 +820,8 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
                                  aks_error **err)
 {
 	int rc = aks__manager_check_conversation(caller->conversation, err);
+	if (rc == AKS_OK)
+		rc = broker_missing(m, err);
 	if (rc < 0)
 		return rc;
 	if (!id)
@@ -984,6 +1007,8 @@ int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)
 {
 	if (reaped)
 		*reaped = 0;
+	if (m->remote)
+		return AKS_OK; /* the backends are the workers' to reap (their idle sweep) */
 	char **names = NULL;
 	int rc = aks__store_list(m->store, &names, err);
 	if (rc < 0)
