@@ -21,8 +21,7 @@
 #include "state_store.h"
 
 /* Levels of chunk directories a canonical path can have. */
-#define MAX_DIR_DEPTH                                                                      \
-	((3 * AKS_STORE_NAME_MAX + AKS_STORE_NS_CHUNK - 1) / AKS_STORE_NS_CHUNK - 1)
+#define MAX_DIR_DEPTH ((3 * AKS_STORE_NAME_MAX + AKS_STORE_NS_CHUNK - 1) / AKS_STORE_NS_CHUNK - 1)
 
 static bool ends_with(const char *s, size_t n, const char *suffix)
 {
@@ -170,8 +169,9 @@ int aks__fs_scan(aks_store_impl *fs, const char *ns, const char *prefix, aks_sto
 		return AKS_OK;
 	if (e == -ENOMEM)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	return aks__error_set(err, AKS_EIO, "state store: cannot list the records of '%s' in %s/ns: %s",
-	                      ns, aks__file_store_dir(fs), strerror(-e));
+	return aks__error_set(err, AKS_EIO,
+	                      "state store: cannot list the records of '%s' in %s/ns: %s", ns,
+	                      aks__file_store_dir(fs), strerror(-e));
 }
 
 /* ---- namespaces ---- */

@@ -129,8 +129,8 @@ int aks__file_store_new(const char *dir, aks_store_impl **out, aks_error **err)
 		e = errno;
 		what = "create the directory ns/ in";
 	}
-	if (!e && (fs->nsfd = openat(fs->dirfd, "ns", O_RDONLY | O_DIRECTORY | O_NOFOLLOW |
-	                                                  O_CLOEXEC)) < 0) {
+	if (!e && (fs->nsfd = openat(fs->dirfd, "ns",
+	                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		e = errno;
 		what = "open the directory ns/ in";
 	}
@@ -309,10 +309,11 @@ static int wait_lock(int fd, const aks_call *call, aks_error **err)
 		if (call->deadline_ms > 0) {
 			int64_t left = call->deadline_ms - host->now_ms();
 			if (left <= 0)
-				return aks__error_set(err, AKS_ETIMEOUT,
-				                      "timed out after %g s waiting for the sandbox "
-				                      "session, busy with another operation",
-				                      call->timeout);
+				return aks__error_set(
+				    err, AKS_ETIMEOUT,
+				    "timed out after %g s waiting for the sandbox "
+				    "session, busy with another operation",
+				    call->timeout);
 			if (left < wait)
 				wait = left;
 		}
@@ -446,8 +447,7 @@ static int load(aks_store_impl *fs, aks_fs_path *p, char **data, size_t *len, ak
 }
 
 /* temp file, fsync, rename over the record, fsync of the directory. */
-static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t len,
-                  aks_error **err)
+static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t len, aks_error **err)
 {
 	char tmp[LEAF_MAX], doc[LEAF_MAX];
 	leaf_name(p, ".tmp", tmp);
@@ -488,8 +488,7 @@ static int remove_record(aks_store_impl *fs, aks_fs_path *p, aks_error **err)
 		return io_error(fs, p, "cannot remove", ".json", errno, err);
 	unlinkat(dfd, leaf_name(p, ".tmp", name), 0);
 	int e = -aks__state_fsync(dfd);
-	return e ? io_error(fs, p, "removed, but could not sync the directory of", ".json", e,
-	                    err)
+	return e ? io_error(fs, p, "removed, but could not sync the directory of", ".json", e, err)
 	         : AKS_OK;
 }
 
@@ -555,17 +554,10 @@ static int fs_get(aks_store_impl *fs, const char *ns, const char *key, aks_store
 }
 
 const aks_store_ops aks__file_store_ops = {
-    AKS_STORE_OPS_VERSION,
-    sizeof(aks_store_ops),
-    fs_init,
-    fs_fini,
-    fs_update,
-    fs_get,
-    aks__fs_scan,
-    aks__fs_namespaces,
-    fs_lock,
-    fs_unlock,
-    NULL, /* put_expiring: files do not expire by themselves */
+    AKS_STORE_OPS_VERSION, sizeof(aks_store_ops), fs_init, fs_fini,   fs_update, fs_get,
+    aks__fs_scan,          aks__fs_namespaces,    fs_lock, fs_unlock, NULL, /* put_expiring: files
+                                                                               do not expire by
+                                                                               themselves */
 };
 
 static const aks_config_key file_store_keys[] = {

@@ -92,8 +92,8 @@ int aks__store_get(aks_state_store *s, const char *ns, const char *key, struct j
  * particular order; a record that is not valid JSON is skipped with a warning. A non-zero
  * return of `each` stops the scan and is returned. The record is borrowed for the call. */
 typedef int (*aks_store_each_fn)(void *ctx, const char *key, struct json_object *rec);
-int aks__store_scan(aks_state_store *s, const char *ns, const char *prefix,
-                    aks_store_each_fn each, void *ctx, aks_error **err);
+int aks__store_scan(aks_state_store *s, const char *ns, const char *prefix, aks_store_each_fn each,
+                    void *ctx, aks_error **err);
 
 /* Every namespace that has a record, sorted bytewise; NULL-terminated, freed with
  * aks__store_free_names(). */

@@ -125,9 +125,10 @@ static int enter(aks_state_store *s, aks_error **err)
 	pthread_mutex_lock(&s->mu);
 	for (size_t i = 0; i < s->n_active; i++) {
 		if (pthread_equal(s->active[i], self)) {
-			rc = aks__error_set(err, AKS_EINVAL,
-			                    "state store: a call from inside a transaction could wait "
-			                    "for a lock its own thread holds");
+			rc = aks__error_set(
+			    err, AKS_EINVAL,
+			    "state store: a call from inside a transaction could wait "
+			    "for a lock its own thread holds");
 			goto out;
 		}
 	}
@@ -238,10 +239,11 @@ static int serialize(aks_state_store *s, const char *ns, const char *key, json_o
 	if (!*text)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	if (*len + 1 > s->max_doc || *len > INT32_MAX)
-		return aks__error_set(err, AKS_ELIMIT,
-		                      "state store: the record '%s' of '%s' would be %zu bytes, over "
-		                      "the %zu-byte limit; nothing was written",
-		                      key, ns, *len + 1, s->max_doc);
+		return aks__error_set(
+		    err, AKS_ELIMIT,
+		    "state store: the record '%s' of '%s' would be %zu bytes, over "
+		    "the %zu-byte limit; nothing was written",
+		    key, ns, *len + 1, s->max_doc);
 	/* Read it back with the reader's own settings: what cannot be loaded is not written. */
 	json_tokener *tok = json_tokener_new_ex(AKS_STORE_MAX_DEPTH);
 	if (!tok)
@@ -286,8 +288,8 @@ typedef struct txn_ctx {
 	json_object *rec; /* owns the text handed to the store; freed after update returns */
 } txn_ctx;
 
-static int txn_bytes(void *ctx, const char *value, size_t len, int *action,
-                     const char **new_value, size_t *new_len, aks_error **err)
+static int txn_bytes(void *ctx, const char *value, size_t len, int *action, const char **new_value,
+                     size_t *new_len, aks_error **err)
 {
 	txn_ctx *t = ctx;
 	json_object_put(t->rec); /* a store may run the function again (an optimistic retry) */
@@ -396,8 +398,8 @@ static int scan_record(void *ctx, const char *key, const char *value, size_t len
 	return rc;
 }
 
-int aks__store_scan(aks_state_store *s, const char *ns, const char *prefix,
-                    aks_store_each_fn each, void *ctx, aks_error **err)
+int aks__store_scan(aks_state_store *s, const char *ns, const char *prefix, aks_store_each_fn each,
+                    void *ctx, aks_error **err)
 {
 	if (!s || !each)
 		return aks__error_set(err, AKS_EINVAL, "state store: no store or no function");
@@ -440,7 +442,7 @@ int aks__store_list(aks_state_store *s, char ***out, aks_error **err)
 	if (rc < 0) {
 		aks__store_free_names(l.v);
 		return rc == AKS_ENOMEM && err && !*err ? aks__error_set(err, rc, "out of memory")
-		                                         : rc;
+		                                        : rc;
 	}
 	qsort(l.v, l.n, sizeof(*l.v), cmp_names);
 	*out = l.v;

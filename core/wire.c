@@ -21,8 +21,8 @@
 /* The deepest nesting a message may have; provider_data is the deep part. */
 #define WIRE_MAX_DEPTH 64
 
-static const char *const op_names[] = {"execute_code",  "execute_command", "install_packages",
-                                       "upload_file",   "download_file",   "destroy"};
+static const char *const op_names[] = {"execute_code", "execute_command", "install_packages",
+                                       "upload_file",  "download_file",   "destroy"};
 static const char *const status_names[] = {"succeeded", "failed", "timed_out"};
 static const char *const egress_names[] = {"allow", "deny", "allowlist"};
 
@@ -50,9 +50,12 @@ static const struct {
 	int code;
 	const char *name;
 } error_types[] = {
-    {AKS_ECONFIG, "SandboxConfigError"},       {AKS_ECAPABILITY, "SandboxCapabilityError"},
-    {AKS_EPOLICY, "SandboxPolicyError"},       {AKS_ETIMEOUT, "SandboxTimeoutError"},
-    {AKS_EPROVISION, "SandboxProvisionError"}, {AKS_EGONE, "SandboxGoneError"},
+    {AKS_ECONFIG, "SandboxConfigError"},
+    {AKS_ECAPABILITY, "SandboxCapabilityError"},
+    {AKS_EPOLICY, "SandboxPolicyError"},
+    {AKS_ETIMEOUT, "SandboxTimeoutError"},
+    {AKS_EPROVISION, "SandboxProvisionError"},
+    {AKS_EGONE, "SandboxGoneError"},
     {AKS_ESESSION_NOT_FOUND, "SandboxSessionNotFoundError"},
     {AKS_EBROKER, "ExecutionBrokerError"},
 };
@@ -93,8 +96,8 @@ static struct json_object *strv_json(const char *const *v)
 static struct json_object *principal_json(const aks_principal *p)
 {
 	struct json_object *o = json_object_new_object(), *creds = json_object_new_object();
-	json_object_object_add(o, "mode",
-	                       json_object_new_string(p->mode == AKS_IDENTITY_USER ? "user" : "agent"));
+	json_object_object_add(
+	    o, "mode", json_object_new_string(p->mode == AKS_IDENTITY_USER ? "user" : "agent"));
 	json_object_object_add(o, "subject", json_object_new_string(p->subject ? p->subject : ""));
 	for (size_t i = 0; p->credentials && p->credentials[i] && p->credentials[i + 1]; i += 2)
 		json_object_object_add(creds, p->credentials[i],
@@ -107,10 +110,9 @@ static struct json_object *principal_json(const aks_principal *p)
 static struct json_object *policy_json(const aks_policy *p)
 {
 	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "network_egress",
-	                       json_object_new_string(egress_names[p->network_egress <= 2
-	                                                               ? p->network_egress
-	                                                               : 0]));
+	json_object_object_add(
+	    o, "network_egress",
+	    json_object_new_string(egress_names[p->network_egress <= 2 ? p->network_egress : 0]));
 	json_object_object_add(o, "network_allow", strv_json(p->network_allow));
 	json_object_object_add(o, "fs_allow_read", strv_json(p->fs_allow_read));
 	json_object_object_add(o, "fs_allow_write", strv_json(p->fs_allow_write));
@@ -128,8 +130,8 @@ static struct json_object *payload_json(const aks_wire_request *r, bool *oom)
 	switch (r->op) {
 	case AKS_WIRE_EXECUTE_CODE:
 		json_object_object_add(o, "code", json_object_new_string(r->code ? r->code : ""));
-		json_object_object_add(o, "language",
-		                       json_object_new_string(r->language ? r->language : "python"));
+		json_object_object_add(
+		    o, "language", json_object_new_string(r->language ? r->language : "python"));
 		break;
 	case AKS_WIRE_EXECUTE_COMMAND:
 		json_object_object_add(o, "command",
@@ -173,9 +175,9 @@ char *aks__wire_request_encode(const aks_wire_request *r)
 	json_object_object_add(o, "ak_session_id",
 	                       json_object_new_string(r->ak_session_id ? r->ak_session_id : ""));
 	json_object_object_add(o, "agent", json_object_new_string(r->agent ? r->agent : "agent"));
-	json_object_object_add(o, "wait_deadline", r->has_wait_deadline
-	                                               ? json_object_new_double(r->wait_deadline)
-	                                               : NULL);
+	json_object_object_add(o, "wait_deadline",
+	                       r->has_wait_deadline ? json_object_new_double(r->wait_deadline)
+	                                            : NULL);
 	char *text = oom ? NULL : aks__json_dumps(o);
 	json_object_put(o);
 	return text;
@@ -226,8 +228,11 @@ static bool valid_utf8(const unsigned char *s, size_t n)
 {
 	for (size_t i = 0; i < n;) {
 		unsigned char c = s[i];
-		size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3
-		                                               : (c & 0xF8) == 0xF0 ? 4 : 0;
+		size_t len = c < 0x80             ? 1
+		             : (c & 0xE0) == 0xC0 ? 2
+		             : (c & 0xF0) == 0xE0 ? 3
+		             : (c & 0xF8) == 0xF0 ? 4
+		                                  : 0;
 		if (!len || i + len > n)
 			return false;
 		uint32_t cp = len == 1 ? c : c & (0x7F >> len);
@@ -334,8 +339,9 @@ static struct json_object *parse(reader *rd, const char *json, size_t len)
 	json_tokener_free(tok);
 	if (jerr != json_tokener_success || !json_object_is_type(o, json_type_object)) {
 		json_object_put(o);
-		bad(rd, "%s", jerr != json_tokener_success ? json_tokener_error_desc(jerr)
-		                                          : "not a JSON object");
+		bad(rd, "%s",
+		    jerr != json_tokener_success ? json_tokener_error_desc(jerr)
+		                                 : "not a JSON object");
 		return NULL;
 	}
 	for (size_t i = end; i < len; i++) {
@@ -397,8 +403,8 @@ static void read_payload(reader *rd, struct json_object *p, aks_wire_request *r)
 		struct json_object *c = member(rd, p, "content", json_type_string, true);
 		if (c) {
 			int e = aks__base64_decode(json_object_get_string(c),
-			                           (size_t)json_object_get_string_len(c), &r->content,
-			                           &r->content_len);
+			                           (size_t)json_object_get_string_len(c),
+			                           &r->content, &r->content_len);
 			if (e == -ENOMEM)
 				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
 			else if (e)
@@ -490,8 +496,7 @@ static void read_policy(reader *rd, struct json_object *p, aks_wire_request *r)
 		r->policy.strict = json_object_get_boolean(strict);
 }
 
-int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **out,
-                             aks_error **err)
+int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **out, aks_error **err)
 {
 	*out = NULL;
 	reader rd = {err, "request", AKS_OK};
@@ -606,12 +611,13 @@ char *aks__wire_record_encode(const aks_wire_completion *c, const char *conversa
 		json_object_put(body);
 		return NULL;
 	}
-	json_object_object_add(o, "request_id", json_object_new_string(c->task_id ? c->task_id : ""));
+	json_object_object_add(o, "request_id",
+	                       json_object_new_string(c->task_id ? c->task_id : ""));
 	json_object_object_add(o, "session_id",
 	                       json_object_new_string(conversation ? conversation : ""));
-	json_object_object_add(o, "status_code",
-	                       json_object_new_int(codes[c->status >= 0 && c->status <= 2 ? c->status
-	                                                                                   : 1]));
+	json_object_object_add(
+	    o, "status_code",
+	    json_object_new_int(codes[c->status >= 0 && c->status <= 2 ? c->status : 1]));
 	json_object_object_add(o, "body", body);
 	char *text = aks__json_dumps(o);
 	json_object_put(o);
@@ -664,10 +670,11 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		          : 0;
 		if (e == -EINVAL)
 			bad(rd, "'%s' of an output file is not standard base64", "content");
-		else if (e || (rd->rc == AKS_OK && (aks__result_add_file(r, path, mime) < 0 ||
-		                                     aks__result_write(r, AKS_STREAM_FILE, data, len,
-		                                                       NULL) < 0)))
-			bad(rd, "%s", "an output file cannot be kept (too large, or out of memory)");
+		else if (e || (rd->rc == AKS_OK &&
+		               (aks__result_add_file(r, path, mime) < 0 ||
+		                aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
+			bad(rd, "%s",
+			    "an output file cannot be kept (too large, or out of memory)");
 		free(path);
 		free(mime);
 		free(data);

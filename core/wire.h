@@ -34,11 +34,11 @@ typedef struct aks_wire_request {
 	char *task_id;
 	int op; /* aks_wire_op */
 	/* payload, by operation */
-	char *code, *language;               /* execute_code */
-	char *command;                       /* execute_command */
-	char **packages;                     /* install_packages (NULL-terminated) */
-	char *path;                          /* upload_file, download_file */
-	unsigned char *content;              /* upload_file */
+	char *code, *language;  /* execute_code */
+	char *command;          /* execute_command */
+	char **packages;        /* install_packages (NULL-terminated) */
+	char *path;             /* upload_file, download_file */
+	unsigned char *content; /* upload_file */
 	size_t content_len;
 	char *profile;
 	/* principal */
@@ -60,8 +60,7 @@ typedef struct aks_wire_request {
  * operation uses are written; principal and policy are read from r->principal/r->policy. */
 char *aks__wire_request_encode(const aks_wire_request *r);
 /* Decodes and validates; *out is the caller's, freed with aks__wire_request_free. */
-int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **out,
-                             aks_error **err);
+int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **out, aks_error **err);
 void aks__wire_request_free(aks_wire_request *r);
 
 /* ExecutionCompletion. */

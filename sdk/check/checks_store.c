@@ -197,7 +197,8 @@ void aks_check_store_failed_update_writes_nothing(void **state)
 	aks_error *err = NULL;
 	int rc = st.ops->update(st.impl, n, "k", failing_fn, NULL, &err);
 	if (rc != AKS_EPOLICY || !err)
-		fail_msg("update returned %d (want the function's AKS_EPOLICY, with its error)", rc);
+		fail_msg("update returned %d (want the function's AKS_EPOLICY, with its error)",
+		         rc);
 	aks_error_free(err);
 	got g;
 	if (get(n, "k", &g) != AKS_OK || g.len != 6 || memcmp(g.value, "before", 6) != 0)
@@ -223,11 +224,15 @@ void aks_check_store_names_apart(void **state)
 	put(longn, "k", "5", 1);
 	const struct {
 		const char *n, *k, *v;
-	} want[] = {{a, "y:z", "1"}, {b, "z", "2"}, {c, "y:z", "3"}, {a, "*?[]\\ %/..", "4"},
+	} want[] = {{a, "y:z", "1"},
+	            {b, "z", "2"},
+	            {c, "y:z", "3"},
+	            {a, "*?[]\\ %/..", "4"},
 	            {longn, "k", "5"}};
 	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
 		got g;
-		if (get(want[i].n, want[i].k, &g) != AKS_OK || g.len != 1 || g.value[0] != want[i].v[0])
+		if (get(want[i].n, want[i].k, &g) != AKS_OK || g.len != 1 ||
+		    g.value[0] != want[i].v[0])
 			fail_msg("record '%s' of '%s' does not read back as written", want[i].k,
 			         want[i].n);
 	}
@@ -240,8 +245,8 @@ void aks_check_store_names_apart(void **state)
 	memset(&g, 0, sizeof(g));
 	aks_check_expect("scan", st.ops->scan(st.impl, a, "", take, &g, &err), AKS_OK, err);
 	if (g.count != 2)
-		fail_msg("scan of '%s' saw %d records (want 2: none of '%s' or '%s')", a, g.count, b,
-		         c);
+		fail_msg("scan of '%s' saw %d records (want 2: none of '%s' or '%s')", a, g.count,
+		         b, c);
 	del(a, "y:z");
 	del(b, "z");
 	del(c, "y:z");
@@ -290,7 +295,7 @@ void aks_check_store_namespaces(void **state)
 /* ---- atomicity ---- */
 
 #define THREADS 8
-#define ROUNDS 100
+#define ROUNDS  100
 
 static int incr_fn(void *ctx, const char *value, size_t len, int *action, const char **nv,
                    size_t *nlen, aks_error **err)
@@ -430,16 +435,16 @@ void aks_check_store_expiring_records(void **state)
 {
 	(void)state;
 	need_store();
-	bool has = st.ops->struct_size >= offsetof(aks_store_ops, put_expiring) +
-	                                     sizeof(st.ops->put_expiring) &&
+	bool has = st.ops->struct_size >=
+	               offsetof(aks_store_ops, put_expiring) + sizeof(st.ops->put_expiring) &&
 	           st.ops->put_expiring;
 	if (!has)
 		return; /* optional: the store just cannot serve as a response store */
 	char n[64];
 	ns("ttl", n, sizeof(n));
 	aks_error *err = NULL;
-	aks_check_expect("put_expiring",
-	                 st.ops->put_expiring(st.impl, n, "r", "rec", 3, 1, &err), AKS_OK, err);
+	aks_check_expect("put_expiring", st.ops->put_expiring(st.impl, n, "r", "rec", 3, 1, &err),
+	                 AKS_OK, err);
 	got g;
 	if (get(n, "r", &g) != AKS_OK || g.len != 3)
 		fail_msg("a record written with put_expiring does not read back");

@@ -15,10 +15,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(cond)                                                                        \
-	do {                                                                               \
-		if (!(cond))                                                               \
-			abort();                                                           \
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond))                                                                       \
+			abort();                                                                   \
 	} while (0)
 
 static bool same(const char *a, const char *b)
@@ -45,7 +45,8 @@ static void request(const char *text, size_t size)
 	      (!r->content_len || memcmp(r2->content, r->content, r->content_len) == 0) &&
 	      r2->policy.network_egress == r->policy.network_egress &&
 	      r2->policy.strict == r->policy.strict && r2->principal.mode == r->principal.mode &&
-	      same(r2->session.id, r->session.id) && same(r2->session.sandbox_id, r->session.sandbox_id));
+	      same(r2->session.id, r->session.id) &&
+	      same(r2->session.sandbox_id, r->session.sandbox_id));
 	aks__wire_request_free(r2);
 	free(again);
 	aks__wire_request_free(r);

@@ -124,7 +124,8 @@ static void test_plugin_store_holds_sessions(void **state)
 	aks_error *err = NULL;
 	assert_int_equal(aks_settings_load(fx->cfg, no_env, &s, &err), AKS_OK);
 	assert_int_equal(aks_runtime_open(s, fx->state, &rt, &err), AKS_OK);
-	free(call(rt, "write_sandbox_file", "{\"path\": \"kept.txt\", \"content\": \"in memory\"}"));
+	free(
+	    call(rt, "write_sandbox_file", "{\"path\": \"kept.txt\", \"content\": \"in memory\"}"));
 	char *out = call(rt, "read_sandbox_file", "{\"path\": \"kept.txt\"}");
 	assert_non_null(strstr(out, "in memory"));
 	free(out);

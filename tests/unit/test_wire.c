@@ -39,7 +39,8 @@ static void test_base64_vectors(void **state)
 		free(d);
 	}
 	/* strict: no whitespace, padding only at the end, no stray bits, length % 4 */
-	const char *bad[] = {"Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zm 9v", "=Zm9", "Zg==Zg==", "Zm9v\n"};
+	const char *bad[] = {
+	    "Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zm 9v", "=Zm9", "Zg==Zg==", "Zm9v\n"};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		unsigned char *d = NULL;
 		size_t n = 0;
@@ -142,8 +143,8 @@ static void expect_refused(const char *json, const char *words)
 }
 
 #define HEAD "{\"task_id\": \"t\", \"profile\": \"p\", "
-#define TAIL                                                                               \
-	"\"principal\": {\"subject\": \"a\"}, \"policy\": {}, "                                \
+#define TAIL                                                                                       \
+	"\"principal\": {\"subject\": \"a\"}, \"policy\": {}, "                                    \
 	"\"sandbox_session\": {\"sandbox_session_id\": \"s\", \"profile\": \"p\"}}"
 
 static void test_request_refusals(void **state)
@@ -151,12 +152,14 @@ static void test_request_refusals(void **state)
 	(void)state;
 	expect_refused("not json", "malformed request");
 	expect_refused("[1]", "not a JSON object");
-	expect_refused(HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": \"x\"}, " TAIL
-	               " trailing",
-	               "more after");
+	expect_refused(
+	    HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": \"x\"}, " TAIL
+	         " trailing",
+	    "more after");
 	expect_refused("{\"operation\": \"destroy\"}", "'task_id' is missing");
 	expect_refused(HEAD "\"operation\": \"rm_rf\", " TAIL, "unknown operation 'rm_rf'");
-	expect_refused(HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": 7}, " TAIL,
+	expect_refused(HEAD
+	               "\"operation\": \"execute_command\", \"payload\": {\"command\": 7}, " TAIL,
 	               "'command' has the wrong type");
 	expect_refused(HEAD "\"operation\": \"upload_file\", \"payload\": {\"path\": \"x\", "
 	                    "\"content\": \"Zh==\"}, " TAIL,
@@ -228,8 +231,10 @@ static void test_completion_record(void **state)
 	aks_result_free(c.result);
 
 	/* a failure: 500, no result, the error class by name; timed out: 504 */
-	aks_wire_completion f = {.task_id = "t-2", .status = AKS_WIRE_FAILED,
-	                         .error = "boom", .error_type = "SandboxPolicyError"};
+	aks_wire_completion f = {.task_id = "t-2",
+	                         .status = AKS_WIRE_FAILED,
+	                         .error = "boom",
+	                         .error_type = "SandboxPolicyError"};
 	f.session.id = "s";
 	f.session.profile = "p";
 	rec = aks__wire_record_encode(&f, "c");
@@ -249,8 +254,9 @@ static void test_completion_record(void **state)
 static void test_error_types(void **state)
 {
 	(void)state;
-	int codes[] = {AKS_ECONFIG, AKS_ECAPABILITY, AKS_EPOLICY,           AKS_ETIMEOUT,
-	               AKS_EPROVISION, AKS_EGONE, AKS_ESESSION_NOT_FOUND, AKS_EBROKER};
+	int codes[] = {
+	    AKS_ECONFIG, AKS_ECAPABILITY,        AKS_EPOLICY, AKS_ETIMEOUT, AKS_EPROVISION,
+	    AKS_EGONE,   AKS_ESESSION_NOT_FOUND, AKS_EBROKER};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		assert_int_equal(aks__wire_error_code(aks__wire_error_type(codes[i])), codes[i]);
 	assert_string_equal(aks__wire_error_type(AKS_ETIMEOUT), "SandboxTimeoutError");
@@ -262,8 +268,8 @@ static void test_error_types(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-	    cmocka_unit_test(test_base64_vectors),    cmocka_unit_test(test_request_round_trip),
-	    cmocka_unit_test(test_request_refusals),  cmocka_unit_test(test_completion_record),
+	    cmocka_unit_test(test_base64_vectors),   cmocka_unit_test(test_request_round_trip),
+	    cmocka_unit_test(test_request_refusals), cmocka_unit_test(test_completion_record),
 	    cmocka_unit_test(test_error_types),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

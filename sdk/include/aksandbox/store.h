@@ -68,9 +68,9 @@ extern "C" {
 
 /* What a transaction function decides. */
 typedef enum aks_store_action {
-	AKS_STORE_KEEP = 0,   /* leave the record as it is (absent stays absent) */
-	AKS_STORE_PUT = 1,    /* write *new_value (creating the record if absent) */
-	AKS_STORE_DELETE = 2  /* remove the record (absent is fine) */
+	AKS_STORE_KEEP = 0,  /* leave the record as it is (absent stays absent) */
+	AKS_STORE_PUT = 1,   /* write *new_value (creating the record if absent) */
+	AKS_STORE_DELETE = 2 /* remove the record (absent is fine) */
 } aks_store_action;
 
 /*

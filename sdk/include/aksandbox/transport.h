@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 /* The two queues. */
-#define AKS_QUEUE_INPUT "input"
+#define AKS_QUEUE_INPUT  "input"
 #define AKS_QUEUE_OUTPUT "output"
 
 #define AKS_MESSAGE_VERSION 1
@@ -56,15 +56,15 @@ extern "C" {
 /* One message. Strings are NUL-terminated; the body is bytes (the host sends
  * UTF-8 JSON). */
 typedef struct aks_message {
-	uint32_t struct_version;        /* AKS_MESSAGE_VERSION */
-	uint32_t struct_size;           /* sizeof(aks_message) */
+	uint32_t struct_version; /* AKS_MESSAGE_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_message) */
 	const char *body;
 	size_t body_len;
-	const char *const *attributes;  /* NULL-terminated key, value pairs; never NULL */
-	const char *group_id;           /* NULL: no group */
-	const char *dedup_id;           /* NULL: no de-duplication */
-	uint32_t receive_count;         /* fetched: deliveries so far, 1 the first time */
-	const char *message_id;         /* fetched: the transport's id; NULL on send */
+	const char *const *attributes; /* NULL-terminated key, value pairs; never NULL */
+	const char *group_id;          /* NULL: no group */
+	const char *dedup_id;          /* NULL: no de-duplication */
+	uint32_t receive_count;        /* fetched: deliveries so far, 1 the first time */
+	const char *message_id;        /* fetched: the transport's id; NULL on send */
 } aks_message;
 
 /* Completed privately by each transport plugin. */
@@ -78,8 +78,8 @@ typedef struct aks_transport_ops {
 	uint32_t struct_size;    /* sizeof(aks_transport_ops) */
 
 	/* Mandatory. Builds the transport from its validated config block. */
-	int (*init)(const aks_host_api *host, const aks_config *config,
-	            aks_transport_impl **out, aks_error **err);
+	int (*init)(const aks_host_api *host, const aks_config *config, aks_transport_impl **out,
+	            aks_error **err);
 	/* Optional. Called once, after every consumer was closed. */
 	void (*fini)(aks_transport_impl *t);
 

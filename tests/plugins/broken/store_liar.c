@@ -123,8 +123,8 @@ static int liar_get(aks_store_impl *s, const char *ns, const char *key, aks_stor
 	return rc;
 }
 
-static int liar_scan(aks_store_impl *s, const char *ns, const char *prefix,
-                     aks_store_record_fn fn, void *ctx, aks_error **err)
+static int liar_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_store_record_fn fn,
+                     void *ctx, aks_error **err)
 {
 	(void)ns, (void)err;
 	int rc = AKS_OK;
@@ -176,5 +176,5 @@ static const aks_store_ops ops = {
     .unlock = liar_unlock,
 };
 
-AKS_PLUGIN_DEFINE(AKS_PLUGIN_STORE, "store_liar", "1.0", "MIT",
-                  "deliberately broken test store", NULL, &ops);
+AKS_PLUGIN_DEFINE(AKS_PLUGIN_STORE, "store_liar", "1.0", "MIT", "deliberately broken test store",
+                  NULL, &ops);

@@ -30,8 +30,8 @@ static int no_get(aks_store_impl *s, const char *ns, const char *key, aks_store_
 	return AKS_ERROR;
 }
 
-static int no_scan(aks_store_impl *s, const char *ns, const char *prefix,
-                   aks_store_record_fn fn, void *ctx, aks_error **err)
+static int no_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_store_record_fn fn,
+                   void *ctx, aks_error **err)
 {
 	(void)s, (void)ns, (void)prefix, (void)fn, (void)ctx, (void)err;
 	return AKS_ERROR;

@@ -271,8 +271,17 @@ static void ms_unlock(aks_store_impl *m, aks_store_lock *lk)
 }
 
 static const aks_store_ops memstore_ops = {
-    AKS_STORE_OPS_VERSION, sizeof(aks_store_ops), ms_init, ms_fini, ms_update, ms_get,
-    ms_scan,               ms_namespaces,         ms_lock, ms_unlock, NULL,
+    AKS_STORE_OPS_VERSION,
+    sizeof(aks_store_ops),
+    ms_init,
+    ms_fini,
+    ms_update,
+    ms_get,
+    ms_scan,
+    ms_namespaces,
+    ms_lock,
+    ms_unlock,
+    NULL,
 };
 
 static const aks_config_key memstore_keys[] = {
