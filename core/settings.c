@@ -367,6 +367,8 @@ AKS_EXPORT void aks_settings_free(aks_settings *s)
 	free(s->resolver_type);
 	aks_config_free(s->store_block);
 	free(s->store_type);
+	aks_config_free(s->queue_block);
+	aks_config_free(s->response_block);
 	free(s->file);
 	free_strv(s->agents);
 	free(s->default_profile);
@@ -413,13 +415,28 @@ char *aks__dims_repr(unsigned mask)
 
 /* ---- broker ---- */
 
+static char *type_plugin_name(const char *type);
+
+/* A queue or store block may also hold the options of its type's plugin, under the
+ * plugin's name (`type: mytransport` with a `mytransport:` block). */
+static bool own_block_key(const char *key, void *ctx)
+{
+	const aks_node *type = ctx;
+	if (!type || type->kind != AKS_NODE_SCALAR || aks__node_is_null(type))
+		return false;
+	char *own = type_plugin_name(type->value);
+	bool same = own && strcmp(own, key) == 0;
+	free(own);
+	return same;
+}
+
 static int parse_queue_block(const aks_node *q, const char *path, aks_error **err)
 {
 	static const char *const keys[] = {"type", "input", "output", "batch_size", "in_memory",
 	                                   "kafka", "nats", "sqs", NULL};
 	static const char *const io_keys[] = {"url", "max_receive_count", "no_of_consumers", NULL};
 	char sub[256];
-	int rc = check_keys(q, path, keys, NULL, NULL, err);
+	int rc = check_keys(q, path, keys, own_block_key, (void *)aks__node_get(q, "type"), err);
 	if (rc < 0)
 		return rc;
 	const aks_node *type = aks__node_get(q, "type");
@@ -458,7 +475,7 @@ static int parse_store_block(const aks_node *st, const char *path, aks_error **e
 	static const char *const keys[] = {"type", "retry_count", "delay", "redis", "valkey",
 	                                   "dynamodb", "in_memory", NULL};
 	char sub[256];
-	int rc = check_keys(st, path, keys, NULL, NULL, err);
+	int rc = check_keys(st, path, keys, own_block_key, (void *)aks__node_get(st, "type"), err);
 	if (rc < 0)
 		return rc;
 	const aks_node *type = aks__node_get(st, "type");
@@ -943,6 +960,66 @@ static int parse_state_store(aks_settings *s, const aks_node *sb, bool load, aks
 	                         &s->store_block, err);
 }
 
+/* ---- the queue broker's transport and response store ---- */
+
+/* Loads the plugin a queue or store block's `type` names and builds its options block (the
+ * block named after the plugin), located in the file on any error. */
+static int load_block_plugin(const aks_node *block, const char *path, int kind,
+                             const aks_plugin **plugin, aks_config **cfg, aks_error **err)
+{
+	const aks_node *type = aks__node_get(block, "type");
+	char sub[256], pos[AKS_NODE_WHERE_SIZE];
+	aks_error *e = NULL;
+	int rc = aks_plugin_load(type->value, kind, plugin, &e);
+	if (rc < 0) {
+		rc = aks__error_set(err, rc, "%s: %s: %s", where(type, pos, sizeof(pos)),
+		                    join(sub, sizeof(sub), path, "type"), aks_error_message(e));
+		aks_error_free(e);
+		return rc;
+	}
+	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(*plugin);
+	return aks__config_build(d, aks__node_get(block, d->name), join(sub, sizeof(sub), path, d->name),
+	                         cfg, err);
+}
+
+/*
+ * flavor: queue: the pairing rule (reference §5.5), then, for an enabled sandbox, the
+ * transport and store plugins with their options checked here, at load, like a profile's
+ * provider: a wrong key, a missing plugin or a store that cannot expire records is an error
+ * with its place in the file, not a surprise on the first call.
+ */
+static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
+{
+	if (strcmp(s->broker.flavor, "queue") != 0)
+		return AKS_OK;
+	const aks_node *b = aks__node_get(sb, "broker");
+	const aks_node *q = aks__node_get(b, "queue"), *st = aks__node_get(b, "response_store");
+	const aks_node *qt = aks__node_get(q, "type"), *stt = aks__node_get(st, "type");
+	bool q_mem = strcmp(qt->value, "in_memory") == 0, st_mem = strcmp(stt->value, "in_memory") == 0;
+	if (q_mem != st_mem)
+		return fail(err, q_mem ? stt : qt, NULL,
+		            "the in_memory sandbox transport and the in_memory response store are only "
+		            "valid together (the single-process test topology); pair a broker transport "
+		            "(sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
+	if (q_mem || !load)
+		return AKS_OK;
+	int rc = load_block_plugin(q, "sandbox.broker.queue", AKS_PLUGIN_TRANSPORT,
+	                           &s->queue_plugin, &s->queue_block, err);
+	if (rc == AKS_OK)
+		rc = load_block_plugin(st, "sandbox.broker.response_store", AKS_PLUGIN_STORE,
+		                       &s->response_plugin, &s->response_block, err);
+	if (rc < 0)
+		return rc;
+	const aks_store_ops *ops = aks_plugin_get_descriptor(s->response_plugin)->ops;
+	if (ops->struct_size < offsetof(aks_store_ops, put_expiring) + sizeof(ops->put_expiring) ||
+	    !ops->put_expiring)
+		return fail(err, stt, "sandbox.broker.response_store.type",
+		            "store '%s' cannot expire records (no put_expiring), which the queue "
+		            "broker's response records need",
+		            aks_plugin_get_descriptor(s->response_plugin)->name);
+	return AKS_OK;
+}
+
 /* ---- the whole block ---- */
 
 static const char *const sandbox_keys[] = {
@@ -1009,6 +1086,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		rc = parse_resolver(s, sb, load, err);
 	if (rc == AKS_OK)
 		rc = parse_state_store(s, sb, load, err);
+	if (rc == AKS_OK)
+		rc = parse_queue_plugins(s, sb, load, err);
 	const aks_node *profiles = NULL;
 	if (rc == AKS_OK)
 		rc = get_map(sb, "profiles", "sandbox.profiles", &profiles, err);

@@ -62,6 +62,12 @@ struct aks_settings {
 	char *store_type;             /* NULL = the built-in file store by default */
 	const aks_plugin *store_plugin; /* NULL = the built-in file store */
 	aks_config *store_block;      /* validated against the store's schema */
+	/* flavor queue, enabled: the transport and response store plugins and their options
+	 * (NULL for the in_memory pair) */
+	const aks_plugin *queue_plugin;
+	aks_config *queue_block;
+	const aks_plugin *response_plugin;
+	aks_config *response_block;
 	aks_profile **profiles;
 	size_t profile_count;
 };

@@ -265,6 +265,12 @@ static void test_key_and_type_errors(void **state)
 	EXPECT_ERROR("sandbox:\n  broker:\n    queue: {input: {}}\n",
 	             "config.yaml:3:12: sandbox.broker.queue.type: is required when the block is "
 	             "declared (in_memory, nats, kafka, sqs, or a plugin)");
+	/* the pairing rule (reference §5.5), located at the store's type */
+	EXPECT_ERROR("sandbox:\n  broker:\n    flavor: queue\n    queue: {type: in_memory}\n"
+	             "    response_store: {type: redis}\n",
+	             "config.yaml:5:28: the in_memory sandbox transport and the in_memory response "
+	             "store are only valid together (the single-process test topology); pair a broker "
+	             "transport (sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
 }
 
 static void test_profile_errors(void **state)
