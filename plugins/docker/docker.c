@@ -645,6 +645,8 @@ static int attach_external(aks_provider_impl *prov, const aks_call *call, aks_sa
 static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
                      aks_error **err)
 {
+	if (prov->attach_to) /* it checks the policy and connects itself */
+		return attach_external(prov, call, out, err);
 	const aks_policy *p = call ? call->policy : NULL;
 	int rc = check_policy(prov, p, err);
 	if (rc != AKS_OK)
@@ -652,10 +654,6 @@ static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 	dk_conn c = {0};
 	if ((rc = dk_conn_init(&c, prov, err)) != AKS_OK)
 		return rc;
-	if (prov->attach_to) {
-		dk_conn_fini(&c);
-		return attach_external(prov, call, out, err);
-	}
 	char name[64];
 	rc = provision(prov, &c, call, name, err);
 	dk_conn_fini(&c);

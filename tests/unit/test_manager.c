@@ -43,7 +43,7 @@ static int write_config(fixture *fx, bool enabled)
 	        "  enabled: %s\n"
 	        "  default_profile: default\n"
 	        "  profiles:\n"
-	        "    default: {type: fake, fake: {}}\n"
+	        "    default: {type: fake, fake: {destroy_log: %s/destroys.log}}\n"
 	        "    local: {type: local_subprocess, local_subprocess: {workdir: %s/boxes}}\n"
 	        "    eph: {type: local_subprocess, scope: per_call,\n"
 	        "          local_subprocess: {workdir: %s/boxes}}\n"
@@ -59,7 +59,8 @@ static int write_config(fixture *fx, bool enabled)
 	        "    ext: {type: fake, environment: attached, idle_timeout: 1,\n"
 	        "          fake: {attaches_external: true, attach_to: ext-1}}\n"
 	        "    sluggish: {type: fake, policy: {timeout: 0.3}, fake: {create_delay: 30}}\n",
-	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir);
+	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir,
+	        fx->dir);
 	return fclose(f);
 }
 
@@ -533,6 +534,17 @@ static void test_self_heal(void **state)
 	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:default", &s2, NULL), AKS_OK);
 	assert_non_null(s2.sandbox_id);
 	assert_string_not_equal(s.sandbox_id, s2.sandbox_id);
+	/* The core told the provider to clean up after the vanished sandbox: the old id was
+	 * destroyed twice, by the test above and by the core's recreation. */
+	char path[256], line[128];
+	snprintf(path, sizeof(path), "%s/destroys.log", fx->dir);
+	FILE *f = fopen(path, "r");
+	assert_non_null(f);
+	int old_id = 0;
+	while (fgets(line, sizeof(line), f))
+		old_id += strncmp(line, s.sandbox_id, strlen(s.sandbox_id)) == 0;
+	fclose(f);
+	assert_int_equal(old_id, 2);
 	aks__session_clear(&s);
 	aks__session_clear(&s2);
 	aks__store_close(st);

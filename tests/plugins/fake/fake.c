@@ -22,6 +22,8 @@
  *    and it lives on, files included, until a destroy of that id, after which
  *    attaching to it is AKS_EGONE (so a test can tell whether the host ever
  *    destroyed it).
+ *    `destroy_log: PATH` appends each id destroy is called with to PATH, one
+ *    per line, so a test can see which destroys the host made.
  *    `create_delay: SECONDS` makes create take that long, as a slow backend
  *    would; it gives up at the call's deadline (AKS_ETIMEOUT) or when the
  *    call is cancelled (AKS_ECANCELLED), as a provider must.
@@ -42,6 +44,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -78,6 +81,7 @@ struct aks_provider_impl {
 	const aks_host_api *host;
 	bool attaches_external; /* config: declare it, and accept "ext-" ids */
 	double create_delay;    /* config: seconds create takes */
+	char *destroy_log;      /* config: where destroy calls are recorded, or NULL */
 	pthread_mutex_t lock;
 	struct fake_box *boxes;
 };
@@ -367,6 +371,13 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 		prov->attaches_external = false;
 	if (host->config_double(config, "create_delay", &prov->create_delay) != AKS_OK)
 		prov->create_delay = 0;
+	const char *log = NULL;
+	if (host->config_string(config, "destroy_log", &log) == AKS_OK && log &&
+	    !(prov->destroy_log = strdup(log))) {
+		pthread_mutex_destroy(&prov->lock);
+		free(prov);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	*out = prov;
 	return AKS_OK;
 }
@@ -405,6 +416,7 @@ static void fake_fini(aks_provider_impl *prov)
 		fake_box_unref(b);
 	}
 	pthread_mutex_destroy(&prov->lock);
+	free(prov->destroy_log);
 	free(prov);
 }
 
@@ -507,6 +519,13 @@ static int fake_destroy(aks_provider_impl *prov, const char *sandbox_id, const a
 	bool found = false;
 
 	pthread_mutex_lock(&prov->lock);
+	if (prov->destroy_log) {
+		int fd = open(prov->destroy_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dprintf(fd, "%s\n", sandbox_id);
+			close(fd);
+		}
+	}
 	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
 		struct fake_box *box = *p;
 		if (strcmp(box->id, sandbox_id) != 0)
@@ -574,6 +593,8 @@ static const aks_config_key fake_config_keys[] = {
                    "the external environment of an environment: attached profile"),
     AKS_CONFIG_KEY("create_delay", AKS_CONFIG_DOUBLE, false, "0",
                    "seconds create takes (it gives up at the call's deadline)"),
+    AKS_CONFIG_KEY("destroy_log", AKS_CONFIG_STRING, false, NULL,
+                   "a file each destroyed id is appended to (for tests)"),
     AKS_CONFIG_END,
 };
 
