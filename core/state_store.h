@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <aksandbox/store.h>
 
@@ -48,6 +49,9 @@ int aks__store_open(const char *dir, aks_state_store **out, aks_error **err);
  * it must outlive the store). */
 int aks__store_open_plugin(const aks_plugin *plugin, const aks_config *config,
                            aks_state_store **out, aks_error **err);
+/* The same for a descriptor: a loaded plugin's or a built-in store's. */
+int aks__store_open_desc(const aks_plugin_descriptor *d, const aks_config *config,
+                         aks_state_store **out, aks_error **err);
 void aks__store_close(aks_state_store *s);
 /* "file", or the plugin's name. */
 const char *aks__store_name(const aks_state_store *s);
@@ -82,6 +86,15 @@ typedef int (*aks_store_json_fn)(struct json_object *rec, bool *changed, void *c
                                  aks_error **err);
 int aks__store_update(aks_state_store *s, const char *ns, const char *key, aks_store_json_fn fn,
                       void *ctx, aks_error **err);
+
+/* Whether the store has put_expiring. */
+bool aks__store_can_expire(const aks_state_store *s);
+/* Writes rec (bounded like any record) replacing any value; the store removes it by itself
+ * ttl_seconds (> 0) later. AKS_ECAPABILITY when the store cannot expire records. */
+int aks__store_put_expiring(aks_state_store *s, const char *ns, const char *key,
+                            struct json_object *rec, int64_t ttl_seconds, aks_error **err);
+/* Removes a record; absent is fine. */
+int aks__store_delete(aks_state_store *s, const char *ns, const char *key, aks_error **err);
 
 /* The record as some completed transaction left it; AKS_ENOTFOUND (no error set) when there is
  * none. The caller json_object_put()s *out. */

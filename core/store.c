@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,11 +63,10 @@ int aks__store_open(const char *dir, aks_state_store **out, aks_error **err)
 	return AKS_OK;
 }
 
-int aks__store_open_plugin(const aks_plugin *plugin, const aks_config *config,
-                           aks_state_store **out, aks_error **err)
+int aks__store_open_desc(const aks_plugin_descriptor *d, const aks_config *config,
+                         aks_state_store **out, aks_error **err)
 {
 	*out = NULL;
-	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(plugin);
 	if (!d)
 		return aks__error_set(err, AKS_EINVAL, "state store: no plugin");
 	if (d->kind != AKS_PLUGIN_STORE)
@@ -86,6 +86,16 @@ int aks__store_open_plugin(const aks_plugin *plugin, const aks_config *config,
 	}
 	*out = s;
 	return AKS_OK;
+}
+
+int aks__store_open_plugin(const aks_plugin *plugin, const aks_config *config,
+                           aks_state_store **out, aks_error **err)
+{
+	*out = NULL;
+	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(plugin);
+	if (!d)
+		return aks__error_set(err, AKS_EINVAL, "state store: no plugin");
+	return aks__store_open_desc(d, config, out, err);
 }
 
 void aks__store_close(aks_state_store *s)
@@ -330,6 +340,53 @@ int aks__store_update(aks_state_store *s, const char *ns, const char *key, aks_s
 	json_object_put(t.rec);
 	leave(s);
 	return rc;
+}
+
+bool aks__store_can_expire(const aks_state_store *s)
+{
+	const aks_store_ops *ops = s->ops;
+	return ops->struct_size >=
+	           offsetof(aks_store_ops, put_expiring) + sizeof(ops->put_expiring) &&
+	       ops->put_expiring;
+}
+
+int aks__store_put_expiring(aks_state_store *s, const char *ns, const char *key, json_object *rec,
+                            int64_t ttl_seconds, aks_error **err)
+{
+	if (!s || !rec || ttl_seconds <= 0)
+		return aks__error_set(err, AKS_EINVAL, "state store: no store, record or ttl");
+	if (!aks__store_can_expire(s))
+		return aks__error_set(err, AKS_ECAPABILITY,
+		                      "state store '%s' cannot expire records", s->name);
+	int rc = check_names(ns, key, true, err);
+	const char *text = NULL;
+	size_t len = 0;
+	if (rc == AKS_OK)
+		rc = serialize(s, ns, key, rec, &text, &len, err);
+	if (rc == AKS_OK)
+		rc = enter(s, err);
+	if (rc < 0)
+		return rc;
+	rc = s->ops->put_expiring(s->impl, ns, key, text, len, ttl_seconds, err);
+	leave(s);
+	if (rc < 0 && err && !*err)
+		aks__error_set(err, rc, "state store '%s': cannot write the record '%s' of '%s'",
+		               s->name, key, ns);
+	return rc;
+}
+
+static int clear_fn(json_object *rec, bool *changed, void *ctx, aks_error **err)
+{
+	(void)ctx;
+	(void)err;
+	*changed = json_object_object_length(rec) > 0;
+	aks__store_clear_record(rec);
+	return AKS_OK;
+}
+
+int aks__store_delete(aks_state_store *s, const char *ns, const char *key, aks_error **err)
+{
+	return aks__store_update(s, ns, key, clear_fn, NULL, err);
 }
 
 /* ---- reading ---- */
