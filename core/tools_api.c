@@ -21,6 +21,7 @@
 #include <json-c/json.h>
 
 #include "config_block.h"
+#include "json_fix.h"
 #include "manager.h"
 #include "settings.h"
 #include "state_store.h"
@@ -286,10 +287,18 @@ static int parse_args(const char *tool, const char *text, struct json_object **a
 	*args = NULL;
 	if (!text || !*text)
 		return AKS_OK;
-	struct json_tokener *tok = json_tokener_new();
+	size_t len = strlen(text);
+	aks_autofree char *fixed = NULL; /* json_fix.h: json-c misreads some surrogate pairs */
+	size_t fixed_len = 0;
+	struct json_tokener *tok = aks__json_fix_surrogates(text, len, &fixed, &fixed_len) == 0
+	                               ? json_tokener_new()
+	                               : NULL;
 	if (!tok)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	size_t len = strlen(text);
+	if (fixed) {
+		text = fixed;
+		len = fixed_len;
+	}
 	struct json_object *obj = json_tokener_parse_ex(tok, text, (int)len);
 	enum json_tokener_error jerr = json_tokener_get_error(tok);
 	size_t used = tok->char_offset;

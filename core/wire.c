@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 
 #include "base64.h"
+#include "json_fix.h"
 #include "result.h"
 #include "tools_json.h"
 #include "wire.h"
@@ -328,10 +329,18 @@ static struct json_object *parse(reader *rd, const char *json, size_t len)
 		bad(rd, "%s", "it is too large");
 		return NULL;
 	}
-	json_tokener *tok = json_tokener_new_ex(WIRE_MAX_DEPTH);
+	aks_autofree char *fixed = NULL; /* json_fix.h: json-c misreads some surrogate pairs */
+	size_t fixed_len = 0;
+	json_tokener *tok = aks__json_fix_surrogates(json, len, &fixed, &fixed_len) == 0
+	                        ? json_tokener_new_ex(WIRE_MAX_DEPTH)
+	                        : NULL;
 	if (!tok) {
 		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
 		return NULL;
+	}
+	if (fixed) {
+		json = fixed;
+		len = fixed_len;
 	}
 	struct json_object *o = json_tokener_parse_ex(tok, json, (int)len);
 	enum json_tokener_error jerr = json_tokener_get_error(tok);

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../json_fix.h"
 #include "mcp.h"
 
 /* Newest first. 2025-03-26 and 2024-11-05 differ from 2025-11-25 in nothing
@@ -97,10 +98,18 @@ static struct json_object *parse_json(const char *line, size_t len, char *why, s
 		snprintf(why, why_size, "a NUL byte in the message");
 		return NULL;
 	}
-	struct json_tokener *tok = json_tokener_new();
+	char *fixed = NULL; /* json_fix.h: json-c misreads some surrogate pairs */
+	size_t fixed_len = 0;
+	struct json_tokener *tok = aks__json_fix_surrogates(line, len, &fixed, &fixed_len) == 0
+	                               ? json_tokener_new()
+	                               : NULL;
 	if (!tok) {
 		snprintf(why, why_size, "out of memory");
 		return NULL;
+	}
+	if (fixed) {
+		line = fixed;
+		len = fixed_len;
 	}
 	/* Strict: no comments, single quotes or NaN; and valid UTF-8 only. */
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT | JSON_TOKENER_VALIDATE_UTF8);
@@ -118,6 +127,7 @@ static struct json_object *parse_json(const char *line, size_t len, char *why, s
 		root = NULL;
 	}
 	json_tokener_free(tok);
+	free(fixed);
 	if (jerr != json_tokener_success) {
 		json_object_put(root);
 		return NULL;
