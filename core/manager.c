@@ -18,23 +18,13 @@
 #include <json-c/json.h>
 
 #include "broker_thread.h"
+#include "engine.h"
 #include "manager.h"
+#include "manager_internal.h"
 #include "result.h"
 #include "tasks.h"
 #include "tools_json.h"
 #include "util.h"
-
-struct aks_manager {
-	aks_settings *settings;
-	aks_state_store *store;
-	bool threaded;      /* broker.flavor: thread */
-	bool remote;        /* broker.flavor: queue or a broker plugin, which this build cannot
-	                     * run yet: refused, never run here instead (see broker_missing) */
-	pthread_mutex_t mu; /* guards pool (made on first use) and the memo below */
-	aks_broker_pool *pool;
-	char **unconfigured; /* profiles the reaper has warned about */
-	size_t n_unconfigured;
-};
 
 void aks__mgr_outcome_clear(aks_mgr_outcome *o)
 {
@@ -58,7 +48,8 @@ int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager
 	/* `thread` runs on the pool; `embedded` runs inline and never promotes. */
 	const char *flavor = aks_settings_get_broker_flavor(settings);
 	m->threaded = strcmp(flavor, "thread") == 0;
-	m->remote = !m->threaded && strcmp(flavor, "embedded") != 0;
+	m->queued = strcmp(flavor, "queue") == 0;
+	m->remote = !m->threaded && !m->queued && strcmp(flavor, "embedded") != 0;
 	pthread_mutex_init(&m->mu, NULL);
 	*out = m;
 	return AKS_OK;
@@ -70,6 +61,7 @@ void aks__manager_free(aks_manager *m)
 		return;
 	/* First: running work still uses the store. */
 	aks__broker_pool_free(m->pool);
+	aks__queue_client_free(m->queue);
 	pthread_mutex_destroy(&m->mu);
 	for (size_t i = 0; i < m->n_unconfigured; i++)
 		free(m->unconfigured[i]);
@@ -130,131 +122,7 @@ static void unlock_session(aks_manager *m, aks_store_lock *lk)
 	aks__store_unlock(m->store, lk);
 }
 
-/* ---- provider calls ---- */
-
-static bool is_attached(const aks_profile *p)
-{
-	return p && aks_profile_get_environment(p) == AKS_ENV_ATTACHED;
-}
-
-/*
- * Backend destroy shared by destroy, idle reset and per_call (§4.6): best
- * effort, logged, never an error; attached environments are never destroyed.
- * The session always ends closed with no sandbox_id. Like the original, it
- * acts as the plain "agent" principal under the default policy.
- */
-static void destroy_backend(const aks_profile *p, aks_session_rec *s)
-{
-	if (s->sandbox_id && p && !is_attached(p)) {
-		aks_principal principal;
-		aks_policy policy;
-		aks_call call;
-		aks_principal_init(&principal, "agent");
-		aks_policy_init(&policy);
-		aks_call_init(&call, policy.timeout, &policy, &principal, NULL);
-		aks_error *e = NULL;
-		if (aks_provider_destroy(aks_profile_get_provider(p), s->sandbox_id, &call, &e) < 0)
-			aks__log(AKS_LOG_WARNING, "sandbox", "Error destroying sandbox %s: %s",
-			         s->sandbox_id, aks_error_message(e));
-		aks_error_free(e);
-	}
-	free(s->sandbox_id);
-	s->sandbox_id = NULL;
-	s->closed = true;
-}
-
-/*
- * Attach-or-create with self-heal (§5.2 step 6). For an attached profile,
- * "create" means attaching to attach_to; a vanished attached environment is
- * an error, never a reason to provision one.
- */
-static int acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                   aks_sandbox **out, bool *recreated, aks_error **err)
-{
-	aks_provider *prov = aks_profile_get_provider(p);
-	bool attached = is_attached(p);
-	const char *target = s->sandbox_id ? s->sandbox_id
-	                     : attached    ? aks_profile_get_attach_to(p)
-	                                   : NULL;
-	*recreated = false;
-	if (target) {
-		aks_error *e = NULL;
-		int rc = aks_provider_attach(prov, target, call, out, &e);
-		if (rc != AKS_EGONE)
-			return rc < 0 ? pass_error(err, rc, e) : rc;
-		aks_error_free(e);
-		if (attached)
-			return aks__error_set(
-			    err, AKS_EGONE,
-			    "attached environment '%s' (profile '%s') is unreachable; "
-			    "not recreating — attached environments are never "
-			    "provisioned by the framework",
-			    target, aks_profile_get_name(p));
-		aks__log(AKS_LOG_INFO, "sandbox",
-		         "sandbox %s of session '%s' no longer exists; creating a new one", target,
-		         s->id);
-		/* What the vanished sandbox may have left (a docker workspace volume, say) is
-		 * the provider's to clean: destroy is idempotent, so a gone id is fine. */
-		aks_error *gone = NULL;
-		if (aks_provider_destroy(prov, target, call, &gone) < 0)
-			aks__log(AKS_LOG_INFO, "sandbox", "cleaning up vanished sandbox %s: %s", target,
-			         aks_error_message(gone));
-		aks_error_free(gone);
-		*recreated = true;
-	}
-	return aks_provider_create(prov, call, out, err);
-}
-
-static const char *op_name(int op)
-{
-	switch (op) {
-	case AKS_MGR_EXECUTE_CODE:
-		return "execute_code";
-	case AKS_MGR_EXECUTE_COMMAND:
-		return "execute_command";
-	case AKS_MGR_UPLOAD:
-		return "upload_file";
-	default:
-		return "download_file";
-	}
-}
-
-/* The operation itself (§5.2's table), under the call's deadline. */
-static int run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
-                  aks_result **out, aks_error **err)
-{
-	aks_error *e = NULL;
-	int rc;
-	*out = NULL;
-	switch (req->op) {
-	case AKS_MGR_EXECUTE_CODE:
-		rc = aks_sandbox_execute_code(
-		    sb, req->code, req->language ? req->language : "python", call, out, &e);
-		break;
-	case AKS_MGR_EXECUTE_COMMAND:
-		rc = aks_sandbox_execute_command(sb, req->command, call, out, &e);
-		break;
-	case AKS_MGR_UPLOAD:
-		rc = aks_sandbox_upload_file(sb, req->path, req->data, req->len, call, &e);
-		break;
-	default:
-		rc = aks_sandbox_download_file(sb, req->path, call, out, &e);
-		break;
-	}
-	if (rc == AKS_OK)
-		return rc;
-	aks_result_free(*out); /* what a killed program printed is not shown */
-	*out = NULL;
-	if (rc == AKS_ETIMEOUT) {
-		aks_error_free(e);
-		char t[32];
-		aks__json_format_double(call->timeout, t, sizeof(t));
-		return aks__error_set(err, AKS_ETIMEOUT,
-		                      "sandbox operation '%s' exceeded timeout %ss",
-		                      op_name(req->op), t);
-	}
-	return pass_error(err, rc, e);
-}
+/* ---- provider calls: engine.c ---- */
 
 /* Puts the manager's notice on the outcome (and on the result unless it has its own). */
 static int set_notice(aks_mgr_outcome *out, const char *notice, aks_error **err)
@@ -274,18 +142,6 @@ static int set_notice(aks_mgr_outcome *out, const char *notice, aks_error **err)
 
 /* ---- submission ---- */
 
-typedef struct submit_state {
-	aks_manager *m;
-	const aks_mgr_caller *caller;
-	const aks_mgr_request *req;
-	aks_profile *profile;
-	const aks_principal *principal;
-	bool ephemeral;   /* per_call */
-	const char *ns;   /* otherwise: the session's namespace, */
-	const char *id;   /* its id, */
-	bool explicit_id; /* and whether the caller named it */
-} submit_state;
-
 static void prepare_call(const submit_state *st, aks_call *call)
 {
 	const aks_policy *policy = aks_profile_get_policy(st->profile);
@@ -304,7 +160,7 @@ static int submit_ephemeral(submit_state *st, aks_mgr_outcome *out, aks_error **
 	bool recreated;
 	aks_call call;
 	prepare_call(st, &call);
-	rc = acquire(st->profile, &s, &call, &sb, &recreated, err);
+	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, err);
 	if (rc < 0)
 		return rc;
 	s.sandbox_id = strdup(aks_sandbox_get_id(sb));
@@ -313,9 +169,9 @@ static int submit_ephemeral(submit_state *st, aks_mgr_outcome *out, aks_error **
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	prepare_call(st, &call); /* the operation gets the whole timeout */
-	rc = run_op(sb, st->req, &call, &out->result, err);
+	rc = aks__engine_run_op(sb, st->req, &call, &out->result, err);
 	aks_sandbox_close(sb);
-	destroy_backend(st->profile, &s);
+	aks__engine_destroy(st->profile, &s);
 	/* The ephemeral id is never echoed: nothing could ever find it again. */
 	if (rc == AKS_OK && !(out->session_id = strdup("")))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
@@ -337,34 +193,23 @@ static int new_default_session(const aks_profile *p, const char *id, double now,
 	return AKS_OK;
 }
 
-/* The notice of an idle reset (malloc'd; NULL on ENOMEM). */
-static char *idle_notice(const aks_profile *p, const char *id)
+/* The idle reset on touch (§4.4 step 3); returns the notice or NULL. Under the queue
+ * flavor the sandbox is the workers' to destroy: they get a destroy request, which reaches
+ * them before the operation that follows. */
+static char *idle_reset(const submit_state *st, aks_session_rec *s, double now, bool *fail)
 {
-	long long idle = (long long)aks_profile_get_idle_timeout(p);
-	char *notice = NULL;
-	int n = is_attached(p)
-	            ? asprintf(&notice,
-	                       "sandbox session '%s' was idle for more than %llds and its binding "
-	                       "was reset; the attached environment itself is untouched",
-	                       id, idle)
-	            : asprintf(&notice,
-	                       "sandbox session '%s' was idle for more than %llds and has been "
-	                       "reset; its previous workspace state was discarded",
-	                       id, idle);
-	return n < 0 ? NULL : notice;
-}
-
-/* The idle reset on touch (§4.4 step 3); returns the notice or NULL. */
-static char *idle_reset(const aks_profile *p, aks_session_rec *s, double now, bool *fail)
-{
+	const aks_profile *p = st->profile;
 	int64_t idle = aks_profile_get_idle_timeout(p);
 	*fail = false;
 	if (!s->sandbox_id || !(now - s->last_used_at > (double)idle))
 		return NULL;
-	destroy_backend(p, s);
+	if (st->m->queued)
+		aks__mgr_queue_destroy(st->m, p, st->caller->conversation, s);
+	else
+		aks__engine_destroy(p, s);
 	s->closed = false;
 	s->created_at = now;
-	char *notice = idle_notice(p, s->id);
+	char *notice = aks__engine_idle_notice(p, s->id);
 	*fail = notice == NULL;
 	return notice;
 }
@@ -391,7 +236,7 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 		return rc;
 	}
 	bool fail;
-	aks_autofree char *notice = idle_reset(st->profile, &s, now, &fail);
+	aks_autofree char *notice = idle_reset(st, &s, now, &fail);
 	bool dirty = notice != NULL;
 	if (fail) {
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
@@ -403,11 +248,32 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 	}
 	s.last_used_at = now;
 
+	if (st->m->queued) {
+		bool sent;
+		rc = aks__mgr_queue_run(st, &s, out, &sent, err);
+		dirty = true;
+		/* Once a request has left, a worker may make a sandbox for the session whatever
+		 * this call's outcome (still running, a file operation past its wait): the
+		 * session is recorded even with no sandbox yet, so it is listed and a later
+		 * completion has a session to leave its sandbox in. */
+		existed = existed || sent;
+		if (rc == AKS_OK && out->task_id) {
+			/* Still running: the notice waits for a call that shows a result. */
+			if (notice && !s.reset_notice) {
+				s.reset_notice = notice;
+				notice = NULL;
+			}
+			if (!(out->session_id = strdup(id)))
+				rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+			goto done;
+		}
+		goto told;
+	}
 	aks_sandbox *sb = NULL;
 	bool recreated;
 	aks_call call;
 	prepare_call(st, &call);
-	rc = acquire(st->profile, &s, &call, &sb, &recreated, err);
+	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, err);
 	if (rc < 0)
 		goto done;
 	const char *sid = aks_sandbox_get_id(sb);
@@ -424,27 +290,24 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 		}
 		if (rc < 0) {
 			aks_sandbox_close(sb);
-			destroy_backend(st->profile, &s);
+			aks__engine_destroy(st->profile, &s);
 			goto done;
 		}
 	}
 	if (recreated) {
 		free(notice);
-		if (asprintf(&notice,
-		             "the sandbox behind session '%s' no longer existed and was recreated "
-		             "empty; its previous workspace state is gone",
-		             s.id) < 0) {
-			notice = NULL;
+		if (!(notice = aks__engine_recreated_notice(s.id))) {
 			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 			aks_sandbox_close(sb);
 			goto done;
 		}
 	}
 	prepare_call(st, &call); /* the operation gets the whole timeout */
-	rc = run_op(sb, st->req, &call, &out->result, err);
+	rc = aks__engine_run_op(sb, st->req, &call, &out->result, err);
 	aks_sandbox_close(sb); /* §11 item 8: handles are closed after every call */
 	s.last_used_at = aks__epoch_now();
 	dirty = true;
+told:
 	if (rc == AKS_OK)
 		rc = set_notice(out, notice, err);
 	if (rc == AKS_OK) {
@@ -477,8 +340,10 @@ done:
 /* The operation on a prepared submission, on whatever thread runs it. */
 static int execute(submit_state *st, aks_mgr_outcome *out, aks_error **err)
 {
-	return st->ephemeral ? submit_ephemeral(st, out, err)
-	                     : submit_stored(st, st->ns, st->id, st->explicit_id, out, err);
+	if (st->ephemeral)
+		return st->m->queued ? aks__mgr_queue_ephemeral(st, out, err)
+		                     : submit_ephemeral(st, out, err);
+	return submit_stored(st, st->ns, st->id, st->explicit_id, out, err);
 }
 
 /* ---- the thread broker's jobs ---- */
@@ -695,19 +560,19 @@ static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
 }
 
 /*
- * The queue flavor sends work to `aksandbox worker` processes near the backends. This build
- * has no queue broker yet, and running the work in this process instead would put it where
- * the operator chose not to (and with credentials it should not need): refuse, saying so.
+ * A broker plugin (a flavor naming a .so) would run the work somewhere else; this build
+ * cannot load one, and running the work in this process instead would put it where the
+ * operator chose not to (and with credentials it should not need): refuse, saying so.
  */
 static int broker_missing(const aks_manager *m, aks_error **err)
 {
 	if (!m->remote)
 		return AKS_OK;
-	return aks__error_set(err, AKS_EBROKER,
-	                      "sandbox.broker.flavor '%s' is not available in this build yet (the "
-	                      "queue broker and aksandbox worker are not built); nothing was run: "
-	                      "use flavor 'thread' or 'embedded'",
-	                      aks_settings_get_broker_flavor(m->settings));
+	return aks__error_set(
+	    err, AKS_EBROKER,
+	    "sandbox.broker.flavor '%s': broker plugins are not supported by this "
+	    "build; nothing was run: use flavor 'thread', 'embedded' or 'queue'",
+	    aks_settings_get_broker_flavor(m->settings));
 }
 
 static int check_request(const aks_mgr_request *req, aks_error **err)
@@ -852,7 +717,10 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 					         id, s.profile, s.sandbox_id);
 				p = NULL;
 			}
-			destroy_backend(p, &s);
+			if (m->queued && p)
+				aks__mgr_queue_destroy(m, p, caller->conversation, &s);
+			else
+				aks__engine_destroy(p, &s);
 			rc = aks__sessions_remove(m->store, nss[i], id, err);
 			aks__session_clear(&s);
 		} else if (rc == AKS_ENOTFOUND) {
@@ -892,6 +760,14 @@ int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *
 	int rc = aks__manager_check_conversation(caller->conversation, err);
 	if (rc < 0)
 		return rc;
+	if (m->queued) {
+		/* A pending task's completion may be waiting in the response store. */
+		rc = aks__mgr_queue_resolve_task(m, caller->conversation, task_id, err);
+		if (rc == AKS_OK)
+			rc = aks__mgr_queue_task_direct(m, caller->conversation, task_id, out, err);
+		if (rc != AKS_ENOTFOUND)
+			return rc;
+	}
 	return aks__task_json(m->store, caller->conversation, task_id, out, err);
 }
 
@@ -930,7 +806,8 @@ static aks_profile *reapable(aks_manager *m, const aks_session_rec *s, double no
 		warn_unconfigured(m, s->profile);
 		return NULL;
 	}
-	if (is_attached(p) || !(now - s->last_used_at > (double)aks_profile_get_idle_timeout(p)))
+	if (aks__engine_is_attached(p) ||
+	    !(now - s->last_used_at > (double)aks_profile_get_idle_timeout(p)))
 		return NULL;
 	return p;
 }
@@ -955,12 +832,12 @@ static bool reap_one(aks_manager *m, const char *ns, const char *id)
 	bool reaped = false;
 	if (aks__sessions_find_in(m->store, ns, id, &s, NULL) == AKS_OK) {
 		aks_profile *p = reapable(m, &s, aks__epoch_now());
-		char *notice = p ? idle_notice(p, s.id) : NULL;
+		char *notice = p ? aks__engine_idle_notice(p, s.id) : NULL;
 		if (notice) {
 			aks__log(AKS_LOG_INFO, "sandbox",
 			         "idle reaper: destroying sandbox %s of session '%s'", s.sandbox_id,
 			         s.id);
-			destroy_backend(p, &s);
+			aks__engine_destroy(p, &s);
 			s.closed = false; /* the session stays usable: the next call starts clean */
 			free(s.reset_notice);
 			s.reset_notice = notice;
@@ -982,7 +859,8 @@ static int note_with_sandbox(void *ctx, const char *key, struct json_object *rec
 	(void)key;
 	struct json_object *sid = json_object_object_get(rec, "sandbox_id");
 	struct json_object *id = json_object_object_get(rec, "sandbox_session_id");
-	if (!json_object_is_type(sid, json_type_string) || !json_object_is_type(id, json_type_string))
+	if (!json_object_is_type(sid, json_type_string) ||
+	    !json_object_is_type(id, json_type_string))
 		return AKS_OK;
 	return aks__strv_push(ctx, json_object_get_string(id));
 }
@@ -1007,7 +885,7 @@ int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)
 {
 	if (reaped)
 		*reaped = 0;
-	if (m->remote)
+	if (m->remote || m->queued)
 		return AKS_OK; /* the backends are the workers' to reap (their idle sweep) */
 	char **names = NULL;
 	int rc = aks__store_list(m->store, &names, err);

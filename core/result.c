@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "result.h"
+#include "tools_json.h"
 #include "util.h"
 
 typedef struct stream_capture {
@@ -256,4 +257,43 @@ AKS_EXPORT void aks_result_free(aks_result *r)
 	free(r->notice);
 	free(r->provider_data);
 	free(r);
+}
+
+/* ---- cutting a finished result down ---- */
+
+int aks__result_truncate_stream(aks_result *r, int stream, size_t max_chars)
+{
+	if (!r || (stream != AKS_STREAM_STDOUT && stream != AKS_STREAM_STDERR))
+		return AKS_EINVAL;
+	stream_capture *s = stream == AKS_STREAM_STDOUT ? &r->out : &r->err;
+	/* Characters are counted as the record's JSON encoding decodes them, so a cut never
+	 * falls inside a multibyte character. */
+	aks_cut_text t;
+	if (aks__truncate_chars(s->kept.data ? s->kept.data : "", s->kept.len, max_chars, 0, &t) <
+	    0)
+		return AKS_ENOMEM;
+	if (!aks__cut_text_is_cut(&t)) {
+		aks__cut_text_free(&t);
+		return AKS_OK;
+	}
+	aks_buf b = AKS_BUF_INIT;
+	if (t.len && aks__buf_append(&b, t.text, t.len) < 0) {
+		aks__cut_text_free(&t);
+		return AKS_ENOMEM;
+	}
+	aks__cut_text_free(&t);
+	aks__buf_free(&s->kept);
+	s->kept = b;
+	return AKS_OK;
+}
+
+bool aks__result_drop_last_file(aks_result *r)
+{
+	if (!r || r->file_count == 0)
+		return false;
+	result_file *f = &r->files[--r->file_count];
+	free(f->path);
+	free(f->mime_type);
+	aks__buf_free(&f->data);
+	return true;
 }

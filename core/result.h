@@ -17,4 +17,15 @@ int aks__result_set_notice(aks_result *r, const char *notice);
 int aks__result_add_file(aks_result *r, const char *path, const char *mime_type);
 int aks__result_set_provider_data(aks_result *r, const char *json_object);
 
+/* ---- cutting a finished result down (the queue worker's record truncation) ---- */
+
+/* Keeps the first max_chars characters of stdout or stderr (AKS_STREAM_STDOUT/STDERR), cut
+ * at a character boundary; an invalid UTF-8 sequence counts as one character and becomes
+ * U+FFFD, as the record's JSON encoding shows it anyway. The stream's total is unchanged, so
+ * the result still says it was truncated. AKS_OK, AKS_EINVAL or AKS_ENOMEM (nothing
+ * changed). */
+int aks__result_truncate_stream(aks_result *r, int stream, size_t max_chars);
+/* Drops the last downloaded file; false when there was none. */
+bool aks__result_drop_last_file(aks_result *r);
+
 #endif /* AKS_CORE_RESULT_H */

@@ -24,6 +24,8 @@
 #include "loader.h"
 #include "settings.h"
 #include "state_store.h"
+#include "store_memory.h"
+#include "transport.h"
 #include "util.h"
 
 /* ---- locations and messages ---------------------------------------------- */
@@ -430,7 +432,8 @@ static bool own_block_key(const char *key, void *ctx)
 	return same;
 }
 
-static int parse_queue_block(const aks_node *q, const char *path, aks_error **err)
+static int parse_queue_block(const aks_node *q, const char *path, aks_broker_settings *b,
+                             aks_error **err)
 {
 	static const char *const keys[] = {"type", "input", "output", "batch_size", "in_memory",
 	                                   "kafka", "nats", "sqs", NULL};
@@ -452,15 +455,30 @@ static int parse_queue_block(const aks_node *q, const char *path, aks_error **er
 		if ((rc = get_map(q, name, iopath, &io, err)) < 0 ||
 		    (rc = check_keys(io, iopath, io_keys, NULL, NULL, err)) < 0)
 			return rc;
-		double v = 0;
-		if ((rc = get_number(io, "max_receive_count", join(sub, sizeof(sub), iopath, "max_receive_count"), true, 1, false, false, &v, NULL, err)) < 0 ||
-		    (rc = get_number(io, "no_of_consumers", join(sub, sizeof(sub), iopath, "no_of_consumers"), true, 1, false, false, &v, NULL, err)) < 0)
+		unsigned *max_receive = i ? &b->output_max_receive : &b->input_max_receive;
+		unsigned *consumers = i ? &b->output_consumers : &b->input_consumers;
+		double receive = *max_receive, threads = *consumers;
+		if ((rc = get_number(io, "max_receive_count",
+		                     join(sub, sizeof(sub), iopath, "max_receive_count"), true, 1, false,
+		                     false, &receive, NULL, err)) < 0 ||
+		    (rc = get_number(io, "no_of_consumers",
+		                     join(sub, sizeof(sub), iopath, "no_of_consumers"), true, 1, false,
+		                     false, &threads, NULL, err)) < 0)
 			return rc;
+		if (receive > 1000 || threads > 256)
+			return fail(err, io, iopath,
+			            "max_receive_count is at most 1000 and no_of_consumers at most 256");
+		*max_receive = (unsigned)receive;
+		*consumers = (unsigned)threads;
 	}
 	double v = 0;
+	bool set = false;
 	if ((rc = get_number(q, "batch_size", join(sub, sizeof(sub), path, "batch_size"), true, 1,
-	                     false, true, &v, NULL, err)) < 0)
+	                     false, true, &v, &set, err)) < 0)
 		return rc;
+	if (set && v > 100)
+		return fail(err, aks__node_get(q, "batch_size"), sub, "is at most 100");
+	b->batch_size = set ? (unsigned)v : 1;
 	for (int i = 0; i < 4; i++) {
 		const char *name = (const char *[]){"in_memory", "kafka", "nats", "sqs"}[i];
 		const aks_node *m = NULL;
@@ -557,7 +575,7 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 	const aks_node *q = NULL, *st = NULL;
 	char qpath[64] = "sandbox.broker.queue", spath[64] = "sandbox.broker.response_store";
 	if ((rc = get_map(n, "queue", qpath, &q, err)) < 0 ||
-	    (q && (rc = parse_queue_block(q, qpath, err)) < 0) ||
+	    (q && (rc = parse_queue_block(q, qpath, b, err)) < 0) ||
 	    (rc = get_map(n, "response_store", spath, &st, err)) < 0 ||
 	    (st && (rc = parse_store_block(st, spath, err)) < 0))
 		return rc;
@@ -1001,8 +1019,19 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 		            "the in_memory sandbox transport and the in_memory response store are only "
 		            "valid together (the single-process test topology); pair a broker transport "
 		            "(sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
-	if (q_mem || !load)
+	if (!load)
 		return AKS_OK;
+	if (q_mem) {
+		/* The built-in pair: in-process queues with the `in_memory:` block's options. */
+		s->queue_desc = &aks__memory_transport_descriptor;
+		s->response_desc = &aks__memory_store_descriptor;
+		int rc = aks__config_build(s->queue_desc, aks__node_get(q, "in_memory"),
+		                           "sandbox.broker.queue.in_memory", &s->queue_block, err);
+		if (rc == AKS_OK)
+			rc = aks__config_build(s->response_desc, NULL, "sandbox.broker.response_store",
+			                       &s->response_block, err);
+		return rc;
+	}
 	int rc = load_block_plugin(q, "sandbox.broker.queue", AKS_PLUGIN_TRANSPORT,
 	                           &s->queue_plugin, &s->queue_block, err);
 	if (rc == AKS_OK)
@@ -1010,13 +1039,15 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 		                       &s->response_plugin, &s->response_block, err);
 	if (rc < 0)
 		return rc;
-	const aks_store_ops *ops = aks_plugin_get_descriptor(s->response_plugin)->ops;
+	s->queue_desc = aks_plugin_get_descriptor(s->queue_plugin);
+	s->response_desc = aks_plugin_get_descriptor(s->response_plugin);
+	const aks_store_ops *ops = s->response_desc->ops;
 	if (ops->struct_size < offsetof(aks_store_ops, put_expiring) + sizeof(ops->put_expiring) ||
 	    !ops->put_expiring)
 		return fail(err, stt, "sandbox.broker.response_store.type",
 		            "store '%s' cannot expire records (no put_expiring), which the queue "
 		            "broker's response records need",
-		            aks_plugin_get_descriptor(s->response_plugin)->name);
+		            s->response_desc->name);
 	return AKS_OK;
 }
 
@@ -1041,6 +1072,11 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	s->broker.inline_payload_max_bytes = 131072;
 	s->broker.response_ttl = 86400;
 	s->broker.sweep_interval = 300;
+	s->broker.input_max_receive = 3;
+	s->broker.output_max_receive = 3;
+	s->broker.input_consumers = 5;
+	s->broker.output_consumers = 2;
+	s->broker.batch_size = 1;
 	if (!s->default_profile || !s->broker.flavor || (file && !(s->file = strdup(file)))) {
 		aks_settings_free(s);
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");

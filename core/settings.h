@@ -26,6 +26,10 @@ typedef struct aks_broker_settings {
 	double worker_timeout_ceiling; /* seconds; 0 = none */
 	char *queue_json;              /* the queue block as JSON, or NULL */
 	char *response_store_json;     /* the response_store block as JSON, or NULL */
+	/* sandbox.broker.queue's consumer settings (reference Appendix A) */
+	unsigned input_max_receive, output_max_receive; /* deliveries before the dead end */
+	unsigned input_consumers, output_consumers;     /* threads per loop */
+	unsigned batch_size;                            /* messages per fetch */
 } aks_broker_settings;
 
 struct aks_profile {
@@ -62,8 +66,10 @@ struct aks_settings {
 	char *store_type;             /* NULL = the built-in file store by default */
 	const aks_plugin *store_plugin; /* NULL = the built-in file store */
 	aks_config *store_block;      /* validated against the store's schema */
-	/* flavor queue, enabled: the transport and response store plugins and their options
-	 * (NULL for the in_memory pair) */
+	/* flavor queue, enabled: the transport and response store (descriptors of the loaded
+	 * plugins, or of the built-in in_memory pair, whose plugins are NULL) and their options */
+	const aks_plugin_descriptor *queue_desc;
+	const aks_plugin_descriptor *response_desc;
 	const aks_plugin *queue_plugin;
 	aks_config *queue_block;
 	const aks_plugin *response_plugin;

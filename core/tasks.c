@@ -156,6 +156,56 @@ int aks__task_record_done(aks_state_store *st, const char *conversation, const c
 	return rc;
 }
 
+static int dup_member(struct json_object *t, const char *key, char **out)
+{
+	if (!out)
+		return AKS_OK;
+	const char *v = str_member(t, key);
+	*out = v ? strdup(v) : NULL;
+	return !v || *out ? AKS_OK : AKS_ENOMEM;
+}
+
+int aks__task_lookup(aks_state_store *st, const char *conversation, const char *task_id,
+                     char **status, char **session_id, char **profile, aks_error **err)
+{
+	char **outs[] = {status, session_id, profile};
+	for (size_t i = 0; i < 3; i++)
+		if (outs[i])
+			*outs[i] = NULL;
+	if (!task_id || !*task_id)
+		return AKS_ENOTFOUND;
+	aks_autofree char *key = task_key(task_id);
+	if (!key)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	struct json_object *t = NULL;
+	aks_error *e = NULL;
+	int rc = aks__store_get(st, conversation, key, &t, &e);
+	if (rc == AKS_EINVAL) /* a task id no store could hold names no task */
+		rc = AKS_ENOTFOUND;
+	if (rc < 0) {
+		if (rc != AKS_ENOTFOUND && err && !*err) {
+			*err = e;
+			e = NULL;
+		}
+		aks_error_free(e);
+		return rc;
+	}
+	if (!str_member(t, "status"))
+		rc = AKS_ENOTFOUND;
+	else if (dup_member(t, "status", status) < 0 ||
+	         dup_member(t, "sandbox_session_id", session_id) < 0 ||
+	         dup_member(t, "profile", profile) < 0)
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	json_object_put(t);
+	if (rc < 0)
+		for (size_t i = 0; i < 3; i++)
+			if (outs[i]) {
+				free(*outs[i]);
+				*outs[i] = NULL;
+			}
+	return rc;
+}
+
 int aks__task_json(aks_state_store *st, const char *conversation, const char *task_id, char **out,
                    aks_error **err)
 {

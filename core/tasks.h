@@ -30,6 +30,12 @@ int aks__task_record_done(aks_state_store *st, const char *conversation, const c
                           const char *status, const char *notice, struct json_object *summary,
                           aks_error **err);
 
+/* A recorded task's status ("pending", ...), session id and profile (each malloc'd; pass NULL
+ * for what is not wanted). AKS_ENOTFOUND (no error set) when the conversation has no such
+ * task. */
+int aks__task_lookup(aks_state_store *st, const char *conversation, const char *task_id,
+                     char **status, char **session_id, char **profile, aks_error **err);
+
 /* check_sandbox_task's JSON for the task in the conversation: its status and
  * session, with "result" once terminal; {"task_id", "status": "unknown"} when
  * there is no such task. */

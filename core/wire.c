@@ -59,6 +59,14 @@ static const struct {
     {AKS_EGONE, "SandboxGoneError"},
     {AKS_ESESSION_NOT_FOUND, "SandboxSessionNotFoundError"},
     {AKS_EBROKER, "ExecutionBrokerError"},
+    /* Beyond the reference's errors module: the FileNotFoundError its providers raise for a
+     * missing file, and classes of our own. A reference client maps them to
+     * ExecutionBrokerError; ours keeps the type, so a missing file stays "not found" across
+     * the wire. */
+    {AKS_ENOTFOUND, "FileNotFoundError"},
+    {AKS_ELIMIT, "SandboxLimitError"},
+    {AKS_ECANCELLED, "SandboxCancelledError"},
+    {AKS_EPLUGIN, "SandboxPluginError"},
 };
 
 const char *aks__wire_error_type(int code)

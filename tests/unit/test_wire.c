@@ -256,10 +256,16 @@ static void test_error_types(void **state)
 	(void)state;
 	int codes[] = {
 	    AKS_ECONFIG, AKS_ECAPABILITY,        AKS_EPOLICY, AKS_ETIMEOUT, AKS_EPROVISION,
-	    AKS_EGONE,   AKS_ESESSION_NOT_FOUND, AKS_EBROKER};
+	    AKS_EGONE,   AKS_ESESSION_NOT_FOUND, AKS_EBROKER, AKS_ENOTFOUND, AKS_ELIMIT,
+	    AKS_ECANCELLED, AKS_EPLUGIN};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		assert_int_equal(aks__wire_error_code(aks__wire_error_type(codes[i])), codes[i]);
 	assert_string_equal(aks__wire_error_type(AKS_ETIMEOUT), "SandboxTimeoutError");
+	/* a missing file keeps its type across the wire (the reference lost it) */
+	assert_string_equal(aks__wire_error_type(AKS_ENOTFOUND), "FileNotFoundError");
+	/* an error of no known class is the root class, read back as a machinery error */
+	assert_string_equal(aks__wire_error_type(AKS_EIO), "SandboxError");
+	assert_int_equal(aks__wire_error_code("SandboxError"), AKS_ERROR);
 	/* only the reference's own classes are honoured */
 	assert_int_equal(aks__wire_error_code("ValueError"), AKS_EBROKER);
 	assert_int_equal(aks__wire_error_code(NULL), AKS_EBROKER);

@@ -378,6 +378,42 @@ AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
 AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds,
                                         aks_error **err);
 
+/* ---- the queue worker ----------------------------------------------------------- */
+
+/*
+ * `flavor: queue` sends the tools' operations to workers near the sandbox backends: processes
+ * that run aks_worker_run (the `aksandbox worker` command) over the same config.yaml. A worker
+ * consumes requests from the transport, runs them against its own profiles (its policy and
+ * gates apply, never a request's), sends the completions back and stores them in the
+ * response store, and sweeps idle sandboxes. See docs/queue.md.
+ */
+typedef struct aks_worker_options {
+	uint32_t struct_version; /* AKS_WORKER_OPTIONS_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_worker_options) */
+	bool once;         /* return once both queues are drained, instead of at `stop` */
+	double stop_grace; /* seconds in-flight operations get to finish after `stop` is
+	                    * triggered, before they are cancelled and handed back for
+	                    * redelivery (<= 0: 30) */
+} aks_worker_options;
+
+#define AKS_WORKER_OPTIONS_VERSION 1
+
+/* Fills the options: version, size, run until stopped, a 30 s grace. */
+AKS_EXPORT void aks_worker_options_init(aks_worker_options *opts);
+/*
+ * Runs a queue worker for `settings` (enabled, flavor queue with a transport that reaches
+ * other processes) until `stop` is triggered (NULL: only `once` ends it), then stops cleanly:
+ * no new work is taken, in-flight operations finish within the grace and their completions
+ * are sent. AKS_OK after a clean stop; an error when the worker cannot start (the message says
+ * why: the configuration, an unreachable transport or store) or one of its loops failed.
+ * aks_cancel_trigger may be called from a signal-handling thread.
+ */
+AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *opts,
+                              aks_cancel *stop, aks_error **err);
+/* Whether a worker could run here: the settings are a worker's, and the transport and the
+ * response store answer. AKS_OK, or the error aks_worker_run would start with. */
+AKS_EXPORT int aks_worker_check(aks_settings *settings, aks_error **err);
+
 #ifdef __cplusplus
 }
 #endif

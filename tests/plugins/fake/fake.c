@@ -24,6 +24,9 @@
  *    destroyed it).
  *    `destroy_log: PATH` appends each id destroy is called with to PATH, one
  *    per line, so a test can see which destroys the host made.
+ *    `create_log: PATH` likewise appends each id create mints, so a test can
+ *    count the sandboxes the host made (and, pointed at the same file as
+ *    destroy_log, see the order of creates and destroys).
  *    `create_delay: SECONDS` makes create take that long, as a slow backend
  *    would; it gives up at the call's deadline (AKS_ETIMEOUT) or when the
  *    call is cancelled (AKS_ECANCELLED), as a provider must.
@@ -82,6 +85,7 @@ struct aks_provider_impl {
 	bool attaches_external; /* config: declare it, and accept "ext-" ids */
 	double create_delay;    /* config: seconds create takes */
 	char *destroy_log;      /* config: where destroy calls are recorded, or NULL */
+	char *create_log;       /* config: where created ids are recorded, or NULL */
 	pthread_mutex_t lock;
 	struct fake_box *boxes;
 };
@@ -378,6 +382,14 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 		free(prov);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
+	log = NULL;
+	if (host->config_string(config, "create_log", &log) == AKS_OK && log &&
+	    !(prov->create_log = strdup(log))) {
+		pthread_mutex_destroy(&prov->lock);
+		free(prov->destroy_log);
+		free(prov);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	*out = prov;
 	return AKS_OK;
 }
@@ -417,6 +429,7 @@ static void fake_fini(aks_provider_impl *prov)
 	}
 	pthread_mutex_destroy(&prov->lock);
 	free(prov->destroy_log);
+	free(prov->create_log);
 	free(prov);
 }
 
@@ -431,6 +444,19 @@ static aks_sandbox_impl *fake_handle_new(aks_provider_impl *prov, struct fake_bo
 	sb->box = box;
 	box->refs++;
 	return sb;
+}
+
+/* Appends `id` to the log file at `path` (NULL: none); the caller holds prov->lock, which
+ * keeps the lines of both logs in the order the calls happened. */
+static void fake_log_id(const char *path, const char *id)
+{
+	if (!path)
+		return;
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		dprintf(fd, "%s\n", id);
+		close(fd);
+	}
 }
 
 /* Waits `seconds`, or less: the call's deadline and its cancellation end the wait. */
@@ -483,6 +509,7 @@ static int fake_create(aks_provider_impl *prov, const aks_call *call, aks_sandbo
 	box->refs++; /* the table's */
 	box->next = prov->boxes;
 	prov->boxes = box;
+	fake_log_id(prov->create_log, box->id);
 	pthread_mutex_unlock(&prov->lock);
 	*out = sb;
 	return AKS_OK;
@@ -519,13 +546,7 @@ static int fake_destroy(aks_provider_impl *prov, const char *sandbox_id, const a
 	bool found = false;
 
 	pthread_mutex_lock(&prov->lock);
-	if (prov->destroy_log) {
-		int fd = open(prov->destroy_log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-		if (fd >= 0) {
-			dprintf(fd, "%s\n", sandbox_id);
-			close(fd);
-		}
-	}
+	fake_log_id(prov->destroy_log, sandbox_id);
 	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
 		struct fake_box *box = *p;
 		if (strcmp(box->id, sandbox_id) != 0)
@@ -595,6 +616,8 @@ static const aks_config_key fake_config_keys[] = {
                    "seconds create takes (it gives up at the call's deadline)"),
     AKS_CONFIG_KEY("destroy_log", AKS_CONFIG_STRING, false, NULL,
                    "a file each destroyed id is appended to (for tests)"),
+    AKS_CONFIG_KEY("create_log", AKS_CONFIG_STRING, false, NULL,
+                   "a file each created id is appended to (for tests)"),
     AKS_CONFIG_END,
 };
 

@@ -1,0 +1,47 @@
+/*
+ * core/engine.h - what runs one operation on a sandbox, shared by the in-process brokers
+ * (manager.c) and the queue worker (worker_core.c): acquiring the session's sandbox with
+ * self-heal (reference §5.2 step 6), the operation under the policy's timeout, the backend
+ * destroy, and the notices those steps tell the agent. Internal API (aks__ names).
+ */
+#ifndef AKS_CORE_ENGINE_H
+#define AKS_CORE_ENGINE_H
+
+#include <stdbool.h>
+
+#include "internal.h"
+#include "manager.h"
+#include "sessions.h"
+
+bool aks__engine_is_attached(const aks_profile *p);
+
+/* The reference's operation name ("execute_code", ...) of an AKS_MGR_* op. */
+const char *aks__engine_op_name(int op);
+
+/*
+ * Attach-or-create with self-heal: s->sandbox_id is attached when set (an attached profile's
+ * attach_to when not); a managed sandbox that is gone is cleaned up with destroy and created
+ * anew (*recreated); a gone attached environment is an AKS_EGONE error, never provisioned.
+ */
+int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
+                        aks_sandbox **out, bool *recreated, aks_error **err);
+
+/* The operation (§5.2's table) under call's deadline; a timeout is the reference's
+ * "sandbox operation '<op>' exceeded timeout <t>s". */
+int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
+                       aks_result **out, aks_error **err);
+
+/*
+ * Backend destroy shared by destroy, idle reset, per_call and the sweep: best effort, logged,
+ * never an error; attached environments (and p NULL: a profile no longer configured) are never
+ * destroyed. The session always ends closed with no sandbox_id. Like the original, it acts as
+ * the plain "agent" principal under the default policy.
+ */
+void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
+
+/* The notices (malloc'd; NULL on ENOMEM): an idle reset of session `id`, and a sandbox that
+ * was gone and has been recreated empty. */
+char *aks__engine_idle_notice(const aks_profile *p, const char *id);
+char *aks__engine_recreated_notice(const char *id);
+
+#endif /* AKS_CORE_ENGINE_H */
