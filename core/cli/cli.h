@@ -98,6 +98,7 @@ void cli_runtime_close(cli_runtime *rt);
  * process's exit status. */
 int cli_cmd_providers(int argc, char *argv[]);
 int cli_cmd_run(int argc, char *argv[]);
+int cli_cmd_worker(int argc, char *argv[]);
 int cli_cmd_code(int argc, char *argv[]);
 int cli_cmd_check(int argc, char *argv[]);
 /* cmd_tool.c: the agent tools over the state directory's sessions. */

@@ -127,6 +127,30 @@ static const struct command commands[] = {
      "  --max-calls N        tool calls allowed to run at once (default 16);\n"
      "                       more are refused with a JSON-RPC error\n"
      "  -h, --help           show this help\n"},
+    {"worker", cli_cmd_worker, "[-c FILE] [--once | --check] [--grace SECONDS]",
+     "run a queue broker worker (sandbox.broker.flavor: queue)",
+     "Takes the operations agents send through sandbox.broker.queue, runs them\n"
+     "on this machine's profiles (their policy and gates apply) and sends the\n"
+     "completions back to sandbox.broker.response_store; also destroys sandboxes\n"
+     "idle longer than their profile's idle_timeout. Run as many as you like,\n"
+     "on as many machines: the transport keeps each sandbox session's\n"
+     "operations in order, one at a time, across all of them.\n"
+     "\n"
+     "SIGTERM or SIGINT stops it cleanly: no new work is taken, operations in\n"
+     "flight get the grace to finish and have their completions sent, and what\n"
+     "is left is handed back to the transport for another worker. Exits 0 after\n"
+     "a clean stop, 125 when it cannot start (the message says why).\n"
+     "See docs/queue.md.\n"
+     "\n"
+     "Options:\n"
+     "  -c, --config FILE    the configuration file (as the global -c)\n"
+     "  --once               drain both queues, then exit (batch or cron use)\n"
+     "  --check              check that the configuration is a worker's and that\n"
+     "                       the transport and response store answer, then exit\n"
+     "                       (0: healthy); for supervisors and readiness probes\n"
+     "  --grace SECONDS      how long in-flight work may finish after a stop\n"
+     "                       signal (default 30)\n"
+     "  -h, --help           show this help\n"},
     {"help", cmd_help, "[COMMAND]", "show help for aksandbox or one of its commands", ""},
 };
 #define N_COMMANDS (sizeof(commands) / sizeof(commands[0]))
