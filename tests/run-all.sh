@@ -2,7 +2,9 @@
 # The README's second command: the whole test suite.
 #
 #  1. installs missing build dependencies (Debian packages), then starts
-#     dockerd and builds the docker tests' image if needed;
+#     dockerd and builds the docker tests' image if needed, and builds (once,
+#     cached) and starts the single-node Kubernetes cluster the kubernetes
+#     plugin's tests run against (tests/integration/k8s-setup.sh);
 #  2. builds in _build/ and runs `make check`;
 #     then runs the main tests again under valgrind memcheck;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
@@ -29,6 +31,12 @@ step() { printf '\n=== %s\n' "$*"; }
 step "Docker Engine and the test image (tests/integration/docker-setup.sh)"
 "$top/tests/integration/docker-setup.sh" start ||
 	{ echo "FATAL: tests/integration/docker-setup.sh failed: the docker tests cannot run"; exit 1; }
+# The kubernetes plugin's tests need a real cluster: k8s-setup.sh builds Kubernetes v1.20.2
+# from Debian's source package once (6-10 min cold on 2 cores, cached in
+# /var/cache/aksandbox-k8s), then starts it on that Docker Engine (about 30 s).
+step "Kubernetes test cluster (tests/integration/k8s-setup.sh)"
+"$top/tests/integration/k8s-setup.sh" start >/dev/null ||
+	{ echo "FATAL: tests/integration/k8s-setup.sh start failed: the kubernetes tests cannot run"; exit 1; }
 
 run_suite() { # dir, configure flags...
 	dir=$1; shift
@@ -64,7 +72,9 @@ mkdir -p _deb
 "$top/contrib/deb-test.sh" "$top/_build" >_deb/deb-test.tap 2>&1 || status=1
 cat _deb/deb-test.tap
 
-# Stop the dockerd docker-setup.sh started, if it started one (never another).
+# Stop the cluster k8s-setup.sh started (before dockerd: kubelet drives it), then the
+# dockerd docker-setup.sh started, if it started one (never another).
+"$top/tests/integration/k8s-setup.sh" stop
 "$top/tests/integration/docker-setup.sh" stop
 
 # Count every test case of both suites.
