@@ -1,0 +1,127 @@
+/*
+ * plugins/kubernetes/k8s_plugin.h - the plugin's own layers (REST, exec,
+ * files, lifecycle), which need the host, libcurl and libwebsockets.
+ */
+#ifndef K8S_PLUGIN_H
+#define K8S_PLUGIN_H
+
+#include <pthread.h>
+
+#include <curl/curl.h>
+
+#include "k8s_internal.h"
+
+/* ---- the provider instance (kubernetes.c) ------------------------------------------- */
+
+typedef struct k8s_client k8s_client;
+
+struct aks_provider_impl {
+	const aks_host_api *host;
+	k8s_conn_cfg conn;
+	/* config values: borrowed from the host's config, alive until fini */
+	const char *namespace, *image, *image_pull_policy, *attach_to, *python;
+	const char *service_account, *security_context, *container_security_context;
+	const char *const *labels, *const *node_selector, *const *env, *const *image_pull_secrets;
+	bool network_policy;
+	double create_timeout;
+	int64_t max_lifetime;
+	aks_capabilities caps; /* the instance's */
+	pthread_mutex_t lock;  /* guards clients */
+	k8s_client *clients;   /* one per identity, kept until fini */
+};
+
+struct aks_sandbox_impl {
+	aks_provider_impl *prov;
+	char *id; /* <namespace>/<pod> */
+	char *ns, *pod;
+	bool external;      /* attach_to: never created by us */
+	k8s_client *client; /* the principal's identity */
+	void *exec_ctx;     /* the libwebsockets context, made on first exec */
+};
+
+/* ---- REST (k8s_rest.c) ----------------------------------------------------------------- */
+
+struct k8s_client {
+	k8s_client *next;
+	aks_provider_impl *prov;
+	char *user;    /* NULL: the configured identity itself */
+	char **groups; /* NULL-terminated */
+	CURLSH *share; /* connections and TLS sessions, shared by this identity's requests */
+	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
+};
+
+typedef struct k8s_req {
+	const char *method; /* GET, POST, DELETE */
+	const char *path;   /* /api/v1/..., escaped */
+	const char *body;   /* JSON */
+	size_t body_len;
+	/* out */
+	long status;
+	k8s_buf resp;
+	CURLcode result;
+	char errbuf[CURL_ERROR_SIZE];
+} k8s_req;
+
+/* The client of the call's principal (agent mode: the configured identity;
+ * user mode: impersonation of credentials user/groups, else subject/groups). */
+int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_client **out,
+                   aks_error **err);
+/* The configured identity's own client (destroy, cleanup). */
+int k8s_client_own(aks_provider_impl *prov, k8s_client **out, aks_error **err);
+void k8s_clients_free(aks_provider_impl *prov);
+/* One request under the call's deadline and cancellation: AKS_OK when an HTTP
+ * response came (any status); AKS_EPROVISION for an unreachable server or a
+ * TLS failure, explained; AKS_ETIMEOUT, AKS_ECANCELLED. */
+int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err);
+void k8s_req_free(k8s_req *r);
+json_object *k8s_resp_json(const k8s_req *r);
+/* An error for a non-2xx answer: "<what>: <explanation>", with what a 401 or a
+ * 403 means (the verb and resource the identity lacks). Returns code. */
+int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, aks_error **err);
+/* The headers every request of this client carries (token, impersonation),
+ * as "Name: value" strings; the caller frees the list. NULL on no memory. */
+struct curl_slist *k8s_auth_headers(k8s_client *c, bool *ok);
+char *k8s_escape(const char *s);
+/* "who" for messages: the impersonated user and groups, or the source. */
+void k8s_client_who(const k8s_client *c, char *out, size_t len);
+
+/* AKS_EGONE "sandbox pod 'ID' WHY" (the core's self-heal signal). */
+int k8s_gone(const aks_host_api *host, const char *id, const char *why, aks_error **err);
+
+/* ---- exec (k8s_exec.c) ------------------------------------------------------------------ */
+
+/* Runs argv in the sandbox's container from workdir: stdin (may be NULL)
+ * is sent then half-closed (v5) or, on v4, the command must not need EOF;
+ * stdout and stderr go to `out` (NULL: discarded) or, when capture is set,
+ * stdout is kept there whole (bounded by capture_max). On the deadline or
+ * cancellation every process of the execution is killed. */
+typedef struct k8s_exec_opts {
+	const char *const *argv;
+	const char *workdir;
+	const void *stdin_data;
+	size_t stdin_len;
+	aks_result *out;
+	k8s_buf *capture;     /* stdout here instead of out */
+	k8s_buf *capture_err; /* stderr here, bounded too */
+	size_t capture_max;
+	bool no_kill_wrapper; /* the kill sweep itself */
+} k8s_exec_opts;
+
+int k8s_exec(aks_sandbox_impl *sb, const k8s_exec_opts *o, const aks_call *call, int *exit_code,
+             aks_error **err);
+void k8s_exec_ctx_free(aks_sandbox_impl *sb);
+int k8s_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                     const aks_call *call, aks_result *out, aks_error **err);
+int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                        aks_result *out, aks_error **err);
+int k8s_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
+                         aks_result *out, aks_error **err);
+
+/* ---- files (k8s_files.c) ----------------------------------------------------------------- */
+
+int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                    const aks_call *call, aks_error **err);
+int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
+                      aks_error **err);
+
+#endif /* K8S_PLUGIN_H */

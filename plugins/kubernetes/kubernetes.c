@@ -1,0 +1,728 @@
+/*
+ * plugins/kubernetes/kubernetes.c - the descriptor, the provider instance and
+ * the sandbox lifecycle (create, attach, destroy, close) over the Kubernetes
+ * API.
+ *
+ * A sandbox is a pod ak-sandbox-<12 hex> running `sleep infinity` in one
+ * container, `sandbox`; its id is <namespace>/<pod>. With network_policy a
+ * NetworkPolicy of the same name is created before the pod, so the pod never
+ * runs unrestricted. See docs/plugins/kubernetes.md.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "k8s_plugin.h"
+
+#ifndef K8S_VERSION
+#error "K8S_VERSION must be defined (the package version)"
+#endif
+
+#define POLL_MS 250
+
+/* ---- descriptor ------------------------------------------------------------------------ */
+
+static const char *const k8s_languages[] = {"python", NULL};
+
+/* The reference's row (section 8.0), with impersonation: container
+ * isolation; egress only per instance with network_policy (the operator's
+ * assertion that the CNI enforces NetworkPolicy); coarse filesystem policy
+ * (read-only root, writable /workspace); cpu and memory as requests = limits. */
+static const aks_capabilities k8s_capabilities = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_CONTAINER,
+    .languages = k8s_languages,
+    .shell = true,
+    .files = true,
+    .package_install = true,
+    .stateful = false,
+    .attach = true,
+    .provisions = true,
+    .attaches_external = true,
+    .principal_user = true,
+    .policy_network = false,
+    .policy_network_allowlist = false,
+    .policy_filesystem = true,
+    .policy_resources = true,
+};
+
+static const aks_config_key k8s_config_keys[] = {
+    AKS_CONFIG_KEY("namespace", AKS_CONFIG_STRING, false, "default",
+                   "namespace of the sandbox pods"),
+    AKS_CONFIG_KEY("image", AKS_CONFIG_STRING, false, "python:3.12-slim", "container image"),
+    AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
+                   "existing pod, <namespace>/<pod> or <pod> (environment: attached)"),
+    AKS_CONFIG_KEY("kubeconfig", AKS_CONFIG_STRING, false, NULL,
+                   "kubeconfig file; null = KUBECONFIG, ~/.kube/config, else in-cluster"),
+    AKS_CONFIG_KEY("context", AKS_CONFIG_STRING, false, NULL,
+                   "kubeconfig context; null = its current-context"),
+    AKS_CONFIG_KEY("service_account", AKS_CONFIG_STRING, false, NULL,
+                   "serviceAccountName of the pods"),
+    AKS_CONFIG_KEY("image_pull_secrets", AKS_CONFIG_STRING_LIST, false, "[]",
+                   "imagePullSecrets of the pods"),
+    AKS_CONFIG_KEY("image_pull_policy", AKS_CONFIG_STRING, false, NULL,
+                   "imagePullPolicy (Always, IfNotPresent, Never); null = the cluster's"),
+    AKS_CONFIG_KEY("labels", AKS_CONFIG_STRING_MAP, false, "{}", "extra pod labels"),
+    AKS_CONFIG_KEY("node_selector", AKS_CONFIG_STRING_MAP, false, "{}", "nodeSelector"),
+    AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}", "environment of the container"),
+    AKS_CONFIG_KEY("security_context", AKS_CONFIG_JSON, false, "{}", "pod securityContext"),
+    AKS_CONFIG_KEY("container_security_context", AKS_CONFIG_JSON, false, "{}",
+                   "overlays the hardened container securityContext key by key"),
+    AKS_CONFIG_KEY("network_policy", AKS_CONFIG_BOOL, false, "false",
+                   "enforce egress with per-pod NetworkPolicies (the CNI must enforce them)"),
+    AKS_CONFIG_KEY("create_timeout", AKS_CONFIG_DOUBLE, false, "120",
+                   "seconds for a pod to reach Running"),
+    AKS_CONFIG_KEY("max_lifetime", AKS_CONFIG_INT, false, "0",
+                   "activeDeadlineSeconds of the pods (0 = none; idle pods are reclaimed by "
+                   "idle_timeout)"),
+    AKS_CONFIG_KEY("python", AKS_CONFIG_STRING, false, "python3",
+                   "interpreter for language python, in the container's PATH"),
+    AKS_CONFIG_END,
+};
+
+/* ---- libcurl's global state: once, counted per instance ---------------------------------- */
+
+static pthread_mutex_t curl_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned curl_users;
+
+static bool curl_acquire(void)
+{
+	bool ok = true;
+	pthread_mutex_lock(&curl_lock);
+	if (curl_users == 0)
+		ok = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK;
+	if (ok)
+		curl_users++;
+	pthread_mutex_unlock(&curl_lock);
+	return ok;
+}
+
+static void curl_release(void)
+{
+	pthread_mutex_lock(&curl_lock);
+	if (curl_users && --curl_users == 0)
+		curl_global_cleanup();
+	pthread_mutex_unlock(&curl_lock);
+}
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+/* A DNS-1123 subdomain: what a namespace or pod name can be. */
+static bool valid_name(const char *s, size_t n)
+{
+	if (!n || n > 253)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char c = s[i];
+		bool alnum = (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+		if (!alnum && !((c == '-' || c == '.') && i > 0 && i + 1 < n))
+			return false;
+	}
+	return true;
+}
+
+/* <ns>/<pod> (split on the first '/') or a bare pod in the configured namespace. */
+static bool parse_id(const aks_provider_impl *prov, const char *id, char **ns, char **pod)
+{
+	*ns = *pod = NULL;
+	if (!id)
+		return false;
+	const char *slash = strchr(id, '/');
+	const char *p = slash ? slash + 1 : id;
+	size_t nl = slash ? (size_t)(slash - id) : strlen(prov->namespace);
+	const char *n = slash ? id : prov->namespace;
+	if (!valid_name(n, nl) || !valid_name(p, strlen(p)))
+		return false;
+	*ns = strndup(n, nl);
+	*pod = strdup(p);
+	if (!*ns || !*pod) {
+		free(*ns);
+		free(*pod);
+		*ns = *pod = NULL;
+		return false;
+	}
+	return true;
+}
+
+/* Whether id names the attach_to pod ("pod" and "<namespace>/pod" alike). */
+static bool is_attach_to(const aks_provider_impl *prov, const char *id)
+{
+	char *ns1 = NULL, *pod1 = NULL, *ns2 = NULL, *pod2 = NULL;
+	bool same = prov->attach_to && parse_id(prov, prov->attach_to, &ns1, &pod1) &&
+	            parse_id(prov, id, &ns2, &pod2) && strcmp(ns1, ns2) == 0 &&
+	            strcmp(pod1, pod2) == 0;
+	free(ns1);
+	free(pod1);
+	free(ns2);
+	free(pod2);
+	return same;
+}
+
+/* ---- instance ------------------------------------------------------------------------------ */
+
+static void k8s_fini(aks_provider_impl *prov)
+{
+	if (!prov)
+		return;
+	k8s_clients_free(prov);
+	k8s_conn_cfg_free(&prov->conn);
+	pthread_mutex_destroy(&prov->lock);
+	free(prov);
+	curl_release();
+}
+
+static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	const char *kubeconfig = NULL, *context = NULL;
+	if (host->config_string(cfg, "namespace", &prov->namespace) != AKS_OK ||
+	    host->config_string(cfg, "image", &prov->image) != AKS_OK ||
+	    host->config_string(cfg, "attach_to", &prov->attach_to) != AKS_OK ||
+	    host->config_string(cfg, "kubeconfig", &kubeconfig) != AKS_OK ||
+	    host->config_string(cfg, "context", &context) != AKS_OK ||
+	    host->config_string(cfg, "service_account", &prov->service_account) != AKS_OK ||
+	    host->config_list(cfg, "image_pull_secrets", &prov->image_pull_secrets) != AKS_OK ||
+	    host->config_string(cfg, "image_pull_policy", &prov->image_pull_policy) != AKS_OK ||
+	    host->config_map(cfg, "labels", &prov->labels) != AKS_OK ||
+	    host->config_map(cfg, "node_selector", &prov->node_selector) != AKS_OK ||
+	    host->config_map(cfg, "env", &prov->env) != AKS_OK ||
+	    host->config_json(cfg, "security_context", &prov->security_context) != AKS_OK ||
+	    host->config_json(cfg, "container_security_context",
+	                      &prov->container_security_context) != AKS_OK ||
+	    host->config_bool(cfg, "network_policy", &prov->network_policy) != AKS_OK ||
+	    host->config_double(cfg, "create_timeout", &prov->create_timeout) != AKS_OK ||
+	    host->config_int(cfg, "max_lifetime", &prov->max_lifetime) != AKS_OK ||
+	    host->config_string(cfg, "python", &prov->python) != AKS_OK)
+		return host->error_set(err, AKS_ECONFIG,
+		                       "kubernetes: the host could not read the config block");
+	if (!prov->image || !*prov->image)
+		prov->image = "python:3.12-slim";
+	if (!prov->python || !*prov->python)
+		prov->python = "python3";
+	if (!prov->namespace || !*prov->namespace)
+		prov->namespace = "default";
+	if (prov->attach_to && !*prov->attach_to)
+		prov->attach_to = NULL;
+	if (!valid_name(prov->namespace, strlen(prov->namespace)))
+		return host->error_set(err, AKS_ECONFIG,
+		                       "kubernetes: namespace '%s' is not a valid namespace name",
+		                       prov->namespace);
+	char *ns = NULL, *pod = NULL;
+	if (prov->attach_to && !parse_id(prov, prov->attach_to, &ns, &pod))
+		return host->error_set(
+		    err, AKS_ECONFIG,
+		    "kubernetes: attach_to '%s' is not <namespace>/<pod> or <pod>",
+		    prov->attach_to);
+	free(ns);
+	free(pod);
+	if (!(prov->create_timeout > 0))
+		return host->error_set(err, AKS_ECONFIG,
+		                       "kubernetes: create_timeout must be a positive number of "
+		                       "seconds");
+	if (prov->max_lifetime < 0)
+		return host->error_set(err, AKS_ECONFIG,
+		                       "kubernetes: max_lifetime must be 0 (none) or seconds");
+	for (const char *const *kv = prov->env; kv && kv[0]; kv += 2)
+		if (!*kv[0] || strchr(kv[0], '=') || !kv[1])
+			return host->error_set(err, AKS_ECONFIG,
+			                       "kubernetes: env: '%s' is not a variable name",
+			                       kv[0]);
+	/* The overlays must be mappings: checked now, not at the first create. */
+	k8s_pod_params pp = {.name = "x",
+	                     .namespace = prov->namespace,
+	                     .image = prov->image,
+	                     .security_context = prov->security_context,
+	                     .container_security_context = prov->container_security_context};
+	k8s_err ke = {0};
+	json_object *probe = k8s_pod_manifest(&pp, NULL, &ke);
+	json_object_put(probe);
+	if (!probe)
+		return host->error_set(err, ke.code ? ke.code : AKS_ENOMEM, "%s", ke.msg);
+	ke.code = AKS_OK;
+	if (k8s_conn_cfg_load(kubeconfig, context, NULL, &prov->conn, &ke) != AKS_OK)
+		return host->error_set(err, ke.code, "%s", ke.msg);
+	return AKS_OK;
+}
+
+static int k8s_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
+                    aks_error **err)
+{
+	if (!curl_acquire())
+		return host->error_set(err, AKS_ERROR, "kubernetes: libcurl failed to initialise");
+	aks_provider_impl *prov = calloc(1, sizeof(*prov));
+	if (!prov) {
+		curl_release();
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	prov->host = host;
+	pthread_mutex_init(&prov->lock, NULL);
+	int rc = read_config(prov, config, err);
+	if (rc != AKS_OK) {
+		k8s_fini(prov);
+		return rc;
+	}
+	prov->caps = k8s_capabilities;
+	if (prov->network_policy) {
+		/* the operator asserts that the cluster's CNI enforces NetworkPolicy */
+		prov->caps.policy_network = true;
+		prov->caps.policy_network_allowlist = true;
+	}
+	*out = prov;
+	return AKS_OK;
+}
+
+static const aks_capabilities *k8s_instance_caps(const aks_provider_impl *prov)
+{
+	return &prov->caps;
+}
+
+/* ---- API helpers ----------------------------------------------------------------------------- */
+
+static json_object *jget(json_object *o, const char *key)
+{
+	json_object *v = NULL;
+	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
+}
+
+static const char *jstr(json_object *o, const char *key)
+{
+	json_object *v = jget(o, key);
+	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
+}
+
+/* A call bounded by `seconds` from now, keeping the caller's cancellation. */
+static aks_call bounded(const aks_provider_impl *prov, const aks_call *call, double seconds)
+{
+	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, seconds, NULL, NULL, NULL};
+	if (call) {
+		c.principal = call->principal;
+		c.policy = call->policy;
+		c.host_private = call->host_private;
+	}
+	c.deadline_ms = prov->host->now_ms() + (int64_t)(seconds * 1000.0);
+	return c;
+}
+
+static char *pod_path(const char *ns, const char *pod)
+{
+	char *p = NULL;
+	if (asprintf(&p, "/api/v1/namespaces/%s/pods%s%s", ns, pod ? "/" : "", pod ? pod : "") < 0)
+		return NULL;
+	return p;
+}
+
+static char *netpol_path(const char *ns, const char *name)
+{
+	char *p = NULL;
+	if (asprintf(&p, "/apis/networking.k8s.io/v1/namespaces/%s/networkpolicies%s%s", ns,
+	             name ? "/" : "", name ? name : "") < 0)
+		return NULL;
+	return p;
+}
+
+/* GET the pod: AKS_OK with *pod_json, or AKS_EGONE for a 404. */
+static int get_pod(k8s_client *c, const char *ns, const char *pod, const char *id,
+                   const aks_call *call, json_object **out, aks_error **err)
+{
+	const aks_host_api *host = c->prov->host;
+	*out = NULL;
+	char *path = pod_path(ns, pod);
+	if (!path)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	k8s_req r = {.method = "GET", .path = path};
+	int rc = k8s_request(c, &r, call, err);
+	if (rc == AKS_OK) {
+		if (r.status == 404)
+			rc = k8s_gone(host, id, "no longer exists", err);
+		else if (r.status != 200)
+			rc = k8s_api_error(c, &r, AKS_EPROVISION, "cannot read the sandbox pod",
+			                   err);
+		else if (!(*out = k8s_resp_json(&r)))
+			rc = host->error_set(err, AKS_EPROVISION,
+			                     "kubernetes: the API server's answer is not JSON");
+	}
+	k8s_req_free(&r);
+	free(path);
+	return rc;
+}
+
+/* What keeps a pod from running: its container's waiting reason, else the
+ * last condition's message, else the phase (the reference's detail). */
+static void pod_detail(json_object *pod, char *out, size_t len)
+{
+	json_object *st = jget(pod, "status");
+	json_object *cs = jget(st, "containerStatuses");
+	for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
+		json_object *w = jget(jget(json_object_array_get_idx(cs, i), "state"), "waiting");
+		const char *reason = jstr(w, "reason"), *msg = jstr(w, "message");
+		if (reason && strcmp(reason, "ContainerCreating") != 0) {
+			snprintf(out, len, "%s%s%s", reason, msg ? ": " : "", msg ? msg : "");
+			return;
+		}
+	}
+	json_object *conds = jget(st, "conditions");
+	size_t n = conds && json_object_is_type(conds, json_type_array)
+	               ? json_object_array_length(conds)
+	               : 0;
+	const char *msg = n ? jstr(json_object_array_get_idx(conds, n - 1), "message") : NULL;
+	const char *phase = jstr(st, "phase");
+	snprintf(out, len, "%s", msg ? msg : phase ? phase : "unknown");
+}
+
+/* The reference's running wait: poll every 0.25 s until Running, a terminal
+ * phase, or create_timeout. */
+static int wait_running(aks_provider_impl *prov, k8s_client *c, const char *ns, const char *pod,
+                        const char *id, const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	aks_call bc = bounded(prov, call, prov->create_timeout);
+	char detail[512] = "unknown";
+	for (;;) {
+		json_object *j = NULL;
+		aks_error *e = NULL;
+		int rc = get_pod(c, ns, pod, id, &bc, &j, &e);
+		if (rc == AKS_ETIMEOUT) {
+			host->error_free(e);
+			break;
+		}
+		if (rc != AKS_OK) {
+			if (err && !*err)
+				*err = e;
+			else
+				host->error_free(e);
+			return rc;
+		}
+		const char *phase = jstr(jget(j, "status"), "phase");
+		pod_detail(j, detail, sizeof(detail));
+		bool deleting = jget(jget(j, "metadata"), "deletionTimestamp") != NULL;
+		bool running = phase && strcmp(phase, "Running") == 0;
+		bool ended =
+		    phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
+		json_object_put(j); /* phase points into it */
+		if (running && !deleting)
+			return AKS_OK;
+		if (deleting || ended)
+			return host->error_set(
+			    err, AKS_EPROVISION,
+			    "sandbox pod '%s' terminated during provisioning: %s", id, detail);
+		if (host->cancelled && call && host->cancelled(call))
+			return host->error_set(err, AKS_ECANCELLED, "the call was cancelled");
+		if (host->now_ms() + POLL_MS >= bc.deadline_ms)
+			break;
+		struct timespec ts = {0, POLL_MS * 1000000L};
+		nanosleep(&ts, NULL);
+	}
+	return host->error_set(err, AKS_EPROVISION,
+	                       "sandbox pod '%s' did not reach Running within %gs: %s", id,
+	                       prov->create_timeout, detail);
+}
+
+static int delete_object(k8s_client *c, char *path, const aks_call *call, const char *what,
+                         aks_error **err)
+{
+	if (!path)
+		return c->prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	k8s_req r = {.method = "DELETE", .path = path};
+	int rc = k8s_request(c, &r, call, err);
+	if (rc == AKS_OK && r.status != 200 && r.status != 202 && r.status != 404)
+		rc = k8s_api_error(c, &r, AKS_EPROVISION, what, err);
+	k8s_req_free(&r);
+	free(path);
+	return rc;
+}
+
+/* ---- handles ----------------------------------------------------------------------------------
+ */
+
+static int new_handle(aks_provider_impl *prov, k8s_client *c, char *ns, char *pod, bool external,
+                      aks_sandbox_impl **out, aks_error **err)
+{
+	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
+	if (!sb || asprintf(&sb->id, "%s/%s", ns, pod) < 0) {
+		free(sb);
+		free(ns);
+		free(pod);
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	sb->prov = prov;
+	sb->ns = ns;
+	sb->pod = pod;
+	sb->external = external;
+	sb->client = c;
+	*out = sb;
+	return AKS_OK;
+}
+
+static void k8s_close(aks_sandbox_impl *sb)
+{
+	if (!sb)
+		return;
+	k8s_exec_ctx_free(sb);
+	free(sb->id);
+	free(sb->ns);
+	free(sb->pod);
+	free(sb);
+}
+
+static const char *k8s_id(const aks_sandbox_impl *sb)
+{
+	return sb->id;
+}
+
+/* ---- attach
+ * -------------------------------------------------------------------------------------- */
+
+static int attach_pod(aks_provider_impl *prov, const char *sandbox_id, bool external,
+                      const aks_call *call, aks_sandbox_impl **out, aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	char *ns = NULL, *pod = NULL;
+	if (!parse_id(prov, sandbox_id, &ns, &pod))
+		return k8s_gone(host, sandbox_id ? sandbox_id : "", "no longer exists", err);
+	char id[600];
+	snprintf(id, sizeof(id), "%s/%s", ns, pod);
+	k8s_client *c = NULL;
+	int rc = k8s_client_for(prov, call ? call->principal : NULL, &c, err);
+	json_object *j = NULL;
+	aks_call bc = bounded(prov, call, prov->create_timeout);
+	if (rc == AKS_OK)
+		rc = get_pod(c, ns, pod, id, &bc, &j, err);
+	if (rc == AKS_OK) {
+		const char *phase = jstr(jget(j, "status"), "phase");
+		bool deleting = jget(jget(j, "metadata"), "deletionTimestamp") != NULL;
+		if (deleting ||
+		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+			rc = k8s_gone(host, id, "is terminating or terminated", err);
+		else if (!phase || strcmp(phase, "Running") != 0)
+			rc = wait_running(prov, c, ns, pod, id, call, err);
+	}
+	json_object_put(j);
+	if (rc != AKS_OK) {
+		free(ns);
+		free(pod);
+		return rc;
+	}
+	rc = new_handle(prov, c, ns, pod, external, out, err);
+	if (rc == AKS_OK && external) {
+		/* executions run in /workspace: make it exist in a pod we did not make */
+		const char *argv[] = {"mkdir", "-p", K8S_WORKSPACE, NULL};
+		k8s_exec_opts o = {.argv = argv, .workdir = "/"};
+		int code = -1;
+		aks_error *e = NULL;
+		if (k8s_exec(*out, &o, call, &code, &e) != AKS_OK || code != 0)
+			host->log(AKS_LOG_WARNING, K8S_NAME, "cannot create %s in pod '%s': %s",
+			          K8S_WORKSPACE, (*out)->id,
+			          e ? host->error_message(e) : "mkdir failed");
+		if (e)
+			host->error_free(e);
+	}
+	return rc;
+}
+
+static int k8s_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                      aks_sandbox_impl **out, aks_error **err)
+{
+	bool external = is_attach_to(prov, sandbox_id);
+	return attach_pod(prov, sandbox_id, external, call, out, err);
+}
+
+/* ---- create
+ * ---------------------------------------------------------------------------------------- */
+
+static void warn_log(void *ctx, const char *msg)
+{
+	const aks_provider_impl *prov = ctx;
+	prov->host->log(AKS_LOG_WARNING, K8S_NAME, "%s", msg);
+}
+
+static int random_suffix(char *out)
+{
+	unsigned char raw[6];
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, raw, sizeof(raw)) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n != (ssize_t)sizeof(raw))
+		return -1;
+	for (size_t i = 0; i < sizeof(raw); i++)
+		sprintf(out + 2 * i, "%02x", raw[i]);
+	return 0;
+}
+
+static int post_json(k8s_client *c, char *path, json_object *body, const aks_call *call,
+                     const char *what, aks_error **err)
+{
+	if (!path)
+		return c->prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	k8s_req r = {.method = "POST", .path = path};
+	r.body = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
+	r.body_len = strlen(r.body);
+	int rc = k8s_request(c, &r, call, err);
+	if (rc == AKS_OK && r.status != 201 && r.status != 200)
+		rc = k8s_api_error(c, &r, AKS_EPROVISION, what, err);
+	k8s_req_free(&r);
+	free(path);
+	return rc;
+}
+
+static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                      aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	if (prov->attach_to)
+		return attach_pod(prov, prov->attach_to, true, call, out, err);
+	const aks_policy *p = call ? call->policy : NULL;
+	k8s_client *c = NULL;
+	int rc = k8s_client_for(prov, call ? call->principal : NULL, &c, err);
+	if (rc != AKS_OK)
+		return rc;
+	char hex[13], name[64], id[400];
+	if (random_suffix(hex) < 0)
+		return host->error_set(err, AKS_EIO, "kubernetes: cannot read /dev/urandom");
+	snprintf(name, sizeof(name), K8S_POD_PREFIX "%s", hex);
+	snprintf(id, sizeof(id), "%s/%s", prov->namespace, name);
+
+	/* Both objects are built, and the policy checked, before any API call. */
+	k8s_err ke = {0};
+	json_object *np = NULL;
+	if (prov->network_policy) {
+		np = k8s_netpol_manifest(name, prov->namespace, p, warn_log, prov, &ke);
+		if (ke.code != AKS_OK)
+			return host->error_set(err, ke.code, "%s", ke.msg);
+	}
+	k8s_pod_params pp = {.name = name,
+	                     .namespace = prov->namespace,
+	                     .image = prov->image,
+	                     .image_pull_policy = prov->image_pull_policy,
+	                     .labels = prov->labels,
+	                     .node_selector = prov->node_selector,
+	                     .env = prov->env,
+	                     .service_account = prov->service_account,
+	                     .image_pull_secrets = prov->image_pull_secrets,
+	                     .security_context = prov->security_context,
+	                     .container_security_context = prov->container_security_context,
+	                     .max_lifetime = prov->max_lifetime};
+	json_object *pod = k8s_pod_manifest(&pp, p, &ke);
+	if (!pod) {
+		json_object_put(np);
+		return host->error_set(err, ke.code ? ke.code : AKS_ENOMEM, "%s", ke.msg);
+	}
+	aks_call bc = bounded(prov, call, prov->create_timeout);
+	aks_error *e = NULL;
+	bool with_np = np != NULL;
+	if (np) /* before the pod, so the pod never runs unrestricted */
+		rc = post_json(c, netpol_path(prov->namespace, NULL), np, &bc,
+		               "cannot create the NetworkPolicy", &e);
+	if (rc == AKS_OK)
+		rc = post_json(c, pod_path(prov->namespace, NULL), pod, &bc,
+		               "cannot create the pod", &e);
+	json_object_put(np);
+	json_object_put(pod);
+	if (rc == AKS_OK)
+		rc = wait_running(prov, c, prov->namespace, name, id, call, &e);
+	if (rc != AKS_OK) {
+		/* clean up under our own identity, whatever was made */
+		aks_call quick = bounded(prov, NULL, 30);
+		k8s_client *own = NULL;
+		if (k8s_client_own(prov, &own, NULL) == AKS_OK) {
+			if (with_np)
+				delete_object(own, netpol_path(prov->namespace, name), &quick,
+				              "cannot delete the NetworkPolicy", NULL);
+			delete_object(own, pod_path(prov->namespace, name), &quick,
+			              "cannot delete the pod", NULL);
+		}
+		/* cancellation stays itself; anything else failed the provisioning */
+		int code = rc == AKS_ECANCELLED ? rc : AKS_EPROVISION;
+		const char *msg = e ? host->error_message(e) : "unknown error";
+		if (rc == AKS_ECANCELLED || strstr(msg, id))
+			host->error_set(err, code, "%s", msg);
+		else
+			host->error_set(err, code, "creating sandbox pod '%s' failed: %s", id, msg);
+		if (e)
+			host->error_free(e);
+		return code;
+	}
+	char *ns_copy = strdup(prov->namespace), *pod_copy = strdup(name);
+	if (!ns_copy || !pod_copy) {
+		free(ns_copy);
+		free(pod_copy);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	return new_handle(prov, c, ns_copy, pod_copy, false, out, err);
+}
+
+/* ---- destroy
+ * ------------------------------------------------------------------------------------------ */
+
+/* Deletes a pod we created (and its NetworkPolicy), under the configured
+ * identity. Idempotent; never touches a pod aksandbox did not name. */
+static int k8s_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                       aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	char *ns = NULL, *pod = NULL;
+	if (!parse_id(prov, sandbox_id, &ns, &pod))
+		return AKS_OK;
+	int rc = AKS_OK;
+	if (strncmp(pod, K8S_POD_PREFIX, strlen(K8S_POD_PREFIX)) != 0 ||
+	    is_attach_to(prov, sandbox_id)) {
+		host->log(AKS_LOG_WARNING, K8S_NAME,
+		          "destroy: not deleting pod '%s/%s': aksandbox did not create it", ns,
+		          pod);
+		goto out;
+	}
+	k8s_client *c = NULL;
+	aks_call bc = bounded(prov, call, prov->create_timeout);
+	if ((rc = k8s_client_own(prov, &c, err)) != AKS_OK)
+		goto out;
+	if (prov->network_policy &&
+	    (rc = delete_object(c, netpol_path(ns, pod), &bc, "cannot delete the NetworkPolicy",
+	                        err)) != AKS_OK)
+		goto out;
+	rc = delete_object(c, pod_path(ns, pod), &bc, "cannot delete the pod", err);
+out:
+	free(ns);
+	free(pod);
+	return rc;
+}
+
+/* ---- tables
+ * -------------------------------------------------------------------------------------------- */
+
+static const aks_sandbox_ops k8s_sandbox_ops = {
+    .struct_version = AKS_SANDBOX_OPS_VERSION,
+    .struct_size = sizeof(aks_sandbox_ops),
+    .id = k8s_id,
+    .execute_code = k8s_execute_code,
+    .execute_command = k8s_execute_command,
+    .upload_file = k8s_upload_file,
+    .download_file = k8s_download_file,
+    .install_packages = k8s_install_packages,
+    .close = k8s_close,
+};
+
+static const aks_provider_ops k8s_provider_ops = {
+    .struct_version = AKS_PROVIDER_OPS_VERSION,
+    .struct_size = sizeof(aks_provider_ops),
+    .capabilities = &k8s_capabilities,
+    .init = k8s_init,
+    .fini = k8s_fini,
+    .instance_capabilities = k8s_instance_caps,
+    .create = k8s_create,
+    .attach = k8s_attach,
+    .destroy = k8s_destroy,
+    .sandbox = &k8s_sandbox_ops,
+};
+
+AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, K8S_NAME, K8S_VERSION, "Apache-2.0",
+                  "runs code in Kubernetes pods (exec over WebSocket; impersonation; "
+                  "NetworkPolicy egress)",
+                  k8s_config_keys, &k8s_provider_ops);
