@@ -6,7 +6,9 @@
 # docker profile then fails naming the package aksandbox-plugin-docker; once
 # that package is installed the same profile loads. Everything this script
 # installed (the packages and any dependency apt pulled in) is purged at the
-# end, so the machine is left as it was found.
+# end, so the machine is left as it was found. The worker's systemd units ship
+# in aksandbox: systemd-analyze verify accepts them, installing creates their
+# system user and neither enables nor starts them.
 #
 # usage: contrib/deb-test.sh [BUILDDIR]
 #   BUILDDIR (default: _build in the source tree) is configured if it is not
@@ -47,6 +49,10 @@ ours() { # the aksandbox packages dpkg knows in any state but not-installed
 	bail "aksandbox packages or /usr/bin/aksandbox already present ($(ours | tr '\n' ' ')): purge them first"
 
 tmp=$(mktemp -d /tmp/aks-deb-test.XXXXXX)
+# The worker's system user: created by the package (sysusers.d) and, as Debian
+# does for system users, left by the purge; removed here if this run made it.
+user_before=$(getent passwd aksandbox)
+[ -e /var/lib/aksandbox ] && bail "/var/lib/aksandbox already exists: remove it first"
 installed() { dpkg-query -W -f='${db:Status-Abbrev} ${binary:Package}\n' | awk '$1 ~ /^.i/ {print $2}' | sort; }
 installed >"$tmp/before"
 # Whatever happens, leave the machine with exactly the packages it had.
@@ -55,7 +61,11 @@ purge_new() {
 	new=$(comm -13 "$tmp/before" "$tmp/after")
 	[ -z "$new" ] || DEBIAN_FRONTEND=noninteractive dpkg --purge $new >"$tmp/purge.log" 2>&1
 }
-cleanup() { purge_new; rm -rf "$tmp"; }
+forget_user() {
+	[ -n "$user_before" ] || ! getent passwd aksandbox >/dev/null || userdel aksandbox >/dev/null 2>&1
+	[ -n "$user_before" ] || ! getent group aksandbox >/dev/null || groupdel aksandbox >/dev/null 2>&1
+}
+cleanup() { purge_new; forget_user; rm -rf "$tmp"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
@@ -124,13 +134,56 @@ exported_ok() {
 		sort | diff "$tmp/exports.expected" -
 }
 t "the packaged library exports exactly tests/unit/exports.expected" exported_ok
+# Maintainer scripts: only aksandbox has any, and they are debhelper's own
+# snippets (sysusers, systemd) and nothing else.
 scripts_ok() {
 	for f in "$debdir"/*.deb; do
-		dpkg-deb --ctrl-tarfile "$f" | tar -t | sed 's|^\./||' |
-			grep -E '^(preinst|postinst|prerm|postrm|config)$' | sed "s|^|$(basename "$f"): |"
-	done | { ! grep .; }
+		p=$(dpkg-deb -f "$f" Package)
+		mkdir -p "$tmp/ctl-$p"
+		dpkg-deb -e "$f" "$tmp/ctl-$p"
+		for sc in preinst postinst prerm postrm config; do
+			[ -f "$tmp/ctl-$p/$sc" ] || continue
+			[ "$p" = aksandbox ] || { echo "$p has a $sc"; continue; }
+			# what is left outside debhelper's "Automatically added" blocks
+			awk '/^# Automatically added by dh_/ {in_dh = 1} !in_dh {print} /^# End automatically added section/ {in_dh = 0}' \
+				"$tmp/ctl-$p/$sc" | grep -vxE '#!/bin/sh|set -e|[[:space:]]*' | sed "s|^|$p $sc: |"
+		done
+	done | { ! grep .; } || return 1
+	grep -q '^ *systemd-sysusers .*aksandbox\.conf' "$tmp/ctl-aksandbox/postinst"
 }
-t "no package has maintainer scripts (nothing is created outside the packages' files)" scripts_ok
+t "only aksandbox has maintainer scripts, all of them debhelper's (sysusers, systemd)" scripts_ok
+
+# ---- the worker's systemd units and user, in the aksandbox package -------------------
+mkdir -p "$tmp/cli"
+dpkg-deb -x "$(deb aksandbox)" "$tmp/cli"
+unitdir=/lib/systemd/system
+units_shipped() {
+	u=$tmp/cli$unitdir/aksandbox-worker.service
+	ut=$tmp/cli$unitdir/aksandbox-worker@.service
+	ls -l "$u" "$ut" || return 1
+	grep -qxF 'ExecStart=/usr/bin/aksandbox worker -c /etc/aksandbox/config.yaml --grace 30' "$u" &&
+		grep -qxF 'ExecStart=/usr/bin/aksandbox worker -c ${AKSANDBOX_CONFIG} --grace 30' "$ut" &&
+		for f in "$u" "$ut"; do
+			for l in User=aksandbox StateDirectory=aksandbox KillSignal=SIGTERM Restart=on-failure \
+				NoNewPrivileges=yes ProtectSystem=strict WantedBy=multi-user.target; do
+				grep -qxF "$l" "$f" || { echo "$f: no $l"; return 1; }
+			done
+			# the stop timeout outlasts the worker's --grace
+			g=$(sed -n 's/^ExecStart=.* --grace \([0-9]*\)$/\1/p' "$f")
+			to=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$f")
+			[ -n "$g" ] && [ -n "$to" ] && [ "$to" -gt "$g" ] || { echo "$f: grace $g, TimeoutStopSec $to"; return 1; }
+		done
+}
+t "aksandbox ships aksandbox-worker.service and aksandbox-worker@.service in $unitdir (ExecStart /usr/bin/aksandbox, TimeoutStopSec > --grace)" \
+	units_shipped
+sysusers_shipped() {
+	f=$tmp/cli/usr/lib/sysusers.d/aksandbox.conf
+	cat "$f" || return 1
+	grep -Eq '^u[[:space:]]+aksandbox[[:space:]]+-[[:space:]]' "$f" &&
+		dpkg-deb -f "$(deb aksandbox)" Depends | grep -q 'systemd | systemd-standalone-sysusers'
+}
+t "aksandbox ships /usr/lib/sysusers.d/aksandbox.conf (the system user aksandbox) and depends on systemd-sysusers" \
+	sysusers_shipped
 
 # ---- each plugin package depends only on what its .so links ------------------
 # The libraries each plugin is documented to link (docs/plugins/NAME.md), as
@@ -203,6 +256,56 @@ only_three() {
 }
 t "dpkg -i libaksandbox1, aksandbox and aksandbox-plugin-local-subprocess: only those, one plugin in $plugindir" \
 	only_three
+
+# ---- the installed worker units: valid, disabled, not started, their user made ----------
+units_verify() {
+	cp "$unitdir/aksandbox-worker@.service" "$tmp/aksandbox-worker@deb-test.service"
+	if command -v systemd-analyze >/dev/null; then
+		# Documentation=man:aksandbox(1) is checked when man(1) is there to look it up
+		man=yes; command -v man >/dev/null || man=no
+		echo "systemd-analyze verify --man=$man"
+		systemd-analyze verify --man=$man "$unitdir/aksandbox-worker.service" &&
+			systemd-analyze verify --man=$man "$tmp/aksandbox-worker@deb-test.service"
+	else
+		# No systemd-analyze: the structure systemd needs, checked by hand.
+		echo "no systemd-analyze: structural check"
+		for f in "$unitdir/aksandbox-worker.service" "$tmp/aksandbox-worker@deb-test.service"; do
+			for sec in '[Unit]' '[Service]' '[Install]'; do grep -qxF "$sec" "$f" || { echo "$f: no $sec"; return 1; }; done
+			x=$(sed -n 's/^ExecStart=\([^ ]*\) .*/\1/p' "$f")
+			[ -x "$x" ] || { echo "$f: ExecStart $x is not executable"; return 1; }
+			bad=$(grep -vE '^(#.*|\[(Unit|Service|Install)\]|[A-Za-z]+=.*|)$' "$f") && { echo "$f: $bad"; return 1; }
+		done
+	fi
+}
+if command -v systemd-analyze >/dev/null; then
+	t "systemd-analyze verify accepts the installed aksandbox-worker.service and an aksandbox-worker@ instance" units_verify
+else
+	t "the installed aksandbox-worker units are well formed (structural check: no systemd-analyze here)" units_verify
+fi
+user_made() {
+	pw=$(getent passwd aksandbox) || { echo "no user aksandbox"; return 1; }
+	echo "$pw"
+	uid=$(echo "$pw" | cut -d: -f3)
+	[ "$uid" -ge 100 ] && [ "$uid" -lt 1000 ] && [ "$(echo "$pw" | cut -d: -f6)" = /var/lib/aksandbox ] &&
+		case $(echo "$pw" | cut -d: -f7) in */nologin | */false) ;; *) return 1 ;; esac &&
+		getent group aksandbox >/dev/null
+}
+t "installing aksandbox created the system user and group aksandbox (dynamic uid, no login shell)" user_made
+not_enabled() {
+	wants=$(ls /etc/systemd/system/*.wants/ 2>/dev/null | grep aksandbox)
+	[ -z "$wants" ] || { echo "enabled: $wants"; return 1; }
+	st=$(systemctl is-enabled aksandbox-worker.service 2>&1); echo "is-enabled: $st"
+	[ "$st" = disabled ] || return 1
+	! deb-systemd-helper --quiet was-enabled aksandbox-worker.service || { echo "deb-systemd-helper: was-enabled"; return 1; }
+	if [ -d /run/systemd/system ]; then # systemd runs this machine
+		st=$(systemctl is-active aksandbox-worker.service 2>&1); echo "is-active: $st"
+		[ "$st" = inactive ] || return 1
+	fi
+	# never started: no worker process, no state directory (StateDirectory= makes it at start)
+	! pgrep -u aksandbox >/dev/null 2>&1 || { pgrep -a -u aksandbox; return 1; }
+	[ ! -e /var/lib/aksandbox ] || { ls -ld /var/lib/aksandbox; return 1; }
+}
+t "aksandbox-worker.service is neither enabled nor started by the install" not_enabled
 
 # The installed CLI in a clean environment: no AKS_* variables, LD_LIBRARY_PATH
 # or build-tree paths; its own HOME, state directory and working directory.
@@ -306,4 +409,15 @@ purged() {
 	installed | diff "$tmp/before" -
 }
 t "purging what was installed leaves the machine's packages and files as they were" purged
+units_gone() {
+	ls "$unitdir"/aksandbox-worker* /usr/lib/sysusers.d/aksandbox.conf /etc/systemd/system/*.wants/aksandbox* \
+		/var/lib/systemd/deb-systemd-helper-enabled/*aksandbox* /var/lib/systemd/deb-systemd-helper-masked/*aksandbox* 2>/dev/null |
+		grep . && return 1
+	if [ -z "$user_before" ]; then # Debian leaves system users; this test removes the one it made
+		getent passwd aksandbox || { echo "the purge removed the user aksandbox"; return 1; }
+		forget_user
+		! getent passwd aksandbox && ! getent group aksandbox
+	fi
+}
+t "the purge removes the units and their systemd state, and leaves the user (removed by this test)" units_gone
 finish
