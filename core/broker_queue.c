@@ -18,6 +18,8 @@
 #include "transport.h"
 #include "worker.h"
 
+/* The first pause between reads of the response store while a call waits (ms). */
+#define FIRST_POLL_MS 2
 /* How long closing lets the in-process worker finish what it runs (seconds). */
 #define EMBEDDED_STOP_GRACE 5.0
 
@@ -195,7 +197,10 @@ int aks__queue_client_submit(aks_queue_client *qc, const aks_wire_request *req, 
 	if (wait <= 0)
 		return 1;
 	/* Poll the store until the deadline (never get-and-delete: the TTL cleans up). */
+	/* The first reads come quickly (most operations are short) and the pause doubles up to
+	 * wait_poll_interval, which bounds the store's load from a long wait. */
 	int64_t interval = (int64_t)(b->wait_poll_interval * 1000.0);
+	int64_t pause = interval < FIRST_POLL_MS ? interval : FIRST_POLL_MS;
 	int64_t deadline = aks__now_ms() + (int64_t)(wait * 1000.0);
 	for (bool warned = false;;) {
 		aks_error *e = NULL;
@@ -214,8 +219,9 @@ int aks__queue_client_submit(aks_queue_client *qc, const aks_wire_request *req, 
 		int64_t left = deadline - aks__now_ms();
 		if (left <= 0)
 			return 1;
-		if (nap(cancel, left < interval ? left : interval))
+		if (nap(cancel, left < pause ? left : pause))
 			return 1; /* the caller stopped waiting; the work goes on as a task */
+		pause = pause * 2 < interval ? pause * 2 : interval;
 	}
 }
 
