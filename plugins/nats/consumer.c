@@ -86,6 +86,7 @@ struct aks_consumer {
 	int64_t idle_ms;         /* the next pause between empty scans */
 	unsigned char *nonempty; /* per partition: the stream holds messages of it */
 	struct nt_msg *held;     /* handed to the host, not yet settled */
+	int bell_fd;             /* readable on a bell of the queue (bell.c); -1: none */
 };
 
 /* ---- open and close ------------------------------------------------------------ */
@@ -186,6 +187,7 @@ static void free_consumer(aks_consumer *c)
 	while (c->nretired)
 		drop_retired(c, 0);
 	unsubscribe(c->sub, c->inbox);
+	nt_bell_leave(c->q, c->bell_fd);
 	for (unsigned p = 0; c->next_subject && p < c->t->partitions; p++)
 		free(c->next_subject[p]);
 	free(c->next_subject);
@@ -208,6 +210,7 @@ int nt_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **ou
 		return h->error_set(err, AKS_ENOMEM, "out of memory");
 	c->t = t;
 	c->q = &t->q[qi];
+	c->bell_fd = -1;
 	c->idle_ms = NT_IDLE_FIRST_MS;
 	c->nonempty = calloc(t->partitions, 1);
 	c->next_subject = calloc(t->partitions, sizeof(*c->next_subject));
@@ -232,6 +235,7 @@ int nt_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **ou
 		free_consumer(c);
 		return rc;
 	}
+	c->bell_fd = nt_bell_join(t, c->q);
 	/* Consumers start at different partitions, so that an idle fleet does not
 	 * probe the partitions in lockstep. */
 	c->rr = aks_nats_fnv1a((const char *)c->inbox) % t->partitions;
@@ -400,12 +404,14 @@ static int wrap(aks_consumer *c, natsMsg *m, aks_message **out, aks_error **err)
 	return AKS_OK;
 }
 
-/* Sleeps up to ms, waking early on cancellation. */
+/* Sleeps up to ms, waking early on a bell of the queue (a message was sent,
+ * see bell.c) or on cancellation. poll ignores a negative fd. */
 static void idle_wait(aks_consumer *c, int64_t ms, const aks_call *call)
 {
 	const aks_host_api *h = c->t->host;
-	struct pollfd pfd = {.fd = call ? h->cancel_fd(call) : -1, .events = POLLIN};
-	poll(&pfd, pfd.fd >= 0 ? 1 : 0, (int)ms);
+	struct pollfd pfd[2] = {{.fd = c->bell_fd, .events = POLLIN},
+	                        {.fd = call ? h->cancel_fd(call) : -1, .events = POLLIN}};
+	poll(pfd, 2, (int)ms);
 }
 
 /*
@@ -493,6 +499,9 @@ int nt_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t 
 	int64_t deadline = h->now_ms() + (wait_ms > 0 ? wait_ms : 0);
 	int rc;
 	for (;;) {
+		/* Bells rung before this scan are answered by it; one rung from now
+		 * on ends the wait after it. */
+		nt_bell_clear(c->bell_fd);
 		rc = take_late(c, out, max, n, err);
 		if (rc < 0 || *n > 0)
 			return *n > 0 ? AKS_OK : rc;

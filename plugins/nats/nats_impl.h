@@ -21,12 +21,15 @@
 
 enum { NT_INPUT = 0, NT_OUTPUT = 1, NT_QUEUES = 2 };
 
+struct nt_bell;
+
 /* One queue: a stream and the durable consumer of each of its partitions. */
 struct nt_queue {
-	const char *name;  /* AKS_QUEUE_INPUT or AKS_QUEUE_OUTPUT */
-	char *stream;      /* e.g. AGENT_REQUESTS */
-	char *prefix;      /* e.g. chat.req: partition p is subject "chat.req.<p>" */
-	bool consumers_ok; /* every durable checked (or created); under lock */
+	const char *name;     /* AKS_QUEUE_INPUT or AKS_QUEUE_OUTPUT */
+	char *stream;         /* e.g. AGENT_REQUESTS */
+	char *prefix;         /* e.g. chat.req: partition p is subject "chat.req.<p>" */
+	bool consumers_ok;    /* every durable checked (or created); under lock */
+	struct nt_bell *bell; /* the doorbell (bell.c); NULL when off for this queue */
 };
 
 struct aks_transport_impl {
@@ -35,6 +38,7 @@ struct aks_transport_impl {
 	unsigned partitions;
 	double ack_wait, retry_backoff, duplicate_window, max_age, request_timeout;
 	bool auto_provision;
+	bool doorbell; /* ring and listen to the queues' bells (bell.c) */
 	struct nt_queue q[NT_QUEUES];
 	natsOptions *opts;
 	natsConnection *nc;
@@ -59,6 +63,20 @@ void nt_durable_name(const struct nt_queue *q, unsigned p, char *buf, size_t siz
  * fails naming what is missing and how to create it otherwise. */
 int nt_ensure_streams(aks_transport_impl *t, aks_error **err);
 int nt_ensure_consumers(aks_transport_impl *t, struct nt_queue *q, aks_error **err);
+
+/* bell.c: the doorbell, a core-NATS hint that wakes idle fetches early.
+ * nt_bell_init (after the streams exist) sets up the queues whose bell
+ * subject no stream captures; nt_bell_fini (before the connection closes)
+ * ends them. nt_bell_ring follows a successful publish. nt_bell_join gives a
+ * consumer an eventfd that becomes readable on each bell of its queue (-1:
+ * none, the consumer just polls); nt_bell_leave closes it; nt_bell_clear
+ * empties it before a scan, so a bell during the scan ends the next wait. */
+void nt_bell_init(aks_transport_impl *t);
+void nt_bell_fini(aks_transport_impl *t);
+void nt_bell_ring(aks_transport_impl *t, struct nt_queue *q);
+int nt_bell_join(aks_transport_impl *t, struct nt_queue *q);
+void nt_bell_leave(struct nt_queue *q, int fd);
+void nt_bell_clear(int fd);
 
 /* consumer.c */
 int nt_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **out, aks_error **err);

@@ -48,6 +48,9 @@ static const aks_config_key nt_config_keys[] = {
     AKS_CONFIG_KEY("auto_provision", AKS_CONFIG_BOOL, false, "false",
                    "create missing streams and consumers (development); otherwise a missing "
                    "one is an error"),
+    AKS_CONFIG_KEY("doorbell", AKS_CONFIG_BOOL, false, "true",
+                   "after each send, publish a core-NATS hint on _AKS.bell.<stream> that wakes "
+                   "idle consumers at once; off, they find messages by polling (up to 32 ms)"),
     AKS_CONFIG_END,
 };
 
@@ -173,6 +176,10 @@ static void nt_free(aks_transport_impl *t)
 {
 	if (!t)
 		return;
+	/* Before the connection closes: ends the bells' subscriptions and waits
+	 * for their last callbacks, which use the bells' memory. */
+	if (t->nc)
+		nt_bell_fini(t);
 	if (t->js)
 		jsCtx_Destroy(t->js);
 	if (t->nc)
@@ -238,7 +245,8 @@ static int read_config(aks_transport_impl *t, const aks_config *cfg, aks_error *
 	    h->config_double(cfg, "duplicate_window", &t->duplicate_window) != AKS_OK ||
 	    h->config_double(cfg, "max_age", &t->max_age) != AKS_OK ||
 	    h->config_double(cfg, "request_timeout", &t->request_timeout) != AKS_OK ||
-	    h->config_bool(cfg, "auto_provision", &t->auto_provision) != AKS_OK)
+	    h->config_bool(cfg, "auto_provision", &t->auto_provision) != AKS_OK ||
+	    h->config_bool(cfg, "doorbell", &t->doorbell) != AKS_OK)
 		return h->error_set(err, AKS_ECONFIG, NT_NAME ": cannot read the config block");
 	if (partitions < 1 || partitions > NT_MAX_PARTITIONS)
 		return h->error_set(err, AKS_ECONFIG,
@@ -397,6 +405,8 @@ static int nt_init(const aks_host_api *host, const aks_config *config, aks_trans
 		rc = connect_server(t, err);
 	if (rc == AKS_OK)
 		rc = nt_ensure_streams(t, err);
+	if (rc == AKS_OK)
+		nt_bell_init(t);
 	if (rc < 0) {
 		nt_free(t);
 		return rc;
@@ -514,6 +524,8 @@ static int nt_send(aks_transport_impl *t, const char *queue, const aks_message *
 	natsMsg_Destroy(m);
 	free(msg_id);
 	if (s == NATS_OK) {
+		/* Stored: wake the queue's idle consumers (a hint, see bell.c). */
+		nt_bell_ring(t, q);
 		if (pa && pa->Duplicate)
 			h->log(AKS_LOG_DEBUG, NT_NAME,
 			       "duplicate of dedup id '%s' dropped by stream %s",

@@ -341,7 +341,8 @@ static void test_loader_accepts(void **state)
 	                         {"duplicate_window", "300"},
 	                         {"max_age", "86400"},
 	                         {"request_timeout", "10"},
-	                         {"auto_provision", "false"}};
+	                         {"auto_provision", "false"},
+	                         {"doorbell", "true"}};
 	size_t n = 0;
 	for (const aks_config_key *k = d->config_keys; k->name; k++, n++) {
 		assert_true(n < sizeof(want) / sizeof(want[0]));
@@ -608,11 +609,9 @@ static void test_in_progress(void **state)
 /* One group: one message in flight, across consumers; FIFO. Two groups in
  * different partitions: both in flight at once. Closing a consumer that
  * holds a message leaves it for redelivery after ack_wait. */
-static void test_group_serial_and_parallel(void **state)
+static void group_serial_and_parallel(const char *name, const char *extra)
 {
-	(void)state;
-	aks_transport_impl *t =
-	    must_open(g_url, "GP", "auto_provision: true\npartitions: 8\nack_wait: 2\n");
+	aks_transport_impl *t = must_open(g_url, name, extra);
 	char a[64], b[64];
 	distinct_groups(8, "sess", a, b, sizeof(a));
 	aks_consumer *c1 = must_consumer(t, AKS_QUEUE_INPUT);
@@ -649,6 +648,20 @@ static void test_group_serial_and_parallel(void **state)
 	ops()->consumer_close(c1);
 	ops()->consumer_close(c2);
 	ops()->fini(t);
+}
+
+static void test_group_serial_and_parallel(void **state)
+{
+	(void)state;
+	group_serial_and_parallel("GP", "auto_provision: true\npartitions: 8\nack_wait: 2\n");
+}
+
+/* The same without the doorbell: the bell is only a hint. */
+static void test_group_serial_no_doorbell(void **state)
+{
+	(void)state;
+	group_serial_and_parallel(
+	    "GN", "auto_provision: true\npartitions: 8\nack_wait: 2\ndoorbell: false\n");
 }
 
 /* Many groups, several consumer processes with several threads each: every
@@ -931,6 +944,237 @@ static void test_late_delivery(void **state)
 	ops()->fini(t);
 }
 
+/* ---- doorbell ------------------------------------------------------------------------ */
+
+static int64_t now_us(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* A consumer thread that fetches, acks and reports when each message came. */
+struct pickup {
+	aks_consumer *c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int64_t at_us;    /* when the last message was fetched */
+	int got;          /* messages fetched */
+	int out_of_order; /* bodies not "<got>" */
+	int errors;       /* failed fetches or acks */
+	bool stop;
+};
+
+static void *pickup_thread(void *arg)
+{
+	struct pickup *p = arg;
+	for (;;) {
+		pthread_mutex_lock(&p->mu);
+		bool stop = p->stop;
+		pthread_mutex_unlock(&p->mu);
+		if (stop)
+			return NULL;
+		aks_message *out[1] = {NULL};
+		size_t n = 0;
+		aks_error *err = NULL;
+		/* Short fetches: the consumer's pause persists across them. */
+		int rc = ops()->fetch(p->c, out, 1, &n, 200, NULL, &err);
+		int64_t at = now_us();
+		if (rc != AKS_OK || !n) {
+			aks_error_free(err);
+			pthread_mutex_lock(&p->mu);
+			p->errors += rc != AKS_OK;
+			pthread_mutex_unlock(&p->mu);
+			continue;
+		}
+		char want[32];
+		pthread_mutex_lock(&p->mu);
+		snprintf(want, sizeof(want), "%d", p->got);
+		pthread_mutex_unlock(&p->mu);
+		bool in_order = body_is(out[0], want);
+		rc = ops()->ack(p->c, out[0], &err);
+		aks_error_free(err);
+		pthread_mutex_lock(&p->mu);
+		p->at_us = at;
+		p->got++;
+		p->out_of_order += !in_order;
+		p->errors += rc != AKS_OK;
+		pthread_cond_broadcast(&p->cv);
+		pthread_mutex_unlock(&p->mu);
+	}
+}
+
+static int compare_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Sends `sends` messages one at a time from `sender` to an idle consumer of
+ * `receiver` and returns the median time, in microseconds, from the start of
+ * each send to its fetch. Before each send the queue stays idle 70-102 ms
+ * (random), long enough for the consumer's pause to reach its 32 ms cap (after
+ * 63 ms idle) and with a phase that does not follow the consumer's polls.
+ */
+static int64_t median_pickup(aks_transport_impl *sender, aks_transport_impl *receiver, int sends)
+{
+	struct pickup p = {.c = must_consumer(receiver, AKS_QUEUE_INPUT)};
+	pthread_mutex_init(&p.mu, NULL);
+	pthread_cond_init(&p.cv, NULL);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, pickup_thread, &p), 0);
+	int64_t *lat = calloc((size_t)sends, sizeof(*lat));
+	assert_non_null(lat);
+	int got = 0;
+	for (int i = 0; i < sends; i++) {
+		usleep((useconds_t)(70 + rand() % 33) * 1000);
+		char body[32], dedup[32];
+		snprintf(body, sizeof(body), "%d", i);
+		snprintf(dedup, sizeof(dedup), "pick-%d", i);
+		int64_t t0 = now_us();
+		send_str(sender, body, "g", dedup);
+		pthread_mutex_lock(&p.mu);
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 5;
+		while (p.got == i)
+			if (pthread_cond_timedwait(&p.cv, &p.mu, &until) != 0)
+				break;
+		got = p.got;
+		lat[i] = p.at_us - t0;
+		pthread_mutex_unlock(&p.mu);
+		if (got != i + 1)
+			break;
+	}
+	pthread_mutex_lock(&p.mu);
+	p.stop = true;
+	pthread_mutex_unlock(&p.mu);
+	pthread_join(th, NULL);
+	ops()->consumer_close(p.c);
+	pthread_mutex_destroy(&p.mu);
+	pthread_cond_destroy(&p.cv);
+	assert_int_equal(got, sends); /* every message, each within 5 s */
+	assert_int_equal(p.out_of_order, 0);
+	assert_int_equal(p.errors, 0);
+	qsort(lat, (size_t)sends, sizeof(*lat), compare_i64);
+	int64_t median = lat[sends / 2];
+	free(lat);
+	return median;
+}
+
+/* An idle consumer (its pause at the 32 ms cap) picks up a message sent by
+ * another transport (another connection, as an agent and a worker) well
+ * within its pause when the doorbell rings: the median pickup with bells is
+ * under half the median with the doorbell off, measured in the same run. */
+#define PICKUP_SENDS 50
+
+static void test_doorbell_pickup(void **state)
+{
+	(void)state;
+	const char *on = "auto_provision: true\npartitions: 4\n";
+	const char *off = "auto_provision: true\npartitions: 4\ndoorbell: false\n";
+	aks_transport_impl *bs = must_open(g_url, "DBON", on), *br = must_open(g_url, "DBON", on);
+	aks_transport_impl *ps = must_open(g_url, "DBOFF", off),
+	                   *pr = must_open(g_url, "DBOFF", off);
+	srand(7);
+	int64_t bell = median_pickup(bs, br, PICKUP_SENDS);
+	int64_t poll_ = median_pickup(ps, pr, PICKUP_SENDS);
+	print_message("doorbell: median pickup %.2f ms with bells, %.2f ms polling (%d sends "
+	              "each)\n",
+	              (double)bell / 1000.0, (double)poll_ / 1000.0, PICKUP_SENDS);
+	assert_true(bell < poll_ / 2);
+	ops()->fini(bs);
+	ops()->fini(br);
+	ops()->fini(ps);
+	ops()->fini(pr);
+}
+
+/* Sends three messages of one group and checks an idle consumer gets them,
+ * in order, each once. */
+static void three_in_order(aks_transport_impl *sender, aks_consumer *c, const char *tag)
+{
+	usleep(100000); /* idle: the pause is at its cap */
+	char body[3][32], dedup[32];
+	for (int i = 0; i < 3; i++) {
+		snprintf(body[i], sizeof(body[i]), "%s-%d", tag, i);
+		snprintf(dedup, sizeof(dedup), "%s-%d", tag, i);
+		send_str(sender, body[i], "g", dedup);
+	}
+	for (int i = 0; i < 3; i++) {
+		aks_message *m = fetch1(c, 3000);
+		assert_non_null(m);
+		assert_true(body_is(m, body[i]));
+		assert_int_equal(m->receive_count, 1);
+		must_ack(c, m);
+	}
+	assert_null(fetch1(c, 200));
+}
+
+/* Bells that never come change nothing but the latency: a sender without
+ * the doorbell (an older version, or doorbell: false) still reaches a
+ * consumer that listens; and when another stream captures the bell subject
+ * (here a queue whose subjects are "_AKS.bell.<p>"), init leaves that bell
+ * off, so no bell is ever stored, and the queue works by polling. */
+static void test_doorbell_fallback(void **state)
+{
+	(void)state;
+	aks_transport_impl *quiet =
+	    must_open(g_url, "DBM", "auto_provision: true\npartitions: 4\ndoorbell: false\n");
+	aks_transport_impl *listening =
+	    must_open(g_url, "DBM", "auto_provision: true\npartitions: 4\n");
+	aks_consumer *c = must_consumer(listening, AKS_QUEUE_INPUT);
+	three_in_order(quiet, c, "quiet");
+	three_in_order(listening, c, "own");
+	ops()->consumer_close(c);
+	ops()->fini(listening);
+	ops()->fini(quiet);
+
+	/* A foreign queue whose stream captures "_AKS.bell.>", partition 3 of
+	 * which is "_AKS.bell.3": the bell subject of a stream named "3". */
+	char *path = NULL;
+	assert_true(asprintf(&path, "%s/dbc-foreign.yaml", g_dir) > 0);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "url: %s\ninput_stream: DBC_FOREIGN\ninput_subject_prefix: _AKS.bell\n"
+	        "output_stream: DBC_FOREIGN_OUT\noutput_subject_prefix: dbc.fout\n"
+	        "partitions: 4\nauto_provision: true\n",
+	        g_url);
+	assert_int_equal(fclose(f), 0);
+	aks_transport_impl *foreign = NULL;
+	aks_error *err = NULL;
+	if (open_t(path, &foreign, &err) != AKS_OK)
+		fail_msg("init foreign: %s", aks_error_message(err));
+	free(path);
+	assert_true(asprintf(&path, "%s/dbc-three.yaml", g_dir) > 0);
+	f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "url: %s\ninput_stream: \"3\"\ninput_subject_prefix: dbc.req\n"
+	        "output_stream: DBC_OUT\noutput_subject_prefix: dbc.out\n"
+	        "partitions: 2\nauto_provision: true\n",
+	        g_url);
+	assert_int_equal(fclose(f), 0);
+	aks_transport_impl *three = NULL;
+	if (open_t(path, &three, &err) != AKS_OK)
+		fail_msg("init stream 3: %s", aks_error_message(err));
+	free(path);
+	aks_consumer *fc = must_consumer(foreign, AKS_QUEUE_INPUT);
+	c = must_consumer(three, AKS_QUEUE_INPUT);
+	three_in_order(three, c, "captured");
+	/* A bell of stream 3 would have been stored on "_AKS.bell.3", partition 3
+	 * of the foreign queue, and delivered here. */
+	assert_null(fetch1(fc, 500));
+	/* The foreign queue's own bell subject is captured by its own stream:
+	 * off too, and it works. */
+	three_in_order(foreign, fc, "foreign");
+	ops()->consumer_close(c);
+	ops()->consumer_close(fc);
+	ops()->fini(three);
+	ops()->fini(foreign);
+}
+
 /* auto_provision false: a missing stream fails init, a missing consumer
  * fails consumer_open, each naming the object and how to create it. */
 static void test_missing_objects(void **state)
@@ -1131,12 +1375,17 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_dead_letter),
 	    cmocka_unit_test(test_in_progress),
 	    cmocka_unit_test(test_group_serial_and_parallel),
+	    cmocka_unit_test(test_group_serial_no_doorbell),
 	    cmocka_unit_test(test_fifo_across_processes),
 	    cmocka_unit_test(test_batch_fetch),
 	    cmocka_unit_test(test_cancel_and_deadline),
 	    cmocka_unit_test(test_late_delivery),
 	    cmocka_unit_test(test_missing_objects),
 	    cmocka_unit_test(test_server_down),
+	    /* After every other test of the shared server: the fallback test leaves
+	     * a stream that captures "_AKS.bell.>" (every later bell is off). */
+	    cmocka_unit_test(test_doorbell_pickup),
+	    cmocka_unit_test(test_doorbell_fallback),
 	    cmocka_unit_test(test_server_restart),
 	};
 	return cmocka_run_group_tests_name("nats_transport", tests, group_setup, group_teardown);
