@@ -10,7 +10,9 @@
 # iterations, default 200), BENCH_LOAD (fresh processes for plugin loading,
 # default 30), BENCH_TOOL_ITER (bench_tool call iterations, default 200),
 # BENCH_SESSIONS (idle sessions for bench_tool sessions, default 1000), BENCH_MCP_ITER
-# (bench_mcp calls, default 200).
+# (bench_mcp calls, default 200), BENCH_QUEUE_CALLS and BENCH_QUEUE_LATENCY (bench_queue:
+# calls through the fleet, default 400; sequential calls for the latency, default 100),
+# BENCH_K8S_ITER and BENCH_K8S_FIRST (bench_k8s: exec samples, default 50; new pods, default 5).
 set -eu
 
 B=${AKS_TEST_BUILDDIR:?run through make bench}
@@ -156,4 +158,36 @@ fi
 if [ -e "$B/tests/bench/bench_redis_store" ]; then
 	echo
 	"$(real_binary "$B/tests/bench/bench_redis_store")" "${BENCH_STORE_ITER:-200}" "$T"
+fi
+
+# The queue broker (when the nats and redis plugins were built): run_command true through a
+# fleet of 1, 2 and 4 `aksandbox worker` processes against the thread broker, and the
+# latency one call adds, over a private nats-server and redis-server it starts
+# (tests/bench/bench_queue.c).
+if [ -e "$B/tests/bench/bench_queue" ]; then
+	echo
+	"$(real_binary "$B/tests/bench/bench_queue")" -n "${BENCH_QUEUE_CALLS:-400}" \
+		-l "${BENCH_QUEUE_LATENCY:-100}" "$AKS" "$T"
+fi
+
+# The kubernetes provider (when it was built): a command in an existing pod through the
+# plugin against `kubectl exec`, and a new pod's first command against kubectl run + wait
+# + exec (tests/bench/bench_k8s.c). It needs the test cluster: like bench_docker without
+# dockerd, its absence fails the run, saying how to start it, rather than skipping.
+if [ -e "$B/tests/bench/bench_k8s" ]; then
+	echo
+	k8s_setup=$S/tests/integration/k8s-setup.sh
+	"$k8s_setup" status >"$T/k8s-status.log" 2>&1 || {
+		cat "$T/k8s-status.log" >&2
+		echo "run.sh: the kubernetes plugin is built but its test cluster is not up:" \
+			"run $k8s_setup start (as root), or configure --enable-plugin-kubernetes=no" >&2
+		exit 1
+	}
+	k8s_env=$("$k8s_setup" env) || { echo "run.sh: $k8s_setup env failed" >&2; exit 1; }
+	(
+		eval "$k8s_env"
+		export AKS_K8S_KUBECTL AKS_K8S_KUBECONFIG AKS_K8S_NAMESPACE AKS_K8S_PY_IMAGE
+		"$(real_binary "$B/tests/bench/bench_k8s")" -n "${BENCH_K8S_ITER:-50}" \
+			-m "${BENCH_K8S_FIRST:-5}"
+	)
 fi

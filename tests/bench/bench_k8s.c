@@ -1,0 +1,322 @@
+/*
+ * tests/bench/bench_k8s.c - the kubernetes provider's cost, against the same
+ * work done with kubectl, measured in the same run and interleaved (so drift
+ * on the shared machine affects both alike):
+ *
+ *  exec:  one execute_command("true") in an existing pod (one exec WebSocket
+ *         to the API server: handshake, the plugin's wrapper shell, the status
+ *         on channel 3), against `kubectl exec <pod> -- /bin/sh -c true` (a new
+ *         kubectl process: kubeconfig, TLS, the same exec upgrade);
+ *  first: a new pod's first command (provider create, which waits for
+ *         Running, + execute_command), against `kubectl run` + `kubectl wait
+ *         --for=condition=Ready` + `kubectl exec` of the same image and
+ *         command. Deletion is not timed (both delete without waiting).
+ *
+ * Usage: bench_k8s [-n N] [-m M]   (N exec samples, default 50; M first-command
+ * samples, default 5). The cluster comes from the environment, as
+ * `tests/integration/k8s-setup.sh env` prints it: AKS_K8S_KUBECTL,
+ * AKS_K8S_KUBECONFIG, AKS_K8S_NAMESPACE and AKS_K8S_PY_IMAGE (a locally
+ * imported image: imagePullPolicy Never). Every pod it makes carries the
+ * label aksandbox-test=bench-<pid>; they are deleted at exit, also on failure.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "bench_util.h"
+
+static const char *prog = "bench_k8s";
+static const char *kubectl, *kubeconfig, *ns, *image;
+static char label[64]; /* aksandbox-test=bench-<pid> */
+
+static const char *need_env(const char *name)
+{
+	const char *v = getenv(name);
+	if (!v || !*v) {
+		fprintf(stderr,
+		        "%s: %s is not set: run through tests/bench/run.sh, or eval \"$("
+		        "tests/integration/k8s-setup.sh env)\" first (the cluster must be up: "
+		        "k8s-setup.sh start)\n",
+		        prog, name);
+		exit(1);
+	}
+	return v;
+}
+
+/* fork + exec with stdout to /dev/null (kubectl run prints "pod/x created");
+ * stderr stays, so a failure says why. Nanoseconds, or -1 unless it exited 0. */
+static int64_t spawn_quiet(char *const argv[])
+{
+	int64_t t0 = bench_now_ns();
+	pid_t pid = fork();
+	if (pid == 0) {
+		int fd = open("/dev/null", O_WRONLY);
+		if (fd >= 0)
+			dup2(fd, STDOUT_FILENO);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	if (pid < 0)
+		return -1;
+	int st = 0;
+	while (waitpid(pid, &st, 0) < 0) {
+		if (errno != EINTR)
+			return -1;
+	}
+	int64_t t = bench_now_ns() - t0;
+	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? t : -1;
+}
+
+static void must(int64_t t, const char *what)
+{
+	if (t < 0) {
+		fprintf(stderr, "%s: %s failed\n", prog, what);
+		exit(1);
+	}
+}
+
+/* kubectl as the admin in the test namespace, with ARGS (NULL-terminated) after
+ * "-n <namespace>": spawn_quiet's figure. */
+static int64_t kctl(const char *const args[])
+{
+	char *argv[24] = {(char *)kubectl, "--kubeconfig", (char *)kubeconfig, "-n", (char *)ns};
+	size_t k = 5;
+	for (size_t i = 0; args[i] && k < sizeof(argv) / sizeof(argv[0]) - 1; i++)
+		argv[k++] = (char *)args[i];
+	argv[k] = NULL;
+	return spawn_quiet(argv);
+}
+
+/* Whatever this run made, whichever way it ends (bench_die exits too). */
+static void delete_ours(void)
+{
+	const char *args[] = {"delete", "pods", "-l", label, "--wait=false", "--ignore-not-found",
+	                      NULL};
+	if (kctl(args) < 0)
+		fprintf(stderr, "%s: cannot delete the pods labelled %s in %s\n", prog, label, ns);
+}
+
+static aks_provider *open_k8s(void)
+{
+	aks_error *err = NULL;
+	const aks_plugin *plugin = NULL;
+	if (aks_plugin_load("kubernetes", AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK)
+		bench_die(prog, "loading kubernetes.so", err);
+	char yaml[] = "/tmp/bench-k8s-XXXXXX";
+	int fd = mkstemp(yaml);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
+	if (!f) {
+		perror("mkstemp");
+		exit(1);
+	}
+	fprintf(f,
+	        "sandbox:\n  enabled: true\n  type: kubernetes\n  kubernetes:\n"
+	        "    kubeconfig: %s\n    namespace: %s\n    image: %s\n"
+	        "    image_pull_policy: Never\n    labels: {aksandbox-test: %s}\n",
+	        kubeconfig, ns, image, strchr(label, '=') + 1);
+	fclose(f);
+	static aks_config *config; /* lives as long as the provider, i.e. the run */
+	int rc = aks_config_load_block(plugin, yaml, &config, &err);
+	unlink(yaml);
+	if (rc != AKS_OK)
+		bench_die(prog, "loading the config", err);
+	aks_provider *prov = NULL;
+	if (aks_provider_open(plugin, config, &prov, &err) != AKS_OK)
+		bench_die(prog, "opening the provider", err);
+	return prov;
+}
+
+static void plugin_true(aks_sandbox *sb)
+{
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 120, NULL, NULL, NULL);
+	aks_result *r = NULL;
+	if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
+		bench_die(prog, "execute_command", err);
+	if (aks_result_get_exit_code(r) != 0) {
+		fprintf(stderr, "%s: true exited with %d in pod %s\n", prog,
+		        aks_result_get_exit_code(r), aks_sandbox_get_id(sb));
+		exit(1);
+	}
+	aks_result_free(r);
+}
+
+/* A new pod through the plugin: create (until Running) + the first command;
+ * then its deletion (not timed: the API call returns before the pod is gone). */
+static int64_t plugin_first(aks_provider *prov)
+{
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 180, NULL, NULL, NULL);
+	aks_sandbox *sb = NULL;
+	int64_t t0 = bench_now_ns();
+	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+		bench_die(prog, "create", err);
+	plugin_true(sb);
+	int64_t t = bench_now_ns() - t0;
+	char *sid = strdup(aks_sandbox_get_id(sb));
+	aks_sandbox_close(sb);
+	if (aks_provider_destroy(prov, sid, &call, &err) != AKS_OK)
+		bench_die(prog, "destroy", err);
+	free(sid);
+	return t;
+}
+
+/* The same pod by hand: the same image, `sleep infinity` as PID 1, the same
+ * label; run, wait for Ready, exec; deleted with the plugin's grace (5 s),
+ * without waiting (not timed). */
+static void kubectl_first(size_t i, const char *lbl, int64_t *run_ns, int64_t *wait_ns,
+                          int64_t *exec_ns)
+{
+	char name[64], podarg[80], labels_arg[96], image_arg[256];
+	snprintf(name, sizeof(name), "aks-bench-%ld-%zu", (long)getpid(), i);
+	snprintf(podarg, sizeof(podarg), "pod/%s", name);
+	snprintf(labels_arg, sizeof(labels_arg), "--labels=%s", lbl);
+	snprintf(image_arg, sizeof(image_arg), "--image=%s", image);
+	const char *run[] = {"run",
+	                     name,
+	                     image_arg,
+	                     "--image-pull-policy=Never",
+	                     "--restart=Never",
+	                     labels_arg,
+	                     "--command",
+	                     "--",
+	                     "sleep",
+	                     "infinity",
+	                     NULL};
+	const char *wait[] = {"wait", "--for=condition=Ready", "--timeout=180s", podarg, NULL};
+	const char *x[] = {"exec", name, "--", "/bin/sh", "-c", "true", NULL};
+	const char *del[] = {"delete", podarg, "--grace-period=5", "--wait=false", NULL};
+	must(*run_ns = kctl(run), "kubectl run");
+	must(*wait_ns = kctl(wait), "kubectl wait --for=condition=Ready");
+	must(*exec_ns = kctl(x), "kubectl exec (first command)");
+	must(kctl(del), "kubectl delete");
+}
+
+static void report(const char *what, int64_t *v, size_t n)
+{
+	double med = bench_median_ms(v, n);
+	printf("  %-56s %9.3f ms  (p10 %.3f, p90 %.3f)\n", what, med,
+	       bench_percentile_ms(v, n, 0.1), bench_percentile_ms(v, n, 0.9));
+}
+
+/* The pod name of a sandbox id "<namespace>/<pod>". */
+static const char *pod_of(const char *id)
+{
+	const char *s = strchr(id, '/');
+	return s ? s + 1 : id;
+}
+
+int main(int argc, char **argv)
+{
+	size_t n = 50, m = 5;
+	int opt;
+	while ((opt = getopt(argc, argv, "n:m:")) != -1) {
+		if (opt == 'n')
+			n = (size_t)atol(optarg);
+		else if (opt == 'm')
+			m = (size_t)atol(optarg);
+		else {
+			fprintf(stderr, "usage: %s [-n N] [-m M]\n", prog);
+			return 2;
+		}
+	}
+	if (n < 2 || m < 2) {
+		fprintf(stderr, "%s: -n and -m must be at least 2\n", prog);
+		return 2;
+	}
+	kubectl = need_env("AKS_K8S_KUBECTL");
+	kubeconfig = need_env("AKS_K8S_KUBECONFIG");
+	ns = need_env("AKS_K8S_NAMESPACE");
+	image = need_env("AKS_K8S_PY_IMAGE");
+	snprintf(label, sizeof(label), "aksandbox-test=bench-%ld", (long)getpid());
+	atexit(delete_ours);
+
+	aks_provider *prov = open_k8s();
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 180, NULL, NULL, NULL);
+	aks_sandbox *sb = NULL;
+	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+		bench_die(prog, "create", err);
+	char *id = strdup(aks_sandbox_get_id(sb));
+	char *pod = strdup(pod_of(id));
+
+	const char *kexec[] = {"exec", pod, "--", "/bin/sh", "-c", "true", NULL};
+	int64_t *plug = calloc(n, sizeof(int64_t)), *cli = calloc(n, sizeof(int64_t));
+	if (!plug || !cli) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	for (int i = 0; i < 3; i++) { /* warm-up: connections, page cache, the pod's shell */
+		plugin_true(sb);
+		must(kctl(kexec), "kubectl exec");
+	}
+	for (size_t i = 0; i < n; i++) {
+		/* alternate which goes first, so neither always follows the other */
+		if (i % 2)
+			must(cli[i] = kctl(kexec), "kubectl exec");
+		int64_t t0 = bench_now_ns();
+		plugin_true(sb);
+		plug[i] = bench_now_ns() - t0;
+		if (!(i % 2))
+			must(cli[i] = kctl(kexec), "kubectl exec");
+	}
+	printf("kubernetes: one command (true) in an existing pod, image %s\n", image);
+	double p = bench_median_ms(plug, n), k = bench_median_ms(cli, n);
+	report("plugin execute_command (one exec WebSocket)", plug, n);
+	report("kubectl exec <pod> -- /bin/sh -c true (a new process)", cli, n);
+	printf("  plugin / kubectl exec: %.2fx (%+.3f ms)\n", p / k, p - k);
+
+	aks_sandbox_close(sb);
+	aks_call_init(&call, 180, NULL, NULL, NULL);
+	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
+		bench_die(prog, "destroy", err);
+
+	/* a new pod's first command */
+	int64_t *first = calloc(m, sizeof(int64_t)), *kall = calloc(m, sizeof(int64_t)),
+	        *krun = calloc(m, sizeof(int64_t)), *kwait = calloc(m, sizeof(int64_t)),
+	        *kx = calloc(m, sizeof(int64_t));
+	if (!first || !kall || !krun || !kwait || !kx) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	for (size_t i = 0; i < m; i++) {
+		/* alternate which goes first, as above */
+		if (i % 2)
+			kubectl_first(i, label, &krun[i], &kwait[i], &kx[i]);
+		first[i] = plugin_first(prov);
+		if (!(i % 2))
+			kubectl_first(i, label, &krun[i], &kwait[i], &kx[i]);
+		kall[i] = krun[i] + kwait[i] + kx[i];
+	}
+	printf("kubernetes: a new pod's first command (true)\n");
+	double f = bench_median_ms(first, m), ka = bench_median_ms(kall, m);
+	report("plugin create (until Running) + execute_command", first, m);
+	report("kubectl run + wait Ready + exec (sum)", kall, m);
+	report("  of which kubectl run", krun, m);
+	report("  of which kubectl wait --for=condition=Ready", kwait, m);
+	report("  of which kubectl exec", kx, m);
+	printf("  plugin / kubectl: %.2fx (%+.3f ms)\n", f / ka, f - ka);
+
+	free(plug);
+	free(cli);
+	free(first);
+	free(kall);
+	free(krun);
+	free(kwait);
+	free(kx);
+	free(pod);
+	free(id);
+	aks_provider_close(prov);
+	return 0;
+}
