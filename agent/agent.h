@@ -1,0 +1,118 @@
+/*
+ * agent/agent.h - the state shared by the agent's files (the event loop, process control,
+ * file transfers, Python sessions). The agent is single-threaded: one poll(2) loop.
+ */
+#ifndef AKS_AGENT_AGENT_H
+#define AKS_AGENT_AGENT_H
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "proto.h"
+#include "sha256.h"
+
+#define AGENT_MAX_REQUESTS 64
+/* Output waiting for the host: above SOFT the agent stops reading programs and files; above
+ * HARD it also stops reading requests, so a host that never reads cannot grow the agent. */
+#define AGENT_OUT_SOFT (1024u * 1024u)
+#define AGENT_OUT_HARD (4u * 1024u * 1024u)
+
+enum req_kind { REQ_FREE = 0, REQ_SPAWN, REQ_WRITE, REQ_READ };
+
+struct pysession;
+
+/* A running program: the supervisor the agent forked and the pipes of the program it runs.
+ * A spawn owns one; a Python session keeps one across its runs. */
+typedef struct proc {
+	pid_t sup;  /* the supervisor (a child subreaper that owns the program's tree) */
+	int ctl;    /* agent -> supervisor: one byte per order (a signal, or 0 = release) */
+	int status; /* supervisor -> agent: the program's wait status, then EOF */
+	int in, out, err;
+	bool have_status;
+	int wstatus;
+	bool killing; /* SIGKILL ordered: the tree is being torn down */
+} proc;
+
+typedef struct req {
+	int kind;
+	uint32_t id;
+	int64_t credit; /* output bytes the host still accepts */
+	/* spawn */
+	proc p;
+	struct pysession *session; /* a run in a Python session (p is then the session's) */
+	uint8_t *stdin_data;
+	size_t stdin_len, stdin_off;
+	int64_t deadline; /* CLOCK_MONOTONIC ms, 0 = none */
+	bool timed_out;
+	uint64_t out_total, err_total;
+	/* files */
+	int fd;
+	char *path, *tmp;
+	uint64_t size, done;
+	uint8_t sha[AKS_SHA256_LEN];
+	aks_sha256 hash;
+	uint32_t mode;
+} req;
+
+typedef struct agent {
+	aks_agent_decoder dec;
+	aks_agent_buf out;
+	bool hello;
+	bool in_eof;
+	bool out_broken;
+	uint32_t window;
+	int sigfd;
+	req reqs[AGENT_MAX_REQUESTS];
+	struct pysession *sessions;
+} agent;
+
+/* ---- the event loop (aksandbox-agent.c) ---- */
+int64_t agent_now_ms(void);
+void agent_send_error(agent *a, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+req *agent_find(agent *a, uint32_t id);
+void agent_free_req(req *r);
+/* Marks an fd close-on-exec and non-blocking and records it for the supervisors' cleanup. */
+int agent_track_fd(int fd, bool nonblock);
+
+/* ---- process control (spawn.c) ---- */
+/* Starts argv under a new supervisor. envp NULL inherits the agent's environment. 0, or -1
+ * with a message in msg. */
+int proc_start(proc *p, char *const argv[], char *const envp[], const char *cwd, char *msg,
+               size_t msglen);
+/* Orders the supervisor to signal the whole tree (SIGKILL also reaps it and exits). */
+void proc_signal(proc *p, int sig);
+/* Lets the supervisor go (the program finished; leftovers reparent to the agent). */
+void proc_release(proc *p);
+void proc_close(proc *p);
+/* Kills every child of the calling process and everything reparented to it, until none is
+ * left (or bound_ms passes). main_pid's wait status goes to *main_status when seen. */
+void proc_kill_children(pid_t main_pid, int *main_status, bool *main_seen, int bound_ms);
+
+/* ---- file transfers (files.c) ---- */
+void files_write_open(agent *a, const aks_agent_frame *f);
+void files_write_data(agent *a, req *r, const aks_agent_frame *f);
+void files_read_open(agent *a, const aks_agent_frame *f);
+/* Sends the next chunk of a read if credit and the output queue allow; true if it did. */
+bool files_read_step(agent *a, req *r);
+
+/* ---- Python sessions (pysession.c) ---- */
+/* Starts a run of src in the named session, creating the interpreter on first use. 0, or -1
+ * after an error frame was sent (the caller frees r). */
+int pysession_run(agent *a, req *r, const char *name, const char *src);
+/* Signals the interpreter tree of a run's session. */
+void pysession_kill(struct pysession *s, int sig);
+/* Appends the sessions' fds to pfd (at most max), lowering *timeout for interrupt and kill
+ * deadlines; returns how many it added. */
+size_t pysession_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, int *timeout);
+/* Handles the events of the fds pysession_add_fds added, and ends finished runs. */
+void pysession_events(agent *a, struct pollfd *pfd, size_t n);
+void pysession_close_all(agent *a);
+
+/* ---- shared by the loop and the sessions ---- */
+void proc_read_status(proc *p);
+void agent_send_exit(agent *a, req *r, int exit_code, int sig, const char *notice);
+
+#endif /* AKS_AGENT_AGENT_H */

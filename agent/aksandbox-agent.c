@@ -1,0 +1,797 @@
+/*
+ * aksandbox-agent - the in-sandbox helper (docs/agent-protocol.md).
+ *
+ * A provider places this static program in a sandbox and keeps it running for the
+ * sandbox's life; the host talks to it over the agent's stdin and stdout (pipes, docker
+ * attach, a kubernetes exec stream). It never opens a network port. It runs programs (each
+ * under its own supervisor, see spawn.c), streams their output in chunks under per-request
+ * credit, moves files with size and SHA-256 checks (files.c) and keeps persistent Python
+ * interpreters (pysession.c). One poll(2) loop serves every request at once.
+ *
+ * libc only, linked statically: it must run in any Linux image. Nothing here may call the
+ * NSS functions (getpwnam and friends), which a static glibc cannot provide.
+ *
+ * Memory is bounded: one frame buffer for input, an output queue the loop stops filling at
+ * AGENT_OUT_SOFT (and stops reading requests at AGENT_OUT_HARD), one chunk buffer, and each
+ * spawn's stdin (at most one frame).
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef AKS_PACKAGE_VERSION
+#define AKS_PACKAGE_VERSION "0"
+#endif
+
+extern char **environ;
+
+int agent_fd_hwm = 2;
+
+int64_t agent_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int agent_track_fd(int fd, bool nonblock)
+{
+	if (fd < 0)
+		return fd;
+	if (fd > agent_fd_hwm)
+		agent_fd_hwm = fd;
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	if (nonblock)
+		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return fd;
+}
+
+void agent_send_error(agent *a, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_ERROR, AKS_AGENT_FLAG_END, id);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_CODE, code);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_FRAME_TYPE, type);
+	aks__agent_put_str(&a->out, AKS_AGENT_T_MESSAGE, msg);
+	aks__agent_frame_end(&a->out, s);
+}
+
+req *agent_find(agent *a, uint32_t id)
+{
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
+		if (a->reqs[i].kind != REQ_FREE && a->reqs[i].id == id)
+			return &a->reqs[i];
+	return NULL;
+}
+
+void agent_free_req(req *r)
+{
+	if (r->kind == REQ_SPAWN && !r->session)
+		proc_close(&r->p);
+	if (r->fd >= 0)
+		close(r->fd);
+	if (r->tmp)
+		unlink(r->tmp);
+	free(r->tmp);
+	free(r->path);
+	free(r->stdin_data);
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	r->kind = REQ_FREE;
+}
+
+/* ---- requests ---- */
+
+static void on_hello(agent *a, const aks_agent_frame *f)
+{
+	aks_agent_tlv it;
+	aks__agent_tlv_init(&it, f);
+	uint16_t tag;
+	const uint8_t *v;
+	uint32_t n, lo = 1, hi = 1, window = AKS_AGENT_WINDOW;
+	int rc;
+	while ((rc = aks__agent_tlv_next(&it, &tag, &v, &n)) > 0) {
+		if (n != 4)
+			continue;
+		if (tag == AKS_AGENT_T_VERSION_MIN)
+			lo = aks__agent_get32(v);
+		else if (tag == AKS_AGENT_T_VERSION_MAX)
+			hi = aks__agent_get32(v);
+		else if (tag == AKS_AGENT_T_WINDOW)
+			window = aks__agent_get32(v);
+	}
+	if (rc < 0) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                 "HELLO: truncated field");
+		return;
+	}
+	if (lo > AKS_AGENT_VERSION || hi < AKS_AGENT_VERSION) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_VERSION,
+		                 "the host speaks protocol versions %u to %u; this agent speaks %u",
+		                 lo, hi, AKS_AGENT_VERSION);
+		return;
+	}
+	if (window < AKS_AGENT_CHUNK)
+		window = AKS_AGENT_CHUNK;
+	if (window > 16u * 1024 * 1024)
+		window = 16u * 1024 * 1024;
+	a->window = window;
+	a->hello = true;
+	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_HELLO_OK, 0, f->id);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_VERSION, AKS_AGENT_VERSION);
+	aks__agent_put_str(&a->out, AKS_AGENT_T_AGENT, "aksandbox-agent " AKS_PACKAGE_VERSION);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_PAYLOAD, AKS_AGENT_MAX_PAYLOAD);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_WINDOW, window);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_FEATURES, AKS_AGENT_FEATURE_PYTHON_SESSION);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_PID, (uint32_t)getpid());
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_REQUESTS, AGENT_MAX_REQUESTS);
+	aks__agent_frame_end(&a->out, s);
+}
+
+/* The interpreters a SRC + LANGUAGE spawn runs, with the flag that takes code. */
+static const struct {
+	const char *language, *program, *flag;
+} languages[] = {
+    {"python", "python3", "-c"}, {"python3", "python3", "-c"}, {"bash", "bash", "-c"},
+    {"sh", "/bin/sh", "-c"},     {"shell", "/bin/sh", "-c"},   {"javascript", "node", "-e"},
+    {"node", "node", "-e"},      {"ruby", "ruby", "-e"},       {"perl", "perl", "-e"},
+};
+
+/* The kernel's limit on one argument (MAX_ARG_STRLEN), NUL included. */
+#define ARG_MAX_ONE (32 * 4096)
+
+typedef struct spawn_args {
+	const char *argv[256];
+	size_t argc;
+	char *strings[512]; /* owned copies, freed at the end */
+	size_t nstrings;
+	char *env[512];
+	size_t nenv;
+	bool env_clear;
+	const char *shell, *src, *language, *cwd, *session;
+	const uint8_t *stdin_data;
+	size_t stdin_len;
+	uint32_t timeout_ms;
+} spawn_args;
+
+static char *own(spawn_args *s, const uint8_t *v, uint32_t n)
+{
+	if (s->nstrings == sizeof(s->strings) / sizeof(s->strings[0]))
+		return NULL;
+	char *copy = strndup((const char *)v, n);
+	if (copy)
+		s->strings[s->nstrings++] = copy;
+	return copy;
+}
+
+/* Parses a SPAWN payload; NULL, or what is wrong with it. */
+static const char *parse_spawn(spawn_args *s, const aks_agent_frame *f)
+{
+	aks_agent_tlv it;
+	aks__agent_tlv_init(&it, f);
+	uint16_t tag;
+	const uint8_t *v;
+	uint32_t n;
+	int rc;
+	while ((rc = aks__agent_tlv_next(&it, &tag, &v, &n)) > 0) {
+		bool text = tag == AKS_AGENT_T_ARGV || tag == AKS_AGENT_T_SHELL ||
+		            tag == AKS_AGENT_T_SRC || tag == AKS_AGENT_T_LANGUAGE ||
+		            tag == AKS_AGENT_T_CWD || tag == AKS_AGENT_T_ENV ||
+		            tag == AKS_AGENT_T_SESSION;
+		if (text && memchr(v, 0, n))
+			return "a string field holds a NUL byte";
+		char *str = text ? own(s, v, n) : NULL;
+		if (text && !str)
+			return "too many string fields (or out of memory)";
+		switch (tag) {
+		case AKS_AGENT_T_ARGV:
+			if (s->argc == sizeof(s->argv) / sizeof(s->argv[0]) - 1)
+				return "more than 255 ARGV fields";
+			s->argv[s->argc++] = str;
+			break;
+		case AKS_AGENT_T_SHELL:
+			s->shell = str;
+			break;
+		case AKS_AGENT_T_SRC:
+			s->src = str;
+			break;
+		case AKS_AGENT_T_LANGUAGE:
+			s->language = str;
+			break;
+		case AKS_AGENT_T_CWD:
+			s->cwd = str;
+			break;
+		case AKS_AGENT_T_SESSION:
+			s->session = str;
+			break;
+		case AKS_AGENT_T_ENV:
+			if (!strchr(str, '=') || str[0] == '=')
+				return "an ENV field is not NAME=value";
+			if (s->nenv == sizeof(s->env) / sizeof(s->env[0]) - 1)
+				return "more than 511 ENV fields";
+			s->env[s->nenv++] = str;
+			break;
+		case AKS_AGENT_T_ENV_CLEAR:
+			if (n != 4)
+				return "ENV_CLEAR is not 4 bytes";
+			s->env_clear = aks__agent_get32(v) != 0;
+			break;
+		case AKS_AGENT_T_STDIN:
+			s->stdin_data = v;
+			s->stdin_len = n;
+			break;
+		case AKS_AGENT_T_TIMEOUT_MS:
+			if (n != 4)
+				return "TIMEOUT_MS is not 4 bytes";
+			s->timeout_ms = aks__agent_get32(v);
+			break;
+		default:
+			break; /* unknown fields are ignored: newer hosts may add some */
+		}
+	}
+	if (rc < 0)
+		return "a field runs past the end of the payload";
+	int kinds = (s->argc > 0) + (s->shell != NULL) + (s->src != NULL);
+	if (kinds != 1)
+		return "give exactly one of ARGV, SHELL or SRC";
+	if (s->src && !s->language)
+		return "SRC needs a LANGUAGE";
+	if (s->session && (!s->src || strcmp(s->language, "python") != 0))
+		return "SESSION is for SRC in LANGUAGE python";
+	if (s->session && s->stdin_len)
+		return "a SESSION run has no STDIN";
+	return NULL;
+}
+
+/* The environment of a spawn: the agent's (unless cleared) with the ENV fields on top. */
+static char **build_env(spawn_args *s)
+{
+	if (!s->env_clear && s->nenv == 0)
+		return NULL;
+	size_t base = 0;
+	if (!s->env_clear)
+		while (environ[base])
+			base++;
+	char **envp = calloc(base + s->nenv + 1, sizeof(char *));
+	if (!envp)
+		return NULL;
+	size_t n = 0;
+	for (size_t i = 0; i < base; i++) {
+		bool replaced = false;
+		size_t klen = strcspn(environ[i], "=");
+		for (size_t j = 0; j < s->nenv && !replaced; j++)
+			replaced =
+			    strncmp(s->env[j], environ[i], klen) == 0 && s->env[j][klen] == '=';
+		if (!replaced)
+			envp[n++] = environ[i];
+	}
+	for (size_t j = 0; j < s->nenv; j++) {
+		/* A later field for the same name wins. */
+		size_t klen = strcspn(s->env[j], "=");
+		bool later = false;
+		for (size_t k = j + 1; k < s->nenv && !later; k++)
+			later = strncmp(s->env[k], s->env[j], klen + 1) == 0;
+		if (!later)
+			envp[n++] = s->env[j];
+	}
+	return envp;
+}
+
+static void on_spawn(agent *a, const aks_agent_frame *f)
+{
+	spawn_args s;
+	memset(&s, 0, sizeof(s));
+	const char *bad = parse_spawn(&s, f);
+	char msg[300];
+	char **envp = NULL;
+	req *r = NULL;
+	if (bad) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "SPAWN: %s", bad);
+		goto out;
+	}
+	if (f->id == 0 || agent_find(a, f->id)) {
+		agent_send_error(
+		    a, f->id, f->type, f->id ? AKS_AGENT_E_DUPLICATE_ID : AKS_AGENT_E_BAD_PAYLOAD,
+		    f->id ? "request %u is still running" : "request id %u is reserved", f->id);
+		goto out;
+	}
+	if (s.cwd) {
+		struct stat st;
+		if (stat(s.cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
+			                 "the working directory %s does not exist", s.cwd);
+			goto out;
+		}
+	}
+	if (s.shell) {
+		s.argv[0] = "/bin/sh";
+		s.argv[1] = "-c";
+		s.argv[2] = s.shell;
+		s.argc = 3;
+	} else if (s.src && !s.session) {
+		size_t i = 0;
+		while (i < sizeof(languages) / sizeof(languages[0]) &&
+		       strcmp(languages[i].language, s.language) != 0)
+			i++;
+		if (i == sizeof(languages) / sizeof(languages[0])) {
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                 "SPAWN: unknown LANGUAGE '%s'", s.language);
+			goto out;
+		}
+		if (strlen(s.src) >= ARG_MAX_ONE) {
+			agent_send_error(
+			    a, f->id, f->type, AKS_AGENT_E_LIMIT,
+			    "code of %zu bytes is over the %d-byte limit of one argument; "
+			    "write it to a file and run that",
+			    strlen(s.src), ARG_MAX_ONE - 1);
+			goto out;
+		}
+		s.argv[0] = languages[i].program;
+		s.argv[1] = languages[i].flag;
+		s.argv[2] = s.src;
+		s.argc = 3;
+	}
+	s.argv[s.argc] = NULL;
+	for (int i = 0; i < AGENT_MAX_REQUESTS && !r; i++)
+		if (a->reqs[i].kind == REQ_FREE)
+			r = &a->reqs[i];
+	if (!r) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
+		                 "more than %d requests at once", AGENT_MAX_REQUESTS);
+		goto out;
+	}
+	memset(r, 0, sizeof(*r));
+	r->fd = -1;
+	r->p.ctl = r->p.status = r->p.in = r->p.out = r->p.err = -1;
+	r->id = f->id;
+	r->credit = a->window;
+	if (s.timeout_ms)
+		r->deadline = agent_now_ms() + s.timeout_ms;
+	if (s.session) {
+		r->kind = REQ_SPAWN;
+		if (pysession_run(a, r, s.session, s.src) < 0)
+			agent_free_req(r);
+		goto out;
+	}
+	if (s.stdin_len) {
+		r->stdin_data = malloc(s.stdin_len);
+		if (!r->stdin_data) {
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
+			                 "no memory for stdin");
+			r = NULL;
+			goto out;
+		}
+		memcpy(r->stdin_data, s.stdin_data, s.stdin_len);
+		r->stdin_len = s.stdin_len;
+	}
+	envp = build_env(&s);
+	if (proc_start(&r->p, (char *const *)s.argv, envp, s.cwd, msg, sizeof(msg)) < 0) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_SPAWN, "SPAWN: %s", msg);
+		agent_free_req(r);
+		goto out;
+	}
+	r->kind = REQ_SPAWN;
+	if (!r->stdin_len) {
+		close(r->p.in);
+		r->p.in = -1;
+	}
+out:
+	free(envp);
+	for (size_t i = 0; i < s.nstrings; i++)
+		free(s.strings[i]);
+}
+
+static bool get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out)
+{
+	aks_agent_tlv it;
+	aks__agent_tlv_init(&it, f);
+	uint16_t tag;
+	const uint8_t *v;
+	uint32_t n;
+	while (aks__agent_tlv_next(&it, &tag, &v, &n) > 0)
+		if (tag == want && n == 4) {
+			*out = aks__agent_get32(v);
+			return true;
+		}
+	return false;
+}
+
+static void on_kill(agent *a, const aks_agent_frame *f)
+{
+	uint32_t sig = SIGKILL;
+	get_u32(f, AKS_AGENT_T_SIGNAL, &sig);
+	req *r = agent_find(a, f->id);
+	if (sig == 0 || sig >= 65) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "KILL: bad signal %u",
+		                 sig);
+		return;
+	}
+	if (!r || r->kind != REQ_SPAWN) {
+		/* The program may just have finished: its EXIT is on the way. */
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NO_SUCH_REQUEST,
+		                 "KILL: no program runs as request %u", f->id);
+		return;
+	}
+	if (r->session)
+		pysession_kill(r->session, (int)sig); /* the session's interpreter tree */
+	else
+		proc_signal(&r->p, (int)sig);
+}
+
+static void dispatch(agent *a, const aks_agent_frame *f)
+{
+	if (!a->hello && f->type != AKS_AGENT_HELLO && f->type != AKS_AGENT_PING) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NO_HELLO,
+		                 "send HELLO first (got %s)",
+		                 aks__agent_type_name(f->type) ? aks__agent_type_name(f->type)
+		                                               : "an unknown frame type");
+		return;
+	}
+	switch (f->type) {
+	case AKS_AGENT_HELLO:
+		on_hello(a, f);
+		return;
+	case AKS_AGENT_PING:
+		if (f->len > 1024) {
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                 "PING payload over 1024 bytes");
+			return;
+		}
+		aks__agent_frame_data(&a->out, AKS_AGENT_PONG, 0, f->id, f->payload, f->len);
+		return;
+	case AKS_AGENT_CREDIT: {
+		uint32_t bytes;
+		req *r = agent_find(a, f->id);
+		if (!get_u32(f, AKS_AGENT_T_BYTES, &bytes))
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                 "CREDIT needs BYTES");
+		else if (r && r->credit < ((int64_t)1 << 40))
+			r->credit += bytes;
+		return; /* credit for a finished request is a harmless race */
+	}
+	case AKS_AGENT_SPAWN:
+		on_spawn(a, f);
+		return;
+	case AKS_AGENT_KILL:
+		on_kill(a, f);
+		return;
+	case AKS_AGENT_WRITE:
+		files_write_open(a, f);
+		return;
+	case AKS_AGENT_WRITE_DATA: {
+		req *r = agent_find(a, f->id);
+		if (r && r->kind == REQ_WRITE)
+			files_write_data(a, r, f);
+		return; /* data of a refused write: the refusal was sent already */
+	}
+	case AKS_AGENT_READ:
+		files_read_open(a, f);
+		return;
+	default: {
+		const char *name = aks__agent_type_name(f->type);
+		if (name)
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
+			                 "frame type 0x%02x (%s) is sent by the agent, not to it",
+			                 f->type, name);
+		else
+			agent_send_error(a, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
+			                 "unknown frame type 0x%02x", f->type);
+	}
+	}
+}
+
+static void on_decode_error(agent *a, const aks_agent_frame *f, uint32_t code)
+{
+	switch (code) {
+	case AKS_AGENT_E_TOO_LARGE:
+		agent_send_error(a, f->id, f->type, code,
+		                 "frame of %u payload bytes is over the %u maximum; skipped",
+		                 f->len, AKS_AGENT_MAX_PAYLOAD);
+		break;
+	case AKS_AGENT_E_VERSION:
+		agent_send_error(a, f->id, f->type, code,
+		                 "frame version %u is not %u; looking for the next frame",
+		                 f->version, AKS_AGENT_VERSION);
+		break;
+	default:
+		agent_send_error(
+		    a, 0, 0, code,
+		    "malformed frame header (bad magic or reserved bits); looking for the "
+		    "next frame");
+	}
+}
+
+static void read_requests(agent *a)
+{
+	size_t avail;
+	uint8_t *p = aks__agent_decoder_space(&a->dec, &avail);
+	ssize_t n = avail ? read(0, p, avail) : 0;
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0 && avail) {
+		a->in_eof = true;
+		return;
+	}
+	aks__agent_decoder_commit(&a->dec, (size_t)n);
+	aks_agent_frame f;
+	uint32_t code;
+	int rc;
+	while ((rc = aks__agent_decoder_next(&a->dec, &f, &code)) != AKS_AGENT_DEC_MORE) {
+		if (rc == AKS_AGENT_DEC_FRAME)
+			dispatch(a, &f);
+		else
+			on_decode_error(a, &f, code);
+	}
+}
+
+/* ---- program output, stdin, status ---- */
+
+static uint8_t chunk[AKS_AGENT_CHUNK];
+
+static void pump_output(agent *a, req *r, int *fd, uint8_t type, uint64_t *total)
+{
+	size_t want = r->credit < (int64_t)sizeof(chunk) ? (size_t)r->credit : sizeof(chunk);
+	ssize_t n = read(*fd, chunk, want);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n <= 0) {
+		close(*fd);
+		*fd = -1;
+		return;
+	}
+	r->credit -= n;
+	*total += (uint64_t)n;
+	aks__agent_frame_data(&a->out, type, 0, r->id, chunk, (size_t)n);
+}
+
+static void pump_stdin(req *r)
+{
+	ssize_t n = write(r->p.in, r->stdin_data + r->stdin_off, r->stdin_len - r->stdin_off);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n > 0)
+		r->stdin_off += (size_t)n;
+	if (n < 0 || r->stdin_off == r->stdin_len) {
+		/* Done, or the program closed its stdin (EPIPE): either way stdin ends here. */
+		close(r->p.in);
+		r->p.in = -1;
+		free(r->stdin_data);
+		r->stdin_data = NULL;
+	}
+}
+
+void proc_read_status(proc *p)
+{
+	uint8_t raw[4];
+	ssize_t n = read(p->status, raw, sizeof(raw));
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n == 4 && !p->have_status) {
+		p->have_status = true;
+		p->wstatus = (int)aks__agent_get32(raw);
+		return;
+	}
+	if (n <= 0) {
+		close(p->status);
+		p->status = -1;
+	}
+}
+
+void agent_send_exit(agent *a, req *r, int exit_code, int sig, const char *notice)
+{
+	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_EXIT, AKS_AGENT_FLAG_END, r->id);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_EXIT_CODE, (uint32_t)exit_code);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_EXIT_SIGNAL, (uint32_t)sig);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_TIMED_OUT, r->timed_out);
+	aks__agent_put_u64(&a->out, AKS_AGENT_T_OUT_BYTES, r->out_total);
+	aks__agent_put_u64(&a->out, AKS_AGENT_T_ERR_BYTES, r->err_total);
+	if (notice)
+		aks__agent_put_str(&a->out, AKS_AGENT_T_NOTICE, notice);
+	aks__agent_frame_end(&a->out, s);
+}
+
+static void finish_spawn(agent *a, req *r)
+{
+	if (!r->p.have_status) {
+		agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_IO,
+		                 "the program's supervisor died before reporting its status");
+	} else {
+		int st = r->p.wstatus;
+		agent_send_exit(a, r, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+		                WIFSIGNALED(st) ? WTERMSIG(st) : 0, NULL);
+	}
+	proc_release(&r->p);
+	agent_free_req(r);
+}
+
+/* ---- the loop ---- */
+
+enum { SLOT_IN, SLOT_OUT, SLOT_SIG, SLOT_REQ_OUT, SLOT_REQ_ERR, SLOT_REQ_IN, SLOT_REQ_STATUS };
+
+typedef struct slot {
+	int what;
+	req *r;
+} slot;
+
+static void shutdown_and_exit(agent *a)
+{
+	/* Everything the agent runs dies with it: supervisors and whatever they leave. */
+	pysession_close_all(a);
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
+		if (a->reqs[i].kind != REQ_FREE)
+			agent_free_req(&a->reqs[i]);
+	bool seen = false;
+	proc_kill_children(-1, NULL, &seen, 10000);
+	aks__agent_decoder_free(&a->dec);
+	aks__agent_buf_free(&a->out);
+	exit(0);
+}
+
+static void reap(agent *a)
+{
+	struct signalfd_siginfo si;
+	while (read(a->sigfd, &si, sizeof(si)) > 0)
+		;
+	int st;
+	while (waitpid(-1, &st, WNOHANG) > 0)
+		; /* supervisors (their news comes through the status pipe) and orphans */
+}
+
+static void loop(agent *a)
+{
+	enum { MAXFDS = 3 + 4 * AGENT_MAX_REQUESTS + 3 * 64 };
+	struct pollfd pfd[MAXFDS];
+	slot slots[MAXFDS];
+	for (;;) {
+		if (a->in_eof || a->out_broken)
+			shutdown_and_exit(a);
+		int64_t now = agent_now_ms();
+		int timeout = -1;
+		size_t pending = aks__agent_buf_pending(&a->out);
+		bool room = pending < AGENT_OUT_SOFT;
+		nfds_t n = 0;
+#define ADD(fd_, ev_, what_, r_)                                                                   \
+	do {                                                                                       \
+		pfd[n].fd = (fd_);                                                                 \
+		pfd[n].events = (ev_);                                                             \
+		pfd[n].revents = 0;                                                                \
+		slots[n].what = (what_);                                                           \
+		slots[n].r = (r_);                                                                 \
+		n++;                                                                               \
+	} while (0)
+		if (pending < AGENT_OUT_HARD)
+			ADD(0, POLLIN, SLOT_IN, NULL);
+		if (pending)
+			ADD(1, POLLOUT, SLOT_OUT, NULL);
+		ADD(a->sigfd, POLLIN, SLOT_SIG, NULL);
+		for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+			req *r = &a->reqs[i];
+			if (r->kind == REQ_READ && r->credit > 0 && room)
+				timeout = 0;
+			if (r->kind != REQ_SPAWN || r->session)
+				continue;
+			if (r->deadline && !r->p.killing) {
+				if (now >= r->deadline) {
+					r->timed_out = true;
+					proc_signal(&r->p, SIGKILL);
+				} else {
+					int left = (int)(r->deadline - now);
+					if (timeout < 0 || left < timeout)
+						timeout = left;
+				}
+			}
+			if (r->p.out >= 0 && r->credit > 0 && room)
+				ADD(r->p.out, POLLIN, SLOT_REQ_OUT, r);
+			if (r->p.err >= 0 && r->credit > 0 && room)
+				ADD(r->p.err, POLLIN, SLOT_REQ_ERR, r);
+			if (r->p.in >= 0)
+				ADD(r->p.in, POLLOUT, SLOT_REQ_IN, r);
+			if (r->p.status >= 0)
+				ADD(r->p.status, POLLIN, SLOT_REQ_STATUS, r);
+		}
+		size_t nsess = pysession_add_fds(a, pfd + n, MAXFDS - n, now, &timeout);
+		if (poll(pfd, n + nsess, timeout) < 0 && errno != EINTR)
+			shutdown_and_exit(a);
+		for (nfds_t i = 0; i < n; i++) {
+			if (!pfd[i].revents)
+				continue;
+			req *r = slots[i].r;
+			switch (slots[i].what) {
+			case SLOT_IN:
+				read_requests(a);
+				break;
+			case SLOT_OUT: {
+				ssize_t w = write(1, a->out.data + a->out.off,
+				                  aks__agent_buf_pending(&a->out));
+				if (w > 0)
+					aks__agent_buf_consume(&a->out, (size_t)w);
+				else if (w < 0 && errno != EAGAIN && errno != EINTR)
+					a->out_broken = true;
+				break;
+			}
+			case SLOT_SIG:
+				reap(a);
+				break;
+			case SLOT_REQ_OUT:
+				pump_output(a, r, &r->p.out, AKS_AGENT_STDOUT, &r->out_total);
+				break;
+			case SLOT_REQ_ERR:
+				pump_output(a, r, &r->p.err, AKS_AGENT_STDERR, &r->err_total);
+				break;
+			case SLOT_REQ_IN:
+				pump_stdin(r);
+				break;
+			case SLOT_REQ_STATUS:
+				proc_read_status(&r->p);
+				break;
+			}
+		}
+		pysession_events(a, pfd + n, nsess);
+		for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+			req *r = &a->reqs[i];
+			if (r->kind == REQ_READ)
+				files_read_step(a, r);
+			else if (r->kind == REQ_SPAWN && !r->session && r->p.out < 0 &&
+			         r->p.err < 0 && (r->p.have_status || r->p.status < 0))
+				finish_spawn(a, r);
+		}
+		if (a->out.failed) {
+			/* Out of memory for the output queue: nothing sane can follow. */
+			shutdown_and_exit(a);
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
+		printf("aksandbox-agent %s (protocol %d)\n", AKS_PACKAGE_VERSION,
+		       AKS_AGENT_VERSION);
+		return 0;
+	}
+	if (argc > 1) {
+		fprintf(stderr,
+		        "usage: %s\n"
+		        "Speaks the aksandbox agent protocol on stdin and stdout "
+		        "(docs/agent-protocol.md).\n",
+		        argv[0]);
+		return 2;
+	}
+	static agent a;
+	a.window = AKS_AGENT_WINDOW;
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
+		a.reqs[i].fd = -1;
+	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit. */
+	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	signal(SIGPIPE, SIG_IGN);
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	sigprocmask(SIG_BLOCK, &chld, NULL);
+	a.sigfd = agent_track_fd(signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), false);
+	if (a.sigfd < 0 || aks__agent_decoder_init(&a.dec, AKS_AGENT_MAX_PAYLOAD) < 0) {
+		fprintf(stderr, "aksandbox-agent: cannot start: %s\n", strerror(errno));
+		return 1;
+	}
+	fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+	fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+	loop(&a);
+	return 0;
+}

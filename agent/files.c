@@ -1,0 +1,324 @@
+/*
+ * agent/files.c - file transfers: WRITE (to a temporary file beside the target, fsync'd,
+ * size and SHA-256 checked, then renamed over it) and READ (chunked under the request's
+ * credit, ending with the size and SHA-256 of what was sent).
+ */
+#include "agent.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Creates the parent directories of path (like mkdir -p of dirname). */
+static int make_parents(const char *path)
+{
+	char *copy = strdup(path);
+	if (!copy)
+		return -1;
+	for (char *s = strchr(copy + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (mkdir(copy, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+			free(copy);
+			errno = e;
+			return -1;
+		}
+		*s = '/';
+	}
+	free(copy);
+	return 0;
+}
+
+static char *temp_beside(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+	char *tmp = malloc(dirlen + sizeof(".aks-upload-XXXXXX"));
+	if (tmp) {
+		memcpy(tmp, path, dirlen);
+		strcpy(tmp + dirlen, ".aks-upload-XXXXXX");
+	}
+	return tmp;
+}
+
+static req *new_req(agent *a, const aks_agent_frame *f, int kind)
+{
+	if (f->id == 0) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                 "request id 0 is reserved");
+		return NULL;
+	}
+	if (agent_find(a, f->id)) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_DUPLICATE_ID,
+		                 "request %u is still running", f->id);
+		return NULL;
+	}
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+		req *r = &a->reqs[i];
+		if (r->kind == REQ_FREE) {
+			memset(r, 0, sizeof(*r));
+			r->kind = kind;
+			r->id = f->id;
+			r->fd = -1;
+			r->p.ctl = r->p.status = r->p.in = r->p.out = r->p.err = -1;
+			r->credit = a->window;
+			return r;
+		}
+	}
+	agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT, "more than %d requests at once",
+	                 AGENT_MAX_REQUESTS);
+	return NULL;
+}
+
+static uint32_t errno_code(int e)
+{
+	return e == ENOENT || e == ENOTDIR ? AKS_AGENT_E_NOT_FOUND : AKS_AGENT_E_IO;
+}
+
+void files_write_open(agent *a, const aks_agent_frame *f)
+{
+	aks_agent_tlv it;
+	aks__agent_tlv_init(&it, f);
+	uint16_t tag;
+	const uint8_t *v;
+	uint32_t n;
+	int rc;
+	char *path = NULL;
+	bool have_size = false, have_sha = false;
+	uint64_t size = 0;
+	uint8_t sha[AKS_SHA256_LEN];
+	uint32_t mode = 0644;
+	while ((rc = aks__agent_tlv_next(&it, &tag, &v, &n)) > 0) {
+		if (tag == AKS_AGENT_T_PATH && n > 0 && !memchr(v, 0, n)) {
+			free(path);
+			path = strndup((const char *)v, n);
+		} else if (tag == AKS_AGENT_T_SIZE && n == 8) {
+			size = aks__agent_get64(v);
+			have_size = true;
+		} else if (tag == AKS_AGENT_T_SHA256 && n == AKS_SHA256_LEN) {
+			memcpy(sha, v, n);
+			have_sha = true;
+		} else if (tag == AKS_AGENT_T_MODE && n == 4) {
+			mode = aks__agent_get32(v) & 07777;
+		}
+	}
+	if (rc < 0 || !path || !have_size || !have_sha) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                 "WRITE needs PATH, SIZE (8 bytes) and SHA256 (32 bytes)");
+		free(path);
+		return;
+	}
+	req *r = new_req(a, f, REQ_WRITE);
+	if (!r) {
+		free(path);
+		return;
+	}
+	r->path = path;
+	r->size = size;
+	r->mode = mode;
+	memcpy(r->sha, sha, sizeof(sha));
+	aks__sha256_init(&r->hash);
+	r->tmp = temp_beside(path);
+	if (!r->tmp || make_parents(path) < 0 || (r->fd = mkostemp(r->tmp, O_CLOEXEC)) < 0) {
+		int e = errno;
+		agent_send_error(a, f->id, f->type, errno_code(e), "cannot write %s: %s", path,
+		                 strerror(e));
+		free(r->tmp);
+		r->tmp = NULL; /* nothing was created */
+		agent_free_req(r);
+		return;
+	}
+	agent_track_fd(r->fd, false);
+}
+
+static void write_fail(agent *a, req *r, uint32_t code, const char *what, int e)
+{
+	if (e)
+		agent_send_error(a, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s: %s", what, r->path,
+		                 strerror(e));
+	else
+		agent_send_error(a, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s", what, r->path);
+	if (r->fd >= 0)
+		close(r->fd);
+	r->fd = -1;
+	if (r->tmp)
+		unlink(r->tmp);
+	/* The error ends the request: its remaining data frames find no request and are
+	 * dropped quietly. */
+	agent_free_req(r);
+}
+
+void files_write_data(agent *a, req *r, const aks_agent_frame *f)
+{
+	if (f->len > r->size - r->done) {
+		write_fail(a, r, AKS_AGENT_E_SIZE_MISMATCH, "more bytes than announced for", 0);
+		return;
+	}
+	const uint8_t *p = f->payload;
+	size_t left = f->len;
+	while (left > 0) {
+		ssize_t w = write(r->fd, p, left);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			write_fail(a, r, AKS_AGENT_E_IO, "cannot write", errno);
+			return;
+		}
+		p += w;
+		left -= (size_t)w;
+	}
+	aks__sha256_update(&r->hash, f->payload, f->len);
+	r->done += f->len;
+	if (!(f->flags & AKS_AGENT_FLAG_END))
+		return;
+	uint8_t got[AKS_SHA256_LEN];
+	aks__sha256_final(&r->hash, got);
+	if (r->done != r->size) {
+		write_fail(a, r, AKS_AGENT_E_SIZE_MISMATCH, "fewer bytes than announced for", 0);
+		return;
+	}
+	if (memcmp(got, r->sha, sizeof(got)) != 0) {
+		write_fail(a, r, AKS_AGENT_E_HASH_MISMATCH,
+		           "the bytes received do not match the SHA-256 announced for", 0);
+		return;
+	}
+	if (fchmod(r->fd, r->mode) < 0 || fsync(r->fd) < 0) {
+		write_fail(a, r, AKS_AGENT_E_IO, "cannot sync", errno);
+		return;
+	}
+	int fd = r->fd;
+	r->fd = -1;
+	if (close(fd) < 0) {
+		write_fail(a, r, AKS_AGENT_E_IO, "cannot close", errno);
+		return;
+	}
+	if (rename(r->tmp, r->path) < 0) {
+		write_fail(a, r, AKS_AGENT_E_IO, "cannot rename into", errno);
+		return;
+	}
+	/* The rename is durable once the directory is synced. */
+	char *dir = strdup(r->path);
+	char *slash = dir ? strrchr(dir, '/') : NULL;
+	int dfd = -1;
+	if (slash) {
+		slash[slash == dir ? 1 : 0] = '\0';
+		dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	} else if (dir) {
+		dfd = open(".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	}
+	if (dfd >= 0) {
+		fsync(dfd);
+		close(dfd);
+	}
+	free(dir);
+	free(r->tmp);
+	r->tmp = NULL; /* renamed: nothing to clean up */
+	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_WRITE_OK, AKS_AGENT_FLAG_END, r->id);
+	aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->done);
+	aks__agent_put_bytes(&a->out, AKS_AGENT_T_SHA256, got, sizeof(got));
+	aks__agent_frame_end(&a->out, s);
+	agent_free_req(r);
+}
+
+void files_read_open(agent *a, const aks_agent_frame *f)
+{
+	aks_agent_tlv it;
+	aks__agent_tlv_init(&it, f);
+	uint16_t tag;
+	const uint8_t *v;
+	uint32_t n;
+	int rc;
+	char *path = NULL;
+	uint64_t max = UINT64_MAX;
+	while ((rc = aks__agent_tlv_next(&it, &tag, &v, &n)) > 0) {
+		if (tag == AKS_AGENT_T_PATH && n > 0 && !memchr(v, 0, n)) {
+			free(path);
+			path = strndup((const char *)v, n);
+		} else if (tag == AKS_AGENT_T_MAX_SIZE && n == 8) {
+			max = aks__agent_get64(v);
+		}
+	}
+	if (rc < 0 || !path) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "READ needs PATH");
+		free(path);
+		return;
+	}
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		int e = errno;
+		agent_send_error(a, f->id, f->type, errno_code(e), "cannot read %s: %s", path,
+		                 strerror(e));
+	} else if (!S_ISREG(st.st_mode)) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_IO,
+		                 "cannot read %s: not a regular file", path);
+	} else if ((uint64_t)st.st_size > max) {
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
+		                 "%s is %llu bytes, more than the %llu allowed", path,
+		                 (unsigned long long)st.st_size, (unsigned long long)max);
+	} else {
+		req *r = new_req(a, f, REQ_READ);
+		if (r) {
+			r->fd = agent_track_fd(fd, false);
+			r->path = path;
+			r->size = (uint64_t)st.st_size;
+			aks__sha256_init(&r->hash);
+			size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_READ_INFO, 0, r->id);
+			aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->size);
+			aks__agent_put_u32(&a->out, AKS_AGENT_T_MODE, st.st_mode & 07777);
+			aks__agent_frame_end(&a->out, s);
+			return;
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(path);
+}
+
+bool files_read_step(agent *a, req *r)
+{
+	if (r->credit <= 0 || aks__agent_buf_pending(&a->out) >= AGENT_OUT_SOFT)
+		return false;
+	static uint8_t chunk[AKS_AGENT_CHUNK];
+	size_t want = r->credit < (int64_t)sizeof(chunk) ? (size_t)r->credit : sizeof(chunk);
+	ssize_t n = read(r->fd, chunk, want);
+	if (n < 0 && errno == EINTR)
+		return true;
+	if (n < 0) {
+		agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_IO, "cannot read %s: %s",
+		                 r->path, strerror(errno));
+		agent_free_req(r);
+		return true;
+	}
+	if (n > 0) {
+		if (r->done + (uint64_t)n > r->size) {
+			agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
+			                 "%s grew while it was read", r->path);
+			agent_free_req(r);
+			return true;
+		}
+		aks__sha256_update(&r->hash, chunk, (size_t)n);
+		r->done += (uint64_t)n;
+		r->credit -= n;
+		aks__agent_frame_data(&a->out, AKS_AGENT_READ_DATA, 0, r->id, chunk, (size_t)n);
+		return true;
+	}
+	if (r->done != r->size) {
+		agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
+		                 "%s shrank while it was read", r->path);
+	} else {
+		uint8_t got[AKS_SHA256_LEN];
+		aks__sha256_final(&r->hash, got);
+		size_t s =
+		    aks__agent_frame_begin(&a->out, AKS_AGENT_READ_END, AKS_AGENT_FLAG_END, r->id);
+		aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->done);
+		aks__agent_put_bytes(&a->out, AKS_AGENT_T_SHA256, got, sizeof(got));
+		aks__agent_frame_end(&a->out, s);
+	}
+	agent_free_req(r);
+	return true;
+}
