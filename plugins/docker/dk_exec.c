@@ -20,30 +20,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "aks_container.h"
 #include "dk_internal.h"
 
 /* Linux refuses a single argument of 32 pages or more (MAX_ARG_STRLEN), and
  * the code travels as one argument. */
 #define DK_MAX_ARG 131071
-#define MARKER_VAR "AKS_EXEC_ID"
-
-/* $1 is the marker's value. $(cat ...) drops the NULs between variables, so
- * the pattern is a substring match on 32 random hex digits: unambiguous. A
- * zombie's environ reads empty, so the loop ends once all are dead. */
-static const char kill_script[] = "m=\"" MARKER_VAR "=$1\"; n=0\n"
-                                  "while [ $n -lt 200 ]; do\n"
-                                  "  found=0\n"
-                                  "  for d in /proc/[0-9]*; do\n"
-                                  "    p=${d#/proc/}\n"
-                                  "    [ \"$p\" = \"$$\" ] && continue\n"
-                                  "    case \"$(cat \"$d/environ\" 2>/dev/null)\" in\n"
-                                  "    *\"$m\"*) kill -9 \"$p\" 2>/dev/null; found=1 ;;\n"
-                                  "    esac\n"
-                                  "  done\n"
-                                  "  [ $found = 0 ] && exit 0\n"
-                                  "  n=$((n + 1))\n"
-                                  "done\n"
-                                  "exit 1\n";
+#define MARKER_VAR AKS_CTR_MARKER_VAR
 
 /* ---- the multiplexed stream ---------------------------------------------------------- */
 
@@ -215,11 +198,11 @@ static int exec_exit_code(aks_sandbox_impl *sb, const char *exec_id, const aks_c
 	}
 }
 
-/* One sweep: an exec of kill_script for the marker. */
+/* One sweep: an exec of aks_ctr_kill_script for the marker. */
 static int sweep(aks_sandbox_impl *sb, const char *marker, const aks_call *quick, aks_error **e)
 {
 	const aks_host_api *host = sb->prov->host;
-	const char *argv[] = {"/bin/sh", "-c", kill_script, "sh", marker, NULL};
+	const char *argv[] = {"/bin/sh", "-c", aks_ctr_kill_script, "sh", marker, NULL};
 	char *exec_id = NULL;
 	int rc = exec_create(sb, argv, NULL, "/", quick, &exec_id, e);
 	if (rc != AKS_OK)
@@ -411,22 +394,13 @@ int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
 int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
                         aks_result *out, aks_error **err)
 {
-	const aks_host_api *host = sb->prov->host;
-	size_t n = 0;
-	while (packages && packages[n])
-		n++;
-	if (!n)
-		return host->error_set(err, AKS_EINVAL, "install_packages: no packages");
-	const char **argv = calloc(n + 5, sizeof(*argv));
-	if (!argv)
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	argv[0] = sb->prov->python;
-	argv[1] = "-m";
-	argv[2] = "pip";
-	argv[3] = "install";
-	for (size_t i = 0; i < n; i++)
-		argv[4 + i] = packages[i];
-	int rc = run(sb, argv, call, out, err);
+	const char **argv = NULL;
+	int rc = aks_ctr_pip_argv(sb->prov->python, packages, &argv);
+	if (rc != AKS_OK)
+		return sb->prov->host->error_set(err, rc, "%s",
+		                                 rc == AKS_EINVAL ? "install_packages: no packages"
+		                                                  : "out of memory");
+	rc = run(sb, argv, call, out, err);
 	free(argv);
 	return rc;
 }

@@ -23,8 +23,8 @@
 #include <time.h>
 
 #include <archive.h>
-#include <archive_entry.h>
 
+#include "aks_container.h"
 #include "dk_internal.h"
 
 #define GO_MODE_DIR     (1u << 31)
@@ -34,95 +34,17 @@
 
 int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err)
 {
-	*out = NULL;
-	if (!path)
-		return host->error_set(err, AKS_EINVAL, "no path");
-	/* "/workspace/" + path, then normalised like posixpath.normpath. */
-	size_t n = strlen(path);
-	char *joined = malloc(sizeof(DK_WORKSPACE "/") + n);
-	char *res = malloc(sizeof(DK_WORKSPACE "/") + n + 1);
-	if (!joined || !res) {
-		free(joined);
-		free(res);
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	while (*path == '/')
-		path++;
-	sprintf(joined, DK_WORKSPACE "/%s", path);
-	size_t len = 0; /* res holds "/a/b" without a trailing '/' ("" is the root) */
-	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c;
-	     c = strtok_r(NULL, "/", &save)) {
-		if (strcmp(c, ".") == 0)
-			continue;
-		if (strcmp(c, "..") == 0) {
-			while (len && res[len - 1] != '/')
-				len--;
-			if (len)
-				len--;
-			continue;
-		}
-		res[len++] = '/';
-		size_t cl = strlen(c);
-		memcpy(res + len, c, cl);
-		len += cl;
-	}
-	res[len] = '\0';
-	free(joined);
-	if (strcmp(res, DK_WORKSPACE) != 0 &&
-	    strncmp(res, DK_WORKSPACE "/", sizeof(DK_WORKSPACE)) != 0) {
-		free(res);
-		return host->error_set(err, AKS_EPOLICY, "path '%s' escapes %s", path,
+	int rc = aks_ctr_wspath(path, out);
+	if (rc == AKS_EPOLICY)
+		return host->error_set(err, rc, "path '%s' escapes %s", aks_ctr_wspath_rel(path),
 		                       DK_WORKSPACE);
-	}
-	*out = res;
+	if (rc != AKS_OK)
+		return host->error_set(err, rc, "%s",
+		                       rc == AKS_EINVAL ? "no path" : "out of memory");
 	return AKS_OK;
 }
 
-static bool inside_workspace(const char *p)
-{
-	return p && (strcmp(p, DK_WORKSPACE) == 0 ||
-	             strncmp(p, DK_WORKSPACE "/", sizeof(DK_WORKSPACE)) == 0);
-}
-
 /* ---- stat through HEAD .../archive ---------------------------------------------------- */
-
-static int b64val(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '+' || ch == '-')
-		return 62;
-	if (ch == '/' || ch == '_')
-		return 63;
-	return -1;
-}
-
-static char *b64decode(const char *s)
-{
-	size_t n = strlen(s);
-	char *o = malloc(n + 1), *p = o;
-	if (!o)
-		return NULL;
-	uint32_t acc = 0;
-	int bits = 0;
-	for (; *s && *s != '='; s++) {
-		int v = b64val((unsigned char)*s);
-		if (v < 0)
-			continue;
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			*p++ = (char)(acc >> bits & 0xff);
-		}
-	}
-	*p = '\0';
-	return o;
-}
 
 typedef struct pstat {
 	bool exists;
@@ -146,7 +68,7 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 	free(path);
 	if (rc == AKS_OK) {
 		if (r.status == 200 && r.path_stat) {
-			char *js = b64decode(r.path_stat);
+			char *js = aks_ctr_b64_decode(r.path_stat, strlen(r.path_stat), NULL);
 			json_object *j = js ? json_tokener_parse(js) : NULL, *v = NULL;
 			free(js);
 			st->exists = true;
@@ -197,7 +119,7 @@ static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char 
 		if (rc != AKS_OK)
 			break;
 		bool last = i == n;
-		if (st.exists && (st.mode & GO_MODE_SYMLINK) && !inside_workspace(st.link)) {
+		if (st.exists && (st.mode & GO_MODE_SYMLINK) && !aks_ctr_in_workspace(st.link)) {
 			free(st.link);
 			rc = host->error_set(err, AKS_EPOLICY,
 			                     "path '%s' escapes %s through a symbolic link",
@@ -217,46 +139,6 @@ static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char 
 }
 
 /* ---- upload ------------------------------------------------------------------------------- */
-
-static la_ssize_t tar_write(struct archive *a, void *ctx, const void *buf, size_t len)
-{
-	(void)a;
-	return dk_buf_add(ctx, buf, len) == 0 ? (la_ssize_t)len : -1;
-}
-
-/* A one-member tar of `data` named `name`, in memory. */
-static int build_tar(const char *name, const void *data, size_t len, dk_buf *tar)
-{
-	struct archive *a = archive_write_new();
-	if (!a)
-		return -1;
-	struct archive_entry *e = archive_entry_new();
-	int ok = e && archive_write_set_format_pax_restricted(a) == ARCHIVE_OK &&
-	         archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
-	         archive_write_open(a, tar, NULL, tar_write, NULL) == ARCHIVE_OK;
-	if (ok) {
-		archive_entry_set_pathname(e, name);
-		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_perm(e, 0644);
-		archive_entry_set_size(e, (la_int64_t)len);
-		archive_entry_set_mtime(e, time(NULL), 0);
-		ok = archive_write_header(a, e) == ARCHIVE_OK;
-		const char *p = data;
-		size_t left = len;
-		while (ok && left) {
-			la_ssize_t w = archive_write_data(a, p, left);
-			if (w <= 0)
-				ok = 0;
-			else
-				p += w, left -= (size_t)w;
-		}
-		ok = ok && archive_write_close(a) == ARCHIVE_OK;
-	}
-	if (e)
-		archive_entry_free(e);
-	archive_write_free(a);
-	return ok ? 0 : -1;
-}
 
 int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
                    const aks_call *call, aks_error **err)
@@ -279,8 +161,10 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
 		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
 	dk_buf tar = {0};
-	if (rc == AKS_OK && build_tar(cpath + sizeof(DK_WORKSPACE), data, len, &tar) < 0)
+	if (rc == AKS_OK && aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false,
+	                                     &tar.data, &tar.len) < 0)
 		rc = host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
+	tar.cap = tar.data ? tar.len + 1 : 0;
 	free(cpath);
 	if (rc != AKS_OK) {
 		dk_buf_free(&tar);
@@ -414,61 +298,15 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 		} else {
 			archive_read_support_format_tar(a);
-			bool found = false;
-			if (archive_read_open(a, &src, NULL, tar_read, NULL) != ARCHIVE_OK) {
+			rc = archive_read_open(a, &src, NULL, tar_read, NULL) == ARCHIVE_OK
+			         ? aks_ctr_tar_read_file(host, a, path, out, err)
+			         : AKS_CTR_BADTAR;
+			if (rc == AKS_CTR_BADTAR) /* a failed read has set its own error */
 				rc = src.rc != AKS_OK
 				         ? src.rc
 				         : host->error_set(err, AKS_EIO,
 				                           "docker: bad tar for '%s': %s", path,
 				                           archive_error_string(a));
-			}
-			struct archive_entry *e;
-			while (rc == AKS_OK && !found) {
-				int h = archive_read_next_header(a, &e);
-				if (h == ARCHIVE_EOF)
-					break;
-				if (h != ARCHIVE_OK && h != ARCHIVE_WARN) {
-					rc = src.rc != AKS_OK
-					         ? src.rc
-					         : host->error_set(err, AKS_EIO,
-					                           "docker: bad tar for '%s': %s",
-					                           path, archive_error_string(a));
-					break;
-				}
-				if (archive_entry_filetype(e) != AE_IFREG)
-					continue;
-				found = true;
-				rc = host->result_add_file(out, path, "application/octet-stream");
-				if (rc != AKS_OK) {
-					rc = host->error_set(
-					    err, rc, "cannot add file '%s' to the result", path);
-					break;
-				}
-				for (;;) {
-					const void *blk;
-					size_t blen;
-					la_int64_t off;
-					int d = archive_read_data_block(a, &blk, &blen, &off);
-					if (d == ARCHIVE_EOF)
-						break;
-					if (d != ARCHIVE_OK && d != ARCHIVE_WARN) {
-						rc = src.rc != AKS_OK
-						         ? src.rc
-						         : host->error_set(
-						               err, AKS_EIO,
-						               "docker: bad tar for '%s': %s", path,
-						               archive_error_string(a));
-						break;
-					}
-					/* past the host's file limit: AKS_ELIMIT with *err set */
-					if (blen &&
-					    (rc = host->result_write(out, AKS_STREAM_FILE, blk,
-					                             blen, err)) != AKS_OK)
-						break;
-				}
-			}
-			if (rc == AKS_OK && !found)
-				rc = not_found(host, path, err);
 			archive_read_free(a);
 		}
 	}

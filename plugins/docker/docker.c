@@ -13,11 +13,11 @@
 #define _GNU_SOURCE 1
 #endif
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_container.h"
 #include "dk_internal.h"
 
 #ifndef DK_VERSION
@@ -72,31 +72,6 @@ static const aks_config_key dk_config_keys[] = {
     AKS_CONFIG_END,
 };
 
-/* ---- libcurl's global state: once, counted per instance ---------------------------- */
-
-static pthread_mutex_t curl_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned curl_users;
-
-static bool curl_acquire(void)
-{
-	bool ok = true;
-	pthread_mutex_lock(&curl_lock);
-	if (curl_users == 0)
-		ok = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK;
-	if (ok)
-		curl_users++;
-	pthread_mutex_unlock(&curl_lock);
-	return ok;
-}
-
-static void curl_release(void)
-{
-	pthread_mutex_lock(&curl_lock);
-	if (curl_users && --curl_users == 0)
-		curl_global_cleanup();
-	pthread_mutex_unlock(&curl_lock);
-}
-
 /* ---- provider instance ------------------------------------------------------------------ */
 
 static void free_strv(char **v)
@@ -132,7 +107,7 @@ static void dk_fini(aks_provider_impl *prov)
 	free_strv(prov->labels);
 	free_strv(prov->env);
 	free(prov);
-	curl_release();
+	aks_ctr_curl_release();
 }
 
 static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
@@ -192,11 +167,11 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
                    aks_error **err)
 {
-	if (!curl_acquire())
+	if (!aks_ctr_curl_acquire())
 		return host->error_set(err, AKS_ERROR, "docker: libcurl failed to initialise");
 	aks_provider_impl *prov = calloc(1, sizeof(*prov));
 	if (!prov) {
-		curl_release();
+		aks_ctr_curl_release();
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	prov->host = host;

@@ -29,30 +29,16 @@
 
 #include <libwebsockets.h>
 
+#include "aks_container.h"
 #include "k8s_plugin.h"
 
-#define MARKER_VAR "AKS_EXEC_ID"
+#define MARKER_VAR AKS_CTR_MARKER_VAR
 /* The request line carries the command: an argument at most this long
  * travels in the URL; a longer program text is sent on stdin instead. */
 #define MAX_URL_ARG 16384
 #define HDR_BUF     (1u << 20)
 #define STDIN_CHUNK 32768
 #define TICK_US     100000
-
-static const char kill_script[] = "m=\"" MARKER_VAR "=$1\"; n=0\n"
-                                  "while [ $n -lt 200 ]; do\n"
-                                  "  found=0\n"
-                                  "  for d in /proc/[0-9]*; do\n"
-                                  "    p=${d#/proc/}\n"
-                                  "    [ \"$p\" = \"$$\" ] && continue\n"
-                                  "    case \"$(cat \"$d/environ\" 2>/dev/null)\" in\n"
-                                  "    *\"$m\"*) kill -9 \"$p\" 2>/dev/null; found=1 ;;\n"
-                                  "    esac\n"
-                                  "  done\n"
-                                  "  [ $found = 0 ] && exit 0\n"
-                                  "  n=$((n + 1))\n"
-                                  "done\n"
-                                  "exit 1\n";
 
 /* $1 the marker, $2 the working directory, then the command. */
 static const char wrapper[] = MARKER_VAR "=$1; export " MARKER_VAR "; cd \"$2\" || exit 127; "
@@ -509,7 +495,7 @@ static void kill_marked(aks_sandbox_impl *sb, const char *marker)
 	const aks_host_api *host = sb->prov->host;
 	aks_call quick = {
 	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL};
-	const char *argv[] = {"/bin/sh", "-c", kill_script, "sh", marker, NULL};
+	const char *argv[] = {"/bin/sh", "-c", aks_ctr_kill_script, "sh", marker, NULL};
 	k8s_exec_opts o = {.argv = argv};
 	aks_error *e = NULL;
 	int code = -1;
@@ -628,24 +614,15 @@ int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_cal
 int k8s_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
                          aks_result *out, aks_error **err)
 {
-	const aks_host_api *host = sb->prov->host;
-	size_t n = 0;
-	while (packages && packages[n])
-		n++;
-	if (!n)
-		return host->error_set(err, AKS_EINVAL, "install_packages: no packages");
-	const char **argv = calloc(n + 5, sizeof(*argv));
-	if (!argv)
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	argv[0] = sb->prov->python;
-	argv[1] = "-m";
-	argv[2] = "pip";
-	argv[3] = "install";
-	for (size_t i = 0; i < n; i++)
-		argv[4 + i] = packages[i];
+	const char **argv = NULL;
+	int rc = aks_ctr_pip_argv(sb->prov->python, packages, &argv);
+	if (rc != AKS_OK)
+		return sb->prov->host->error_set(err, rc, "%s",
+		                                 rc == AKS_EINVAL ? "install_packages: no packages"
+		                                                  : "out of memory");
 	k8s_exec_opts o = {.argv = argv, .out = out};
 	int ec = -1;
-	int rc = k8s_exec(sb, &o, call, &ec, err);
+	rc = k8s_exec(sb, &o, call, &ec, err);
 	free(argv);
 	return rc;
 }

@@ -1,6 +1,7 @@
 /*
  * plugins/kubernetes/k8s_util.c - errors without the host, growing buffers,
- * base64 and whole-file reads, shared by every layer of the plugin.
+ * base64 and whole-file reads, shared by every layer of the plugin. Base64
+ * and the path rule are plugins/common/libaks-container's, worded here.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aks_container.h"
 #include "k8s_internal.h"
 
 int k8s_err_set(k8s_err *e, int code, const char *fmt, ...)
@@ -55,80 +57,14 @@ void k8s_buf_free(k8s_buf *b)
 	b->len = b->cap = 0;
 }
 
-static int b64val(int ch)
-{
-	if (ch >= 'A' && ch <= 'Z')
-		return ch - 'A';
-	if (ch >= 'a' && ch <= 'z')
-		return ch - 'a' + 26;
-	if (ch >= '0' && ch <= '9')
-		return ch - '0' + 52;
-	if (ch == '+' || ch == '-')
-		return 62;
-	if (ch == '/' || ch == '_')
-		return 63;
-	return -1;
-}
-
 char *k8s_b64_decode(const char *s, size_t n, size_t *out_len)
 {
-	char *o = malloc(n / 4 * 3 + 4), *p = o;
-	if (!o)
-		return NULL;
-	uint32_t acc = 0;
-	int bits = 0;
-	bool pad = false;
-	for (size_t i = 0; i < n; i++) {
-		int ch = (unsigned char)s[i];
-		if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t')
-			continue;
-		if (ch == '=') {
-			pad = true;
-			continue;
-		}
-		int v = b64val(ch);
-		if (v < 0 || pad) { /* data after padding is not base64 either */
-			free(o);
-			return NULL;
-		}
-		acc = acc << 6 | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			*p++ = (char)(acc >> bits & 0xff);
-		}
-	}
-	*p = '\0';
-	if (out_len)
-		*out_len = (size_t)(p - o);
-	return o;
+	return aks_ctr_b64_decode(s, n, out_len);
 }
 
 char *k8s_b64_encode(const void *data, size_t len)
 {
-	static const char tab[] =
-	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-	const unsigned char *in = data;
-	char *o = malloc((len + 2) / 3 * 4 + 1), *p = o;
-	if (!o)
-		return NULL;
-	size_t i = 0;
-	for (; i + 2 < len; i += 3) {
-		uint32_t v = (uint32_t)in[i] << 16 | (uint32_t)in[i + 1] << 8 | in[i + 2];
-		*p++ = tab[v >> 18 & 63];
-		*p++ = tab[v >> 12 & 63];
-		*p++ = tab[v >> 6 & 63];
-		*p++ = tab[v & 63];
-	}
-	if (i < len) {
-		uint32_t v = (uint32_t)in[i] << 16 | (i + 1 < len ? (uint32_t)in[i + 1] << 8 : 0);
-		*p++ = tab[v >> 18 & 63];
-		*p++ = tab[v >> 12 & 63];
-		*p++ = i + 1 < len ? tab[v >> 6 & 63] : '=';
-		*p++ = '=';
-	}
-	*p = '\0';
-	return o;
+	return aks_ctr_b64_encode(data, len);
 }
 
 char *k8s_read_file(const char *path, size_t max, size_t *len)
@@ -177,45 +113,11 @@ char *k8s_read_file(const char *path, size_t max, size_t *len)
 
 int k8s_safe_path(const char *path, char **out, k8s_err *e)
 {
-	*out = NULL;
-	if (!path)
-		return k8s_err_set(e, AKS_EINVAL, "no path");
-	/* K8S_WORKSPACE "/" + path, normalised like posixpath.normpath */
-	while (*path == '/')
-		path++;
-	size_t n = strlen(path);
-	char *joined = malloc(sizeof(K8S_WORKSPACE "/") + n);
-	char *res = malloc(sizeof(K8S_WORKSPACE "/") + n + 1);
-	if (!joined || !res) {
-		free(joined);
-		free(res);
-		return k8s_err_set(e, AKS_ENOMEM, "out of memory");
-	}
-	sprintf(joined, K8S_WORKSPACE "/%s", path);
-	size_t len = 0;
-	for (char *save = NULL, *c = strtok_r(joined, "/", &save); c;
-	     c = strtok_r(NULL, "/", &save)) {
-		if (strcmp(c, ".") == 0)
-			continue;
-		if (strcmp(c, "..") == 0) {
-			while (len && res[len - 1] != '/')
-				len--;
-			if (len)
-				len--;
-			continue;
-		}
-		res[len++] = '/';
-		size_t cl = strlen(c);
-		memcpy(res + len, c, cl);
-		len += cl;
-	}
-	res[len] = '\0';
-	free(joined);
-	if (strcmp(res, K8S_WORKSPACE) != 0 &&
-	    strncmp(res, K8S_WORKSPACE "/", sizeof(K8S_WORKSPACE)) != 0) {
-		free(res);
-		return k8s_err_set(e, AKS_EPOLICY, "path '%s' escapes %s", path, K8S_WORKSPACE);
-	}
-	*out = res;
+	int rc = aks_ctr_wspath(path, out);
+	if (rc == AKS_EPOLICY)
+		return k8s_err_set(e, rc, "path '%s' escapes %s", aks_ctr_wspath_rel(path),
+		                   K8S_WORKSPACE);
+	if (rc != AKS_OK)
+		return k8s_err_set(e, rc, "%s", rc == AKS_EINVAL ? "no path" : "out of memory");
 	return AKS_OK;
 }

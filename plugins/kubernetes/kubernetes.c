@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aks_container.h"
 #include "k8s_plugin.h"
 
 #ifndef K8S_VERSION
@@ -88,31 +89,6 @@ static const aks_config_key k8s_config_keys[] = {
     AKS_CONFIG_END,
 };
 
-/* ---- libcurl's global state: once, counted per instance ---------------------------------- */
-
-static pthread_mutex_t curl_lock = PTHREAD_MUTEX_INITIALIZER;
-static unsigned curl_users;
-
-static bool curl_acquire(void)
-{
-	bool ok = true;
-	pthread_mutex_lock(&curl_lock);
-	if (curl_users == 0)
-		ok = curl_global_init(CURL_GLOBAL_ALL) == CURLE_OK;
-	if (ok)
-		curl_users++;
-	pthread_mutex_unlock(&curl_lock);
-	return ok;
-}
-
-static void curl_release(void)
-{
-	pthread_mutex_lock(&curl_lock);
-	if (curl_users && --curl_users == 0)
-		curl_global_cleanup();
-	pthread_mutex_unlock(&curl_lock);
-}
-
 /* ---- names -------------------------------------------------------------------------------- */
 
 /* A DNS-1123 subdomain: what a namespace or pod name can be. */
@@ -176,7 +152,7 @@ static void k8s_fini(aks_provider_impl *prov)
 	k8s_conn_cfg_free(&prov->conn);
 	pthread_mutex_destroy(&prov->lock);
 	free(prov);
-	curl_release();
+	aks_ctr_curl_release();
 }
 
 static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
@@ -255,11 +231,11 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 static int k8s_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
                     aks_error **err)
 {
-	if (!curl_acquire())
+	if (!aks_ctr_curl_acquire())
 		return host->error_set(err, AKS_ERROR, "kubernetes: libcurl failed to initialise");
 	aks_provider_impl *prov = calloc(1, sizeof(*prov));
 	if (!prov) {
-		curl_release();
+		aks_ctr_curl_release();
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	prov->host = host;

@@ -1,0 +1,128 @@
+/*
+ * plugins/common/tar_mem.c - a one-file tar built in memory, and the first
+ * regular file of a tar read out to a result; see aks_container.h.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "aks_container.h"
+
+/* The tar goes to an open_memstream(), which grows and NUL-terminates it. */
+static la_ssize_t tar_write(struct archive *a, void *ctx, const void *buf, size_t len)
+{
+	(void)a;
+	return fwrite(buf, 1, len, ctx) == len ? (la_ssize_t)len : -1;
+}
+
+/* An entry for each parent directory of rel, outermost first. */
+static int write_parents(struct archive *a, struct archive_entry *e, const char *rel, time_t now)
+{
+	char *dir = strdup(rel);
+	int ok = dir != NULL;
+	for (char *slash = dir ? strchr(dir, '/') : NULL; ok && slash;
+	     slash = strchr(slash + 1, '/')) {
+		*slash = '\0';
+		archive_entry_clear(e);
+		archive_entry_set_pathname(e, dir);
+		archive_entry_set_filetype(e, AE_IFDIR);
+		archive_entry_set_perm(e, 0755);
+		archive_entry_set_mtime(e, now, 0);
+		ok = archive_write_header(a, e) == ARCHIVE_OK;
+		*slash = '/';
+	}
+	free(dir);
+	return ok;
+}
+
+int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents, char **out,
+                     size_t *out_len)
+{
+	*out = NULL;
+	*out_len = 0;
+	char *buf = NULL;
+	size_t blen = 0;
+	FILE *f = open_memstream(&buf, &blen);
+	if (!f)
+		return -1;
+	struct archive *a = archive_write_new();
+	struct archive_entry *e = a ? archive_entry_new() : NULL;
+	int ok = e && archive_write_set_format_pax_restricted(a) == ARCHIVE_OK &&
+	         archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
+	         archive_write_open(a, f, NULL, tar_write, NULL) == ARCHIVE_OK;
+	time_t now = time(NULL);
+	if (ok && parents)
+		ok = write_parents(a, e, rel, now);
+	if (ok) {
+		archive_entry_clear(e);
+		archive_entry_set_pathname(e, rel);
+		archive_entry_set_filetype(e, AE_IFREG);
+		archive_entry_set_perm(e, 0644);
+		archive_entry_set_size(e, (la_int64_t)len);
+		archive_entry_set_mtime(e, now, 0);
+		ok = archive_write_header(a, e) == ARCHIVE_OK;
+		const char *p = data;
+		size_t left = len;
+		while (ok && left) {
+			la_ssize_t w = archive_write_data(a, p, left);
+			if (w <= 0)
+				ok = 0;
+			else
+				p += w, left -= (size_t)w;
+		}
+		ok = ok && archive_write_close(a) == ARCHIVE_OK;
+	}
+	if (e)
+		archive_entry_free(e);
+	if (a)
+		archive_write_free(a);
+	ok = fclose(f) == 0 && ok; /* sets buf and blen */
+	if (!ok) {
+		free(buf);
+		return -1;
+	}
+	*out = buf;
+	*out_len = blen;
+	return 0;
+}
+
+int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
+                          aks_result *out, aks_error **err)
+{
+	struct archive_entry *e;
+	for (;;) {
+		int h = archive_read_next_header(a, &e);
+		if (h == ARCHIVE_EOF)
+			return host->error_set(err, AKS_ENOTFOUND,
+			                       "file '%s' not found in the sandbox", path);
+		if (h != ARCHIVE_OK && h != ARCHIVE_WARN)
+			return AKS_CTR_BADTAR;
+		if (archive_entry_filetype(e) == AE_IFREG)
+			break;
+	}
+	int rc = host->result_add_file(out, path, "application/octet-stream");
+	if (rc != AKS_OK)
+		return host->error_set(err, rc, "cannot add file '%s' to the result", path);
+	for (;;) {
+		const void *blk;
+		size_t blen;
+		la_int64_t off;
+		int d = archive_read_data_block(a, &blk, &blen, &off);
+		if (d == ARCHIVE_EOF)
+			return AKS_OK;
+		if (d != ARCHIVE_OK && d != ARCHIVE_WARN)
+			return AKS_CTR_BADTAR;
+		/* past the host's file limit: AKS_ELIMIT with *err set */
+		if (blen &&
+		    (rc = host->result_write(out, AKS_STREAM_FILE, blk, blen, err)) != AKS_OK)
+			return rc;
+	}
+}
