@@ -577,6 +577,11 @@ static void pump_stdin(req *r)
 	}
 }
 
+/* --kill-leftovers: a run ends with its program, taking everything it started with it, as
+ * the local_subprocess provider promises (a background job holding the output open does
+ * not keep the run going, and no daemon survives the call). */
+static bool kill_leftovers;
+
 void proc_read_status(proc *p)
 {
 	uint8_t raw[4];
@@ -586,6 +591,8 @@ void proc_read_status(proc *p)
 	if (n == 4 && !p->have_status) {
 		p->have_status = true;
 		p->wstatus = (int)aks__agent_get32(raw);
+		if (kill_leftovers)
+			proc_signal(p, SIGKILL);
 		return;
 	}
 	if (n <= 0) {
@@ -766,9 +773,14 @@ int main(int argc, char **argv)
 		       AKS_AGENT_VERSION);
 		return 0;
 	}
+	if (argc > 1 && strcmp(argv[1], "--kill-leftovers") == 0) {
+		kill_leftovers = true;
+		argc--;
+		argv++;
+	}
 	if (argc > 1) {
 		fprintf(stderr,
-		        "usage: %s\n"
+		        "usage: %s [--kill-leftovers]\n"
 		        "Speaks the aksandbox agent protocol on stdin and stdout "
 		        "(docs/agent-protocol.md).\n",
 		        argv[0]);

@@ -61,7 +61,29 @@ static const aks_config_key ls_config_keys[] = {
                    "host environment variables copied into the child's minimal environment"),
     AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
                    "extra environment variables for the child (override everything else)"),
+    AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
+                   "the aksandbox-agent program to run operations through (stateful Python); "
+                   "null = the installed one if present, false = none (a program per call)"),
     AKS_CONFIG_END,
+};
+
+/* With the agent, Python code runs in its persistent session. */
+static const aks_capabilities ls_capabilities_agent = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_NONE,
+    .languages = ls_languages,
+    .shell = true,
+    .files = true,
+    .package_install = false,
+    .stateful = true,
+    .attach = true,
+    .provisions = true,
+    .attaches_external = false,
+    .principal_user = false,
+    .policy_network = false,
+    .policy_filesystem = false,
+    .policy_resources = false,
 };
 
 /* ---- helpers -------------------------------------------------------------------- */
@@ -124,6 +146,7 @@ static void ls_fini(aks_provider_impl *prov)
 		return;
 	free(prov->workdir);
 	free(prov->python);
+	free(prov->agent);
 	free_strv(prov->env_passthrough);
 	free_strv(prov->env);
 	free(prov);
@@ -133,12 +156,13 @@ static void ls_fini(aks_provider_impl *prov)
 static int read_config(aks_provider_impl *prov, const aks_config *config, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
-	const char *workdir = NULL, *python = NULL;
+	const char *workdir = NULL, *python = NULL, *agent = NULL;
 	const char *const *pass = NULL, *const *env = NULL;
 	if (host->config_string(config, "workdir", &workdir) != AKS_OK ||
 	    host->config_string(config, "python", &python) != AKS_OK ||
 	    host->config_list(config, "env_passthrough", &pass) != AKS_OK ||
-	    host->config_map(config, "env", &env) != AKS_OK)
+	    host->config_map(config, "env", &env) != AKS_OK ||
+	    host->config_string(config, "agent", &agent) != AKS_OK)
 		return host->error_set(
 		    err, AKS_ECONFIG, "local_subprocess: the host could not read the config block");
 	if (!python)
@@ -157,6 +181,20 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 			return host->error_set(err, AKS_ECONFIG,
 			                       "local_subprocess: env: '%s' is not a variable name",
 			                       kv[0]);
+	if (!agent) {
+		/* The installed agent, when there is one; otherwise the per-call path. */
+		if (access(LS_AGENT_DEFAULT, X_OK) == 0)
+			agent = LS_AGENT_DEFAULT;
+	} else if (strcmp(agent, "false") == 0) {
+		agent = NULL;
+	} else if (agent[0] != '/' || access(agent, X_OK) != 0) {
+		return host->error_set(err, AKS_ECONFIG,
+		                       "local_subprocess: agent: '%s' is not an executable "
+		                       "absolute path (false disables the agent)",
+		                       agent);
+	}
+	if (agent && !(prov->agent = strdup(agent)))
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
 	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
 	    !(prov->env = copy_strv(env)))
@@ -180,6 +218,13 @@ static int ls_init(const aks_host_api *host, const aks_config *config, aks_provi
 	          "local_subprocess provides NO isolation: development/test use only");
 	*out = prov;
 	return AKS_OK;
+}
+
+static void ls_close(aks_sandbox_impl *sb);
+
+static const aks_capabilities *ls_instance_capabilities(const aks_provider_impl *prov)
+{
+	return prov->agent ? &ls_capabilities_agent : &ls_capabilities;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
@@ -229,6 +274,10 @@ static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 		return rc;
 	}
 	int rc = new_handle(prov, dir, out, err);
+	if (rc == AKS_OK && prov->agent && (rc = ls_agent_start(*out, call, err)) != AKS_OK) {
+		ls_close(*out);
+		*out = NULL;
+	}
 	if (rc != AKS_OK)
 		rmdir(dir);
 	free(dir);
@@ -240,7 +289,12 @@ static int ls_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_
 {
 	if (!sandbox_id || !is_dir(sandbox_id))
 		return ls_gone(prov->host, sandbox_id ? sandbox_id : "", err);
-	return new_handle(prov, sandbox_id, out, err);
+	int rc = new_handle(prov, sandbox_id, out, err);
+	if (rc == AKS_OK && prov->agent && (rc = ls_agent_start(*out, call, err)) != AKS_OK) {
+		ls_close(*out);
+		*out = NULL;
+	}
+	return rc;
 }
 
 /* Deletes only what create() made: a directory (not a symlink to one) whose
@@ -279,12 +333,12 @@ static const char *ls_id(const aks_sandbox_impl *sb)
 	return sb->dir;
 }
 
-/* Nothing runs between calls, so there is nothing to release but memory;
- * the directory stays for a later attach. */
+/* Stops the handle's agent (and what it runs); the directory stays for a later attach. */
 static void ls_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
+	ls_agent_stop(sb);
 	free(sb->dir);
 	free(sb);
 }
@@ -307,7 +361,7 @@ static const aks_provider_ops ls_provider_ops = {
     .capabilities = &ls_capabilities,
     .init = ls_init,
     .fini = ls_fini,
-    .instance_capabilities = NULL,
+    .instance_capabilities = ls_instance_capabilities,
     .create = ls_create,
     .attach = ls_attach,
     .destroy = ls_destroy,

@@ -85,6 +85,23 @@ static int build_env(const aks_provider_impl *prov, const char *dir, env_list *e
 	return 0;
 }
 
+char **ls_env_build(const aks_provider_impl *prov, const char *dir)
+{
+	env_list e = {0};
+	if (build_env(prov, dir, &e) < 0) {
+		env_free(&e);
+		return NULL;
+	}
+	return e.v;
+}
+
+void ls_env_free(char **env)
+{
+	for (size_t i = 0; env && env[i]; i++)
+		free(env[i]);
+	free(env);
+}
+
 /* ---- running ------------------------------------------------------------------------- */
 
 typedef struct run_ctx {
@@ -109,8 +126,10 @@ static bool on_cancelled(void *ctx)
 	return c->host->cancelled && c->host->cancelled(c->call);
 }
 
-static int run(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call, aks_result *out,
-               aks_error **err)
+/* python_code: the code to run in the agent's persistent Python session instead of argv,
+ * when the agent is in use (argv is the per-call fallback). */
+static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
+               const aks_call *call, aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	struct stat st;
@@ -127,6 +146,8 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const aks_call *ca
 		return host->error_set(err, AKS_ECANCELLED,
 		                       "execution cancelled before it started");
 	}
+	if (sb->prov->agent)
+		return ls_agent_exec(sb, argv, python_code, call, out, err);
 
 	env_list env = {0};
 	if (build_env(sb->prov, sb->dir, &env) < 0) {
@@ -192,7 +213,9 @@ int ls_execute_code(aks_sandbox_impl *sb, const char *code, const char *language
 		                       "local_subprocess does not support capability: language:%s",
 		                       language);
 	const char *argv[] = {interp, "-c", code, NULL};
-	return run(sb, argv, call, out, err);
+	/* The agent's session runs python3 from PATH: only the default interpreter has one. */
+	bool session = interp == sb->prov->python && strcmp(interp, "python3") == 0;
+	return run(sb, argv, session ? code : NULL, call, out, err);
 }
 
 int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
@@ -201,5 +224,5 @@ int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
 	if (!command)
 		return sb->prov->host->error_set(err, AKS_EINVAL, "execute_command: no command");
 	const char *argv[] = {"bash", "-c", command, NULL};
-	return run(sb, argv, call, out, err);
+	return run(sb, argv, NULL, call, out, err);
 }

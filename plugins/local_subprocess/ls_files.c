@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -22,6 +23,15 @@
 #include "ls_internal.h"
 
 #define READ_CHUNK (64 * 1024)
+
+/* dir/rel, or dir when rel is empty; NULL when out of memory. */
+static char *join(const char *dir, const char *rel)
+{
+	char *s;
+	if (asprintf(&s, "%s%s%s", dir, *rel ? "/" : "", rel) < 0)
+		return NULL;
+	return s;
+}
 
 static int escapes(const aks_host_api *host, const char *path, aks_error **err)
 {
@@ -108,6 +118,28 @@ int ls_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 		free(rel);
 		return rc;
 	}
+	if (sb->prov->agent) {
+		/* The checks above stay ours (same errors either way); the agent writes and
+		 * verifies size and hash. */
+		struct stat st;
+		bool isdir =
+		    fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+		close(dfd);
+		if (isdir) {
+			free(rel);
+			return host->error_set(err, AKS_EINVAL,
+			                       "cannot write '%s': it is a directory", path);
+		}
+		if (slash)
+			*slash = '/';
+		char *abs = join(sb->dir, rel);
+		free(rel);
+		if (!abs)
+			return host->error_set(err, AKS_ENOMEM, "out of memory");
+		rc = ls_agent_write(sb, abs, data, len, call, err);
+		free(abs);
+		return rc;
+	}
 	int wrc = aks_fs_write_atomic(dfd, base, data, len, 0666);
 	close(dfd);
 	free(rel);
@@ -142,18 +174,31 @@ int ls_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
 	int fd = aks_fs_open_beneath(rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
 	close(rootfd);
+	char *abs = sb->prov->agent ? join(sb->dir, rel) : NULL;
 	free(rel);
-	if (fd == -ELOOP || fd == -EXDEV)
-		return escapes(host, path, err);
-	if (fd == -ENOENT || fd == -ENOTDIR || fd == -EISDIR || fd == -ENXIO)
-		return not_found(host, path, err);
-	if (fd < 0)
-		return host->error_set(err, AKS_EIO, "cannot open '%s': %s", path, strerror(-fd));
+	if (fd < 0) {
+		free(abs);
+		return fd == -ELOOP || fd == -EXDEV ? escapes(host, path, err)
+		       : fd == -ENOENT || fd == -ENOTDIR || fd == -EISDIR || fd == -ENXIO
+		           ? not_found(host, path, err)
+		           : host->error_set(err, AKS_EIO, "cannot open '%s': %s", path,
+		                             strerror(-fd));
+	}
 
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
 		close(fd);
+		free(abs);
 		return not_found(host, path, err);
+	}
+	if (sb->prov->agent) {
+		/* Found and checked here; the agent reads it and verifies size and hash. */
+		close(fd);
+		if (!abs)
+			return host->error_set(err, AKS_ENOMEM, "out of memory");
+		rc = ls_agent_read(sb, abs, path, call, out, err);
+		free(abs);
+		return rc;
 	}
 	char *buf = malloc(READ_CHUNK);
 	if (!buf) {

@@ -123,8 +123,14 @@ static void check_error(int rc, aks_error **err, int code, const char *message)
 	*err = NULL;
 }
 
-/* Writes the YAML config (a config.yaml with the sugar block) and loads it. */
-static void load_config(fixture *f, const char *extra_keys)
+/* This binary runs every test with the agent (test_local_subprocess_agent: the build's
+ * aksandbox-agent) or without it (test_local_subprocess: agent: false). */
+#ifndef LS_TEST_AGENT
+#define LS_TEST_AGENT "false"
+#endif
+
+/* Writes the YAML config (a config.yaml with the sugar block, agent: `agent`) and loads it. */
+static void load_config_agent(fixture *f, const char *agent, const char *extra_keys)
 {
 	free(f->yaml);
 	f->yaml = xasprintf("%s/config.yaml", f->base);
@@ -133,14 +139,20 @@ static void load_config(fixture *f, const char *extra_keys)
 	                       "  type: local_subprocess\n"
 	                       "  local_subprocess:\n"
 	                       "    workdir: %s\n"
+	                       "    agent: %s\n"
 	                       "%s",
-	                       f->workdir, extra_keys ? extra_keys : "");
+	                       f->workdir, agent, extra_keys ? extra_keys : "");
 	write_text(f->yaml, text);
 	free(text);
 	aks_error *err = NULL;
 	aks_config_free(f->config);
 	f->config = NULL;
 	check_ok(aks_config_load_block(f->plugin, f->yaml, &f->config, &err), err);
+}
+
+static void load_config(fixture *f, const char *extra_keys)
+{
+	load_config_agent(f, LS_TEST_AGENT, extra_keys);
 }
 
 static void open_provider(fixture *f)
@@ -282,10 +294,11 @@ static void test_descriptor(void **state)
 	} want[] = {{"workdir", AKS_CONFIG_STRING, NULL},
 	            {"python", AKS_CONFIG_STRING, "python3"},
 	            {"env_passthrough", AKS_CONFIG_STRING_LIST, "[]"},
-	            {"env", AKS_CONFIG_STRING_MAP, "{}"}};
+	            {"env", AKS_CONFIG_STRING_MAP, "{}"},
+	            {"agent", AKS_CONFIG_STRING, NULL}};
 	size_t n = 0;
 	for (const aks_config_key *k = d->config_keys; k && k->name; k++, n++) {
-		assert_true(n < 4);
+		assert_true(n < 5);
 		assert_string_equal(k->name, want[n].name);
 		assert_int_equal(k->type, want[n].type);
 		assert_false(k->required);
@@ -295,7 +308,7 @@ static void test_descriptor(void **state)
 			assert_null(k->default_value);
 		assert_non_null(k->help);
 	}
-	assert_int_equal(n, 4);
+	assert_int_equal(n, 5);
 
 	const aks_capabilities *c = aks_plugin_get_capabilities(f->plugin);
 	assert_non_null(c);
@@ -451,6 +464,61 @@ static void test_python_config(void **state)
 	check_ok(run(f, "python", "import sys; print(sys.executable)", 30, NULL, &r, &err), err);
 	assert_string_equal(out_of(r), "/usr/bin/python3\n");
 	aks_result_free(r);
+}
+
+/* Through the agent, Python keeps its state between calls and the instance says stateful;
+ * without it (agent: false) every call is a fresh interpreter and it does not. Both
+ * binaries check both configurations. */
+static void check_statefulness(fixture *f, bool agent)
+{
+	assert_int_equal(aks_provider_get_capabilities(f->prov)->stateful, agent);
+	aks_result *r;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 30, NULL, &r, &err), err);
+	assert_int_equal(aks_result_get_exit_code(r), 0);
+	aks_result_free(r);
+	check_ok(run(f, "python", "print(x + 1)", 30, NULL, &r, &err), err);
+	if (agent) {
+		assert_int_equal(aks_result_get_exit_code(r), 0);
+		assert_string_equal(out_of(r), "42\n");
+	} else {
+		assert_int_equal(aks_result_get_exit_code(r), 1);
+		assert_non_null(strstr(err_of(r), "NameError"));
+	}
+	aks_result_free(r);
+	/* Commands stay separate programs either way. */
+	check_ok(run(f, NULL, "echo ${x:-unset}", 30, NULL, &r, &err), err);
+	assert_string_equal(out_of(r), "unset\n");
+	aks_result_free(r);
+}
+
+static void test_stateful_python(void **state)
+{
+	fixture *f = *state;
+	const char *builddir = getenv("AKS_TEST_BUILDDIR");
+	assert_non_null(builddir);
+	char *agent = xasprintf("%s/agent/aksandbox-agent", builddir);
+	/* The class never promises it: only an instance with the agent does. */
+	assert_false(aks_plugin_get_capabilities(f->plugin)->stateful);
+	close_all(f);
+	load_config_agent(f, agent, NULL);
+	open_provider(f);
+	create_sandbox(f);
+	check_statefulness(f, true);
+
+	close_all(f);
+	load_config_agent(f, "false", NULL);
+	open_provider(f);
+	create_sandbox(f);
+	check_statefulness(f, false);
+
+	/* An agent that is not an executable is a config error, not a silent fallback. */
+	close_all(f);
+	load_config_agent(f, "/nonexistent/aksandbox-agent", NULL);
+	aks_error *err = NULL;
+	check_error(aks_provider_open(f->plugin, f->config, &f->prov, &err), &err, AKS_ECONFIG,
+	            NULL);
+	free(agent);
 }
 
 static void test_code_too_long(void **state)
@@ -1098,6 +1166,7 @@ static const struct CMUnitTest tests[] = {
     T(test_download_limit),
     T(test_path_escapes),
     T(test_missing_file),
+    T(test_stateful_python),
     T(test_workdir_and_id),
     TB(test_default_tmpdir),
     T(test_attach_gone_destroy),
