@@ -224,7 +224,10 @@ static void ls_close(aks_sandbox_impl *sb);
 
 static const aks_capabilities *ls_instance_capabilities(const aks_provider_impl *prov)
 {
-	return prov->agent ? &ls_capabilities_agent : &ls_capabilities;
+	/* The agent's Python session runs python3 from PATH: another `python` runs per call
+	 * (ls_exec.c), so state would not survive and `stateful` would be a lie. */
+	return prov->agent && strcmp(prov->python, "python3") == 0 ? &ls_capabilities_agent
+	                                                           : &ls_capabilities;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */

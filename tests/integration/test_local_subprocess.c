@@ -512,6 +512,15 @@ static void test_stateful_python(void **state)
 	create_sandbox(f);
 	check_statefulness(f, false);
 
+	/* Another interpreter than python3 runs per call even with the agent: not stateful. */
+	close_all(f);
+	char *keys = xasprintf("    python: /usr/bin/python3\n");
+	load_config_agent(f, agent, keys);
+	free(keys);
+	open_provider(f);
+	create_sandbox(f);
+	check_statefulness(f, false);
+
 	/* An agent that is not an executable is a config error, not a silent fallback. */
 	close_all(f);
 	load_config_agent(f, "/nonexistent/aksandbox-agent", NULL);
