@@ -120,8 +120,15 @@ int ls_agent_start(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
 
 int ls_agent_ensure(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
 {
-	if (sb->agent && aks__agent_alive(sb->agent))
-		return AKS_OK;
+	/* The exit is seen by waitpid at once; the broken stream only when the client's
+	 * reader thread gets to it. */
+	if (sb->agent && aks__agent_alive(sb->agent)) {
+		pid_t r = waitpid(sb->agent_pid, NULL, WNOHANG);
+		if (r <= 0) /* running, or not ours to wait for (a host that reaps itself) */
+			return AKS_OK;
+		if (r == sb->agent_pid)
+			sb->agent_pid = 0; /* reaped */
+	}
 	sb->prov->host->log(AKS_LOG_WARNING, LS_NAME,
 	                    "the agent of sandbox '%s' is gone; starting another (the Python "
 	                    "session's state is lost)",

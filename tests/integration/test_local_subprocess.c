@@ -8,6 +8,7 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -492,6 +493,30 @@ static void check_statefulness(fixture *f, bool agent)
 	aks_result_free(r);
 }
 
+/* The agents this process started (children named aksandbox-agent), into pids[]. */
+static size_t find_agents(pid_t *pids, size_t max)
+{
+	size_t n = 0;
+	DIR *d = opendir("/proc");
+	assert_non_null(d);
+	struct dirent *e;
+	while ((e = readdir(d)) && n < max) {
+		char *path = xasprintf("/proc/%s/stat", e->d_name);
+		FILE *fp = fopen(path, "r");
+		free(path);
+		if (!fp)
+			continue;
+		int pid, ppid;
+		char comm[64], st;
+		if (fscanf(fp, "%d (%63[^)]) %c %d", &pid, comm, &st, &ppid) == 4 &&
+		    ppid == getpid() && strcmp(comm, "aksandbox-agent") == 0 && st != 'Z')
+			pids[n++] = pid;
+		fclose(fp);
+	}
+	closedir(d);
+	return n;
+}
+
 static void test_stateful_python(void **state)
 {
 	fixture *f = *state;
@@ -504,6 +529,23 @@ static void test_stateful_python(void **state)
 	load_config_agent(f, agent, NULL);
 	open_provider(f);
 	create_sandbox(f);
+	check_statefulness(f, true);
+
+	/* A killed agent is replaced before the next call; the session's state is lost. */
+	pid_t agents[4], again_dummy[4];
+	assert_int_equal(find_agents(agents, 4), 1);
+	assert_int_equal(kill(agents[0], SIGKILL), 0);
+	for (int i = 0; i < 500 && find_agents(again_dummy, 4) == 1; i++)
+		usleep(10 * 1000); /* until it is a zombie: dead, its pipes closed */
+	aks_result *r;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "print(x + 1)", 30, NULL, &r, &err), err);
+	assert_int_equal(aks_result_get_exit_code(r), 1);
+	assert_non_null(strstr(err_of(r), "NameError"));
+	aks_result_free(r);
+	pid_t again[4];
+	assert_int_equal(find_agents(again, 4), 1);
+	assert_int_not_equal(again[0], agents[0]);
 	check_statefulness(f, true);
 
 	close_all(f);
@@ -524,7 +566,6 @@ static void test_stateful_python(void **state)
 	/* An agent that is not an executable is a config error, not a silent fallback. */
 	close_all(f);
 	load_config_agent(f, "/nonexistent/aksandbox-agent", NULL);
-	aks_error *err = NULL;
 	check_error(aks_provider_open(f->plugin, f->config, &f->prov, &err), &err, AKS_ECONFIG,
 	            NULL);
 	free(agent);
