@@ -135,7 +135,10 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python
 	struct stat st;
 	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
 		return ls_gone(host, sb->dir, err);
-	if (strlen(argv[2]) > LS_MAX_ARG)
+	/* Session code travels in a protocol frame (up to 1 MiB, the client says when it is
+	 * over), not as an argument. */
+	bool in_session = python_code && sb->prov->agent;
+	if (!in_session && strlen(argv[2]) > LS_MAX_ARG)
 		return host->error_set(err, AKS_ELIMIT,
 		                       "the code is %zu bytes; local_subprocess passes it as one "
 		                       "argument, which Linux limits to %d bytes",
