@@ -773,12 +773,12 @@ int main(int argc, char **argv)
 		       AKS_AGENT_VERSION);
 		return 0;
 	}
-	if (argc > 1 && strcmp(argv[1], "--kill-leftovers") == 0) {
+	int opt = 1;
+	if (argc > opt && strcmp(argv[opt], "--kill-leftovers") == 0) {
 		kill_leftovers = true;
-		argc--;
-		argv++;
+		opt++;
 	}
-	if (argc > 1) {
+	if (argc > opt) {
 		fprintf(stderr,
 		        "usage: %s [--kill-leftovers]\n"
 		        "Speaks the aksandbox agent protocol on stdin and stdout "
