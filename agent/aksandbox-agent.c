@@ -756,7 +756,10 @@ static void loop(agent *a)
 			if (r->kind == REQ_READ)
 				files_read_step(a, r);
 			else if (r->kind == REQ_SPAWN && !r->session && r->p.out < 0 &&
-			         r->p.err < 0 && (r->p.have_status || r->p.status < 0))
+			         r->p.err < 0 && (r->p.have_status || r->p.status < 0) &&
+			         (!r->p.killing || r->p.status < 0))
+				/* A tree being killed is gone only when its supervisor exits (the
+				 * status pipe closes): EXIT must not overtake the kill. */
 				finish_spawn(a, r);
 		}
 		if (a->out.failed) {
