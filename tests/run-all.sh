@@ -38,13 +38,24 @@ step "Kubernetes test cluster (tests/integration/k8s-setup.sh)"
 "$top/tests/integration/k8s-setup.sh" start >/dev/null ||
 	{ echo "FATAL: tests/integration/k8s-setup.sh start failed: the kubernetes tests cannot run"; exit 1; }
 
+# The failing cases of a build tree's last `make check`, each with the end of its log, so
+# a CI transcript names what failed (the TAP lines alone do not say why).
+show_failures() { # build dir
+	for log in $(grep -lE '^(not ok|Bail out!)' $(find "$1" -name '*.log' -not -name 'test-suite.log' \
+	             -not -name 'config.log' 2>/dev/null) 2>/dev/null); do
+		printf '\n--- %s: failed cases and the end of the log\n' "$log"
+		grep -E '^(not ok|Bail out!)' "$log"
+		tail -30 "$log"
+	done
+}
+
 run_suite() { # dir, configure flags...
 	dir=$1; shift
 	mkdir -p "$dir"
 	( cd "$dir" &&
 	  { [ -f Makefile ] || ../configure --quiet "$@" >/dev/null; } &&
 	  make -j"$jobs" >/dev/null &&
-	  make -j"$jobs" check ) || status=1
+	  make -j"$jobs" check ) || { status=1; show_failures "$dir"; }
 }
 
 step "make check"
@@ -57,7 +68,7 @@ run_suite _build-asan --enable-sanitizers
 step "make distcheck"
 distcheck_result=pass
 ( cd _build && make -j"$jobs" distcheck >distcheck.out 2>&1 ) ||
-	{ distcheck_result=fail; status=1; tail -40 _build/distcheck.out; }
+	{ distcheck_result=fail; status=1; tail -40 _build/distcheck.out; show_failures _build/aksandbox-*/_build/sub; }
 
 step "fuzzing (libFuzzer, bounded time per target)"
 fuzz_result=pass
