@@ -239,12 +239,12 @@ static int check_provider(const char *file, const aks_provider_ops *ops, aks_err
 	if (!ops)
 		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': provider has no operations table",
 		                      file);
-	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_provider_ops))
+	if (ops->struct_version < 1 || ops->struct_size < AKS_PROVIDER_OPS_MIN_SIZE)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': provider operations table has version %u and size %u "
 		                      "(expected version >= 1 and size >= %zu)",
 		                      file, ops->struct_version, ops->struct_size,
-		                      sizeof(aks_provider_ops));
+		                      (size_t)AKS_PROVIDER_OPS_MIN_SIZE);
 	int rc = check_capabilities(file, ops->capabilities, err);
 	if (rc < 0)
 		return rc;

@@ -158,6 +158,16 @@ AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provi
 	return prov ? prov->caps : NULL;
 }
 
+AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov)
+{
+	if (!prov || prov->ops->struct_size < offsetof(aks_provider_ops, instance_description) +
+	                                           sizeof(prov->ops->instance_description) ||
+	    !prov->ops->instance_description)
+		return "";
+	const char *d = prov->ops->instance_description(prov->impl);
+	return d ? d : "";
+}
+
 AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov)
 {
 	return prov ? prov->plugin : NULL;

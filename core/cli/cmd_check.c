@@ -83,6 +83,24 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	json_object_object_add(o, "plugin", json_object_new_string(d->name));
 	json_object_object_add(o, "version", json_object_new_string(d->version));
 	json_object_object_add(o, "file", json_object_new_string(aks_plugin_get_file(plugin)));
+	struct json_object *can = json_object_new_array();
+	for (const char *const *l = caps->languages; l && *l; l++)
+		json_object_array_add(can, json_object_new_string(*l));
+	json_object_object_add(o, "languages", can);
+	can = json_object_new_array();
+	const struct {
+		const char *name;
+		bool on;
+	} flags[] = {{"shell", caps->shell},     {"files", caps->files},
+	             {"package_install", caps->package_install},
+	             {"stateful", caps->stateful}, {"attach", caps->attach}};
+	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+		if (flags[i].on)
+			json_object_array_add(can, json_object_new_string(flags[i].name));
+	json_object_object_add(o, "capabilities", can);
+	const char *runs = aks_provider_get_description(prov);
+	if (*runs)
+		json_object_object_add(o, "runs", json_object_new_string(runs));
 	json_object_object_add(o, "isolation",
 	                       json_object_new_string(isolation_name(caps->isolation)));
 	json_object_object_add(o, "scope", json_object_new_string(scope_name(aks_profile_get_scope(p))));
@@ -217,6 +235,16 @@ static const char *str(struct json_object *o, const char *key)
 	return v ? json_object_get_string(v) : "";
 }
 
+/* "  languages    python, bash" from a profile's array of strings. */
+static void print_list(struct json_object *p, const char *name)
+{
+	struct json_object *a = json_object_object_get(p, name);
+	printf("  %-12s ", name);
+	for (size_t i = 0; i < json_object_array_length(a); i++)
+		printf("%s%s", i ? ", " : "", json_object_get_string(json_object_array_get_idx(a, i)));
+	printf("%s\n", json_object_array_length(a) ? "" : "none");
+}
+
 static void print_dimension(struct json_object *policy, const char *name)
 {
 	struct json_object *d = json_object_object_get(policy, name);
@@ -257,6 +285,10 @@ static void print_text(struct json_object *r)
 		printf("  plugin       %s %s (%s)\n", str(p, "plugin"), str(p, "version"),
 		       str(p, "file"));
 		printf("  isolation    %s\n", str(p, "isolation"));
+		print_list(p, "languages");
+		print_list(p, "capabilities");
+		if (json_object_object_get(p, "runs"))
+			printf("  runs         %s\n", str(p, "runs"));
 		printf("  lifecycle    scope %s, environment %s%s%s, idle_timeout %s s\n",
 		       str(p, "scope"), str(p, "environment"),
 		       json_object_object_get(p, "attach_to") ? ", attach_to " : "",

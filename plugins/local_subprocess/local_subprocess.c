@@ -12,6 +12,7 @@
 #endif
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -147,6 +148,7 @@ static void ls_fini(aks_provider_impl *prov)
 	free(prov->workdir);
 	free(prov->python);
 	free(prov->agent);
+	free(prov->description);
 	free_strv(prov->env_passthrough);
 	free_strv(prov->env);
 	free(prov);
@@ -195,6 +197,17 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 	}
 	if (agent && !(prov->agent = strdup(agent)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	int n = agent ? asprintf(&prov->description,
+	                         "through aksandbox-agent %s, one per sandbox handle%s", agent,
+	                         strcmp(python, "python3") == 0
+	                             ? " (Python in its persistent session)"
+	                             : " (python is not python3: Python runs per call)")
+	              : asprintf(&prov->description, "a new program per call (agent disabled%s)",
+	                         access(LS_AGENT_DEFAULT, X_OK) == 0 ? "" : " or not installed");
+	if (n < 0) {
+		prov->description = NULL;
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
 	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
 	    !(prov->env = copy_strv(env)))
@@ -228,6 +241,11 @@ static const aks_capabilities *ls_instance_capabilities(const aks_provider_impl 
 	 * (ls_exec.c), so state would not survive and `stateful` would be a lie. */
 	return prov->agent && strcmp(prov->python, "python3") == 0 ? &ls_capabilities_agent
 	                                                           : &ls_capabilities;
+}
+
+static const char *ls_instance_description(const aks_provider_impl *prov)
+{
+	return prov->description;
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
@@ -365,6 +383,7 @@ static const aks_provider_ops ls_provider_ops = {
     .init = ls_init,
     .fini = ls_fini,
     .instance_capabilities = ls_instance_capabilities,
+    .instance_description = ls_instance_description,
     .create = ls_create,
     .attach = ls_attach,
     .destroy = ls_destroy,

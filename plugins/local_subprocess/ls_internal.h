@@ -23,6 +23,7 @@ struct aks_provider_impl {
 	char **env_passthrough; /* NULL-terminated names */
 	char **env;             /* NULL-terminated key, value pairs */
 	char *agent;            /* the aksandbox-agent to run, or NULL: per-call programs */
+	char *description;      /* instance_description's line */
 };
 
 /* A handle on one sandbox directory. */

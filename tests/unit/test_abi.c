@@ -22,7 +22,9 @@ _Static_assert(sizeof(aks_policy) == 72, "policy size");
 _Static_assert(sizeof(aks_principal) == 40, "principal size");
 _Static_assert(sizeof(aks_call) == 48, "call size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
-_Static_assert(sizeof(aks_provider_ops) == 72, "provider ops size");
+/* The 1.0 table was 72 bytes; instance_description was appended after it. */
+_Static_assert(AKS_PROVIDER_OPS_MIN_SIZE == 72, "provider ops size before the append");
+_Static_assert(sizeof(aks_provider_ops) == 80, "provider ops size");
 _Static_assert(sizeof(aks_sandbox_ops) == 64, "sandbox ops size");
 _Static_assert(offsetof(aks_host_api, log) == 8, "host api layout");
 _Static_assert(sizeof(aks_host_api) == 8 + 24 * sizeof(void *), "host api size");

@@ -135,6 +135,10 @@ AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *con
                                  aks_provider **out, aks_error **err);
 /* The instance's capabilities (which may differ from the class's). */
 AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provider *prov);
+/* How the instance runs operations (its instance_description slot), e.g. through
+ * aksandbox-agent or one exec per call; "" when the plugin says nothing. Valid while the
+ * provider is open. */
+AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov);
 AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov);
 /* Bytes of stdout and of stderr kept per result (the rest is counted and
  * reported as cut), and the largest file a download may return. */

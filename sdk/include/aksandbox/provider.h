@@ -210,7 +210,18 @@ typedef struct aks_provider_ops {
 
 	/* Mandatory. The operations on a sandbox handle. */
 	const aks_sandbox_ops *sandbox;
+
+	/* Optional (appended in ABI 1.0; the host reads it only when struct_size covers it).
+	 * One line saying how this instance runs operations, for `aksandbox check` and the
+	 * logs, e.g. "through aksandbox-agent /usr/libexec/aksandbox/aksandbox-agent; per-call
+	 * exec where it cannot be placed". Owned by the instance, valid until fini; NULL or ""
+	 * says nothing. */
+	const char *(*instance_description)(const aks_provider_impl *prov);
 } aks_provider_ops;
+
+/* The size of the provider operations table before instance_description was appended:
+ * the smallest table the host accepts. */
+#define AKS_PROVIDER_OPS_MIN_SIZE offsetof(aks_provider_ops, instance_description)
 
 #ifdef __cplusplus
 }
