@@ -86,19 +86,19 @@ else
 fi
 deb() { ls "$debdir/$1"_*.deb 2>/dev/null | grep -v -- -dbgsym_ | head -1; }
 
-# The packages: the core's three and one per plugin directory in the tree.
+# The packages: the core's three, the agent's and one per plugin directory in the tree.
 plugins=$(cd "$top/plugins" && for d in */; do d=${d%/}; [ -f "$d/Makefile.inc.am" ] && [ "$d" != common ] && echo "$d"; done)
 pkg_of() { echo "aksandbox-plugin-$1" | tr _ -; }
-expected="libaksandbox1 aksandbox libaksandbox-dev"
+expected="libaksandbox1 aksandbox libaksandbox-dev aksandbox-agent"
 for p in $plugins; do expected="$expected $(pkg_of "$p")"; done
 missing=""
 for p in $expected; do [ -n "$(deb "$p")" ] || missing="$missing $p"; done
 built=$(cd "$debdir" && ls *.deb | grep -v -- -dbgsym_ | sed 's/_.*//' | sort)
 extra=$(echo "$built" | grep -vxF "$(echo "$expected" | tr ' ' '\n')")
 if [ -z "$missing" ] && [ -z "$extra" ]; then
-	ok "one package per plugin in the tree, plus the core's three: $(echo $built)"
+	ok "one package per plugin in the tree, plus the core's three and the agent's: $(echo $built)"
 else
-	not_ok "one package per plugin in the tree, plus the core's three (missing:${missing:- none}; unexpected: ${extra:-none})"
+	not_ok "one package per plugin in the tree, plus the core's three and the agent's (missing:${missing:- none}; unexpected: ${extra:-none})"
 fi
 
 # ---- lintian ------------------------------------------------------------------
@@ -238,6 +238,30 @@ for p in $plugins; do
 		not_ok "$pkg: depends on its own libraries only ($allowed; unexpected:${bad:- none}; missing:${absent:- none})"
 	fi
 done
+
+# ---- the agent: static, on its own, recommended by the providers that place it -----
+agent_path=/usr/libexec/aksandbox/aksandbox-agent
+agent_static() {
+	mkdir -p "$tmp/agent"
+	dpkg-deb -x "$(deb aksandbox-agent)" "$tmp/agent" || return 1
+	a=$tmp/agent$agent_path
+	[ -x "$a" ] || { echo "no $agent_path"; return 1; }
+	readelf -lW "$a" | grep -q INTERP && { echo "has a program interpreter"; return 1; }
+	readelf -dW "$a" | grep -q NEEDED && { readelf -dW "$a" | grep NEEDED; return 1; }
+	deps=$(dpkg-deb -f "$(deb aksandbox-agent)" Depends); echo "Depends: $deps"
+	[ -z "$(echo "$deps" | tr ',' '\n' | sed 's/[[:space:]]//g' | grep .)" ] || return 1
+	b=$(dpkg-deb -f "$(deb aksandbox-agent)" Built-Using); echo "Built-Using: $b"
+	echo "$b" | grep -q '^glibc (= '
+}
+t "aksandbox-agent ships $agent_path statically linked (no interpreter, no NEEDED, no Depends, Built-Using glibc)" \
+	agent_static
+recommended() {
+	for p in local-subprocess docker kubernetes; do
+		r=$(dpkg-deb -f "$(deb aksandbox-plugin-$p)" Recommends); echo "aksandbox-plugin-$p Recommends: $r"
+		echo "$r" | grep -qw aksandbox-agent || return 1
+	done
+}
+t "the local-subprocess, docker and kubernetes plugin packages recommend aksandbox-agent" recommended
 
 # ---- install the core, the CLI and only the local plugin ----------------------
 apt_fix() { # dpkg -i, then let apt complete the dependencies from the mirror
@@ -380,6 +404,23 @@ PY
 }
 t "the installed aksandbox mcp lists the eight tools and runs run_command" mcp_ok
 
+# ---- with aksandbox-agent installed, local_subprocess runs through it -------------
+apt_fix "$(deb aksandbox-agent)"
+agent_used() {
+	out=$(cli -c "$tmp/local.yaml" check 2>&1); rc=$?
+	echo "rc=$rc"; printf '%s\n' "$out"
+	[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "^  runs *through aksandbox-agent $agent_path" &&
+		printf '%s\n' "$out" | grep -q "^  capabilities .*stateful" || return 1
+	# the command's ancestors include the agent (comm aksandbox-agent)
+	out=$(cli -c "$tmp/local.yaml" run -- sh -c 'p=$$; while [ "$p" -gt 1 ]; do
+		[ "$(cat /proc/$p/comm)" = aksandbox-agent ] && { echo agent-ancestor; break; }
+		p=$(cut -d" " -f4 /proc/$p/stat); done' 2>&1); rc=$?
+	echo "rc=$rc run: $out"
+	[ $rc -eq 0 ] && [ "$out" = agent-ancestor ]
+}
+t "once aksandbox-agent is installed, local_subprocess runs through it (check says so; a command runs under the agent)" \
+	agent_used
+
 # ---- a docker profile without, then with, the docker plugin package ----------
 docker_missing() {
 	out=$(cli -c "$tmp/docker.yaml" check 2>&1); rc=$?
@@ -405,7 +446,8 @@ purge_new
 purged() {
 	cat "$tmp/purge.log"
 	[ -z "$(ours)" ] || { echo "left: $(ours)"; return 1; }
-	[ ! -e "/usr/lib/$ma/aksandbox" ] && [ ! -e /usr/bin/aksandbox ] || { echo "files left"; return 1; }
+	[ ! -e "/usr/lib/$ma/aksandbox" ] && [ ! -e /usr/bin/aksandbox ] && [ ! -e /usr/libexec/aksandbox ] ||
+		{ echo "files left"; return 1; }
 	installed | diff "$tmp/before" -
 }
 t "purging what was installed leaves the machine's packages and files as they were" purged
