@@ -3,7 +3,10 @@
  * a request to its stored record, per-group order under several consumers, both
  * permanent-failure paths, store failures retried without re-running the operation, record
  * truncation step by step, stopping within and past the grace, `once`, the sweep timer, and
- * garbage that must never crash the loops. */
+ * garbage that must never crash the loops. Then the real engine (worker_core.c) over
+ * local_subprocess: the worker's own policy and gates decide, never the copy a request
+ * carries, and the idle sweep leaves alone a session whose lock is held, or that became busy
+ * while the sweep waited for it. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -13,11 +16,13 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -68,6 +73,34 @@ static const aks_plugin_descriptor *failing_store(int failures)
 	atomic_store(&puts_to_fail, failures);
 	atomic_store(&put_calls, 0);
 	return &failing_desc;
+}
+
+/* ---- a store that reports the locks taken: the in_memory store with lock wrapped ---- */
+
+static atomic_int lock_calls;
+static atomic_int last_lock_rc;
+static aks_store_ops watching_ops;
+static aks_plugin_descriptor watching_desc;
+
+static int watching_lock(aks_store_impl *store, const char *ns, const char *key,
+                         const aks_call *call, aks_store_lock **out, aks_error **err)
+{
+	atomic_fetch_add(&lock_calls, 1);
+	const aks_store_ops *real = aks__memory_store_descriptor.ops;
+	int rc = real->lock(store, ns, key, call, out, err);
+	atomic_store(&last_lock_rc, rc);
+	return rc;
+}
+
+static const aks_plugin_descriptor *watching_store(void)
+{
+	watching_desc = aks__memory_store_descriptor;
+	watching_ops = *(const aks_store_ops *)aks__memory_store_descriptor.ops;
+	watching_ops.lock = watching_lock;
+	watching_desc.ops = &watching_ops;
+	atomic_store(&lock_calls, 0);
+	atomic_store(&last_lock_rc, 1);
+	return &watching_desc;
 }
 
 /* ---- fixture: a transport and a response store ---- */
@@ -1304,6 +1337,393 @@ static void test_garbage_never_crashes(void **state)
 	fixture_close(&f);
 }
 
+/* ---- the engine: the worker's own policy, and the sweep against a busy session ---- */
+
+/* The real engine (worker_core.c) over settings loaded from a file, with local_subprocess
+ * sandboxes under dir/boxes and an in_memory response store. `strict` picks the worker's
+ * profiles: strict, "p" times out at 1 s and "gated" refuses a network policy the provider
+ * cannot enforce (strict: true); loose, "p" allows 60 s and "gated" has strict: false. */
+typedef struct eng_fixture {
+	char dir[64];
+	char boxes[96];
+	aks_settings *settings;
+	aks_state_store *store;
+	aks_worker_engine *e;
+} eng_fixture;
+
+static void eng_open_with(eng_fixture *x, const char *dir, bool strict,
+                          const aks_plugin_descriptor *store_desc)
+{
+	memset(x, 0, sizeof(*x));
+	snprintf(x->dir, sizeof(x->dir), "%s", dir);
+	snprintf(x->boxes, sizeof(x->boxes), "%s/boxes", dir);
+	char cfg[128];
+	snprintf(cfg, sizeof(cfg), "%s/%s.yaml", dir, strict ? "strict" : "loose");
+	FILE *f = fopen(cfg, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "sandbox:\n"
+	        "  enabled: true\n"
+	        "  default_profile: p\n"
+	        "  broker:\n"
+	        "    flavor: queue\n"
+	        "    queue: {type: in_memory}\n"
+	        "    response_store: {type: in_memory}\n"
+	        "  profiles:\n"
+	        "    p: {type: local_subprocess, idle_timeout: 60, policy: {timeout: %s},\n"
+	        "        local_subprocess: {workdir: %s}}\n"
+	        "    gated: {type: local_subprocess, policy: {network_egress: deny, strict: %s},\n"
+	        "            local_subprocess: {workdir: %s}}\n",
+	        strict ? "1" : "60", x->boxes, strict ? "true" : "false", x->boxes);
+	assert_int_equal(fclose(f), 0);
+	static const char *const no_env[] = {NULL};
+	aks_error *err = NULL;
+	if (aks_settings_load(cfg, no_env, &x->settings, &err) < 0)
+		fail_msg("settings: %s", aks_error_message(err));
+	assert_int_equal(aks__store_open_desc(store_desc, NULL, &x->store, &err), AKS_OK);
+	assert_int_equal(aks__worker_engine_new(x->settings, x->store, &x->e, &err), AKS_OK);
+}
+
+static void eng_open(eng_fixture *x, const char *dir, bool strict)
+{
+	eng_open_with(x, dir, strict, &aks__memory_store_descriptor);
+}
+
+static void eng_close(eng_fixture *x)
+{
+	aks__worker_engine_free(x->e);
+	aks__store_close(x->store);
+	aks_settings_free(x->settings);
+}
+
+static char *make_tmpdir(void)
+{
+	char *dir = strdup("/tmp/aks-worker-engine-XXXXXX");
+	assert_non_null(dir);
+	assert_non_null(mkdtemp(dir));
+	return dir;
+}
+
+static void remove_tree(const char *dir)
+{
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/* How many sandboxes (ak-sandbox-*) exist under the fixture's boxes directory. */
+static int count_sandboxes(const eng_fixture *x)
+{
+	DIR *d = opendir(x->boxes);
+	if (!d)
+		return 0; /* local_subprocess makes it on the first create */
+	int n = 0;
+	for (struct dirent *de; (de = readdir(d));)
+		n += strncmp(de->d_name, "ak-sandbox-", 11) == 0;
+	closedir(d);
+	return n;
+}
+
+/* The request as the queue client would send it, through the real decoder. It carries the
+ * loosest policy the wire can say: any egress, no strictness, 60 s. */
+static const char *const LOOSE_POLICY =
+    "{\"network_egress\": \"allow\", \"network_allow\": [], \"fs_allow_read\": [], "
+    "\"fs_allow_write\": [], \"timeout\": 60, \"strict\": false}";
+
+static aks_wire_request *wire_command(const char *task, const char *profile,
+                                      const char *session_profile, const char *conv,
+                                      const char *command)
+{
+	char body[2048];
+	snprintf(body, sizeof(body),
+	         "{\"task_id\": \"%s\", \"operation\": \"execute_command\", \"payload\": "
+	         "{\"command\": \"%s\"}, \"profile\": \"%s\", \"principal\": {\"mode\": \"agent\", "
+	         "\"subject\": \"a\"}, \"policy\": %s, \"sandbox_session\": "
+	         "{\"sandbox_session_id\": \"default:p\", \"profile\": \"%s\"}, \"ak_session_id\": "
+	         "\"%s\", \"agent\": \"agent\"}",
+	         task, command, profile, LOOSE_POLICY, session_profile, conv);
+	aks_wire_request *r = NULL;
+	aks_error *err = NULL;
+	if (aks__wire_request_decode(body, strlen(body), &r, &err) != AKS_OK)
+		fail_msg("decode: %s", aks_error_message(err));
+	/* the loose copy really is on the request */
+	assert_true(r->policy.timeout == 60);
+	assert_false(r->policy.strict);
+	assert_int_equal(r->policy.network_egress, AKS_EGRESS_ALLOW);
+	return r;
+}
+
+/* Runs a request through the engine; *ms: how long it took. */
+static aks_wire_completion *eng_run(eng_fixture *x, aks_wire_request *r, int64_t *ms)
+{
+	aks_wire_completion *c = NULL;
+	int64_t t0 = aks__now_ms();
+	assert_int_equal(aks__worker_engine_process(x->e, r, NULL, &c), AKS_OK);
+	if (ms)
+		*ms = aks__now_ms() - t0;
+	assert_non_null(c);
+	aks__wire_request_free(r);
+	return c;
+}
+
+static const char *stdout_of(const aks_wire_completion *c)
+{
+	size_t n = 0;
+	return c->result ? aks_result_get_stdout(c->result, &n) : NULL;
+}
+
+/* The inventory record of session "default:p" in `conv`, or NULL. */
+static struct json_object *inventory_of(eng_fixture *x, const char *conv)
+{
+	char *skey = aks__queue_session_key(conv, "default:p");
+	char ikey[256];
+	snprintf(ikey, sizeof(ikey), "%s%s", AKS_QUEUE_INVENTORY_PREFIX, skey);
+	free(skey);
+	struct json_object *o = NULL;
+	return aks__store_get(x->store, AKS_QUEUE_NS, ikey, &o, NULL) == AKS_OK ? o : NULL;
+}
+
+/*
+ * The worker enforces its own profile's policy; the copy a request carries (here the
+ * loosest: 60 s, any egress, strict false) changes nothing. With the strict worker a 3 s
+ * command times out after ~1 s and the strict network gate refuses before any sandbox is
+ * made; the loosened worker runs the very same requests to completion (the control). A
+ * request cannot name a profile the worker lacks, nor make its session's profile field
+ * stand in for one.
+ */
+static void test_engine_own_policy(void **state)
+{
+	(void)state;
+	char *dir = make_tmpdir();
+	eng_fixture x;
+	eng_open(&x, dir, true);
+
+	/* the timeout: the worker's 1 s, not the request's 60 s */
+	int64_t ms = 0;
+	aks_wire_completion *c =
+	    eng_run(&x, wire_command("t-1", "p", "p", "conv-1", "sleep 3; echo late"), &ms);
+	assert_int_equal(c->status, AKS_WIRE_TIMED_OUT);
+	assert_string_equal(c->error_type, "SandboxTimeoutError");
+	assert_string_equal(c->error, "sandbox operation 'execute_command' exceeded timeout 1.0s");
+	assert_null(c->result);
+	assert_true(ms >= 900 && ms < 2500);
+	aks__wire_completion_free(c);
+
+	/* the strict gate: refused, with the gate's message, and nothing provisioned */
+	int boxes = count_sandboxes(&x);
+	c = eng_run(&x, wire_command("t-2", "gated", "gated", "conv-2", "echo ok"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_FAILED);
+	assert_string_equal(c->error_type, "SandboxPolicyError");
+	assert_non_null(strstr(c->error, "cannot enforce policy dimensions"));
+	assert_non_null(strstr(c->error, "(strict)"));
+	assert_null(c->result);
+	assert_null(c->session.sandbox_id);
+	aks__wire_completion_free(c);
+	assert_int_equal(count_sandboxes(&x), boxes);
+	assert_null(inventory_of(&x, "conv-2"));
+
+	/* a profile the worker does not have: a clear error, whatever the session says */
+	c = eng_run(&x, wire_command("t-3", "ghost", "p", "conv-3", "echo ok"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_FAILED);
+	assert_string_equal(c->error_type, "SandboxConfigError");
+	assert_string_equal(c->error,
+	                    "unknown sandbox profile 'ghost'; configured profiles: ['gated', 'p']");
+	assert_string_equal(c->task_id, "t-3");
+	assert_null(c->session.sandbox_id);
+	aks__wire_completion_free(c);
+	assert_int_equal(count_sandboxes(&x), boxes);
+	assert_null(inventory_of(&x, "conv-3"));
+
+	/* the session's profile field picks nothing: "p" runs, and the inventory names "p" (the
+	 * profile a sweep will destroy it with) */
+	c = eng_run(&x, wire_command("t-4", "p", "ghost", "conv-4", "echo ran"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_SUCCEEDED);
+	assert_string_equal(stdout_of(c), "ran\n");
+	assert_true(is_dir(c->session.sandbox_id));
+	struct json_object *inv = inventory_of(&x, "conv-4");
+	assert_non_null(inv);
+	assert_string_equal(jstr(inv, "body", "profile"), "p");
+	assert_string_equal(jstr(inv, "body", "sandbox_id"), c->session.sandbox_id);
+	json_object_put(inv);
+	aks__wire_completion_free(c);
+	eng_close(&x);
+
+	/* the control: the same requests on a worker whose profiles are loosened */
+	eng_open(&x, dir, false);
+	c = eng_run(&x, wire_command("t-1", "p", "p", "conv-1", "sleep 3; echo late"), &ms);
+	assert_int_equal(c->status, AKS_WIRE_SUCCEEDED);
+	assert_string_equal(stdout_of(c), "late\n");
+	assert_true(ms >= 2900);
+	aks__wire_completion_free(c);
+	boxes = count_sandboxes(&x);
+	c = eng_run(&x, wire_command("t-2", "gated", "gated", "conv-2", "echo ok"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_SUCCEEDED);
+	assert_string_equal(stdout_of(c), "ok\n");
+	assert_true(is_dir(c->session.sandbox_id));
+	aks__wire_completion_free(c);
+	assert_int_equal(count_sandboxes(&x), boxes + 1);
+	assert_non_null(inv = inventory_of(&x, "conv-2"));
+	json_object_put(inv);
+	eng_close(&x);
+	remove_tree(dir);
+	free(dir);
+}
+
+static size_t sweep_now(eng_fixture *x, int64_t *ms)
+{
+	size_t destroyed = 99;
+	aks_error *err = NULL;
+	int64_t t0 = aks__now_ms();
+	if (aks__worker_engine_sweep(x->e, &destroyed, &err) != AKS_OK)
+		fail_msg("sweep: %s", aks_error_message(err));
+	if (ms)
+		*ms = aks__now_ms() - t0;
+	return destroyed;
+}
+
+/*
+ * The idle sweep leaves a session alone while another worker holds its lock (the lock every
+ * operation takes, in the response store), and reclaims it once the lock is free: the
+ * sandbox's directory stays, then goes, and so does its inventory record.
+ */
+static void test_engine_sweep_skips_busy(void **state)
+{
+	(void)state;
+	char *dir = make_tmpdir();
+	eng_fixture x;
+	eng_open(&x, dir, true);
+	aks_wire_completion *c =
+	    eng_run(&x, wire_command("t-s", "p", "p", "conv-s", "echo hi"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_SUCCEEDED);
+	char *sandbox = strdup(c->session.sandbox_id);
+	aks__wire_completion_free(c);
+	assert_true(is_dir(sandbox));
+
+	char *skey = aks__queue_session_key("conv-s", "default:p");
+	char ikey[256];
+	snprintf(ikey, sizeof(ikey), "%s%s", AKS_QUEUE_INVENTORY_PREFIX, skey);
+	free(skey);
+	struct json_object *rec = NULL;
+	assert_int_equal(aks__store_get(x.store, AKS_QUEUE_NS, ikey, &rec, NULL), AKS_OK);
+	assert_string_equal(jstr(rec, "body", "sandbox_id"), sandbox);
+
+	/* fresh: not a candidate */
+	assert_int_equal(sweep_now(&x, NULL), 0);
+	assert_true(is_dir(sandbox));
+
+	/* idle for an hour (its idle_timeout is 60 s) */
+	struct json_object *body = json_object_object_get(rec, "body");
+	json_object_object_add(body, "last_used_at",
+	                       json_object_new_double(aks__epoch_now() - 3600));
+	assert_int_equal(aks__store_put_expiring(x.store, AKS_QUEUE_NS, ikey, rec, 3600, NULL),
+	                 AKS_OK);
+	json_object_put(rec);
+
+	/* another worker is running an operation of the session: it holds the lock */
+	aks_store_lock *lk = NULL;
+	assert_int_equal(aks__store_lock(x.store, AKS_QUEUE_NS, ikey, NULL, &lk, NULL), AKS_OK);
+	int64_t ms = 0;
+	assert_int_equal(sweep_now(&x, &ms), 0);
+	assert_true(ms >= 450); /* it did try the lock, and waited for it */
+	assert_true(is_dir(sandbox));
+	assert_true(has_record(x.store, ikey));
+
+	/* the lock is free: the next pass reclaims it */
+	aks__store_unlock(x.store, lk);
+	assert_int_equal(sweep_now(&x, NULL), 1);
+	assert_false(is_dir(sandbox));
+	assert_false(has_record(x.store, ikey));
+	assert_int_equal(count_sandboxes(&x), 0);
+	assert_int_equal(sweep_now(&x, NULL), 0); /* and only once */
+
+	free(sandbox);
+	eng_close(&x);
+	remove_tree(dir);
+	free(dir);
+}
+
+typedef struct sweep_thread {
+	eng_fixture *x;
+	int rc;
+	size_t destroyed;
+} sweep_thread;
+
+/* A sweep on a thread of its own (no cmocka assertions off the main thread). */
+static void *sweep_main(void *arg)
+{
+	sweep_thread *t = arg;
+	t->rc = aks__worker_engine_sweep(t->x->e, &t->destroyed, NULL);
+	return NULL;
+}
+
+/*
+ * The session is busy when the sweep scans it: the sweep finds it idle, then waits for its
+ * lock while the operation finishes and records its new last use. Once it has the lock the
+ * sweep must look again and leave the now fresh session alone.
+ */
+static void test_engine_sweep_rechecks_under_lock(void **state)
+{
+	(void)state;
+	char *dir = make_tmpdir();
+	eng_fixture x;
+	eng_open_with(&x, dir, true, watching_store());
+	aks_wire_completion *c =
+	    eng_run(&x, wire_command("t-r", "p", "p", "conv-r", "echo hi"), NULL);
+	assert_int_equal(c->status, AKS_WIRE_SUCCEEDED);
+	char *sandbox = strdup(c->session.sandbox_id);
+	aks__wire_completion_free(c);
+	assert_true(is_dir(sandbox));
+
+	char *skey = aks__queue_session_key("conv-r", "default:p");
+	char ikey[256];
+	snprintf(ikey, sizeof(ikey), "%s%s", AKS_QUEUE_INVENTORY_PREFIX, skey);
+	free(skey);
+	struct json_object *rec = NULL;
+	assert_int_equal(aks__store_get(x.store, AKS_QUEUE_NS, ikey, &rec, NULL), AKS_OK);
+	struct json_object *body = json_object_object_get(rec, "body");
+	json_object_object_add(body, "last_used_at",
+	                       json_object_new_double(aks__epoch_now() - 3600));
+	assert_int_equal(aks__store_put_expiring(x.store, AKS_QUEUE_NS, ikey, rec, 3600, NULL),
+	                 AKS_OK);
+
+	/* the operation holds the lock; the sweep scans (idle!) and goes for the lock */
+	aks_store_lock *lk = NULL;
+	assert_int_equal(aks__store_lock(x.store, AKS_QUEUE_NS, ikey, NULL, &lk, NULL), AKS_OK);
+	int before = atomic_load(&lock_calls);
+	atomic_store(&last_lock_rc, 1);
+	sweep_thread t = {&x, -1, 99};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, sweep_main, &t), 0);
+	int64_t end = aks__now_ms() + WAIT_MS;
+	while (atomic_load(&lock_calls) == before && aks__now_ms() < end)
+		sleep_ms(1);
+	assert_int_equal(atomic_load(&lock_calls), before + 1);
+	/* the operation ends: it records its last use, then lets go */
+	json_object_object_add(body, "last_used_at", json_object_new_double(aks__epoch_now()));
+	assert_int_equal(aks__store_put_expiring(x.store, AKS_QUEUE_NS, ikey, rec, 3600, NULL),
+	                 AKS_OK);
+	json_object_put(rec);
+	aks__store_unlock(x.store, lk);
+	pthread_join(th, NULL);
+	/* the sweep got the lock (within its wait) and looked again */
+	assert_int_equal(t.rc, AKS_OK);
+	assert_int_equal(atomic_load(&last_lock_rc), AKS_OK);
+	assert_int_equal(t.destroyed, 0);
+	assert_true(is_dir(sandbox));
+	assert_true(has_record(x.store, ikey));
+
+	free(sandbox);
+	eng_close(&x);
+	remove_tree(dir);
+	free(dir);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1328,6 +1748,9 @@ int main(void)
 	    cmocka_unit_test(test_sweep_interval),
 	    cmocka_unit_test(test_garbage_never_crashes),
 	    cmocka_unit_test(test_heartbeat_keeps_lease),
+	    cmocka_unit_test(test_engine_own_policy),
+	    cmocka_unit_test(test_engine_sweep_skips_busy),
+	    cmocka_unit_test(test_engine_sweep_rechecks_under_lock),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
