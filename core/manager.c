@@ -377,6 +377,7 @@ static void job_free(void *ctx)
 	free(j->command);
 	free(j->path);
 	free(j->data);
+	aks__output_tap_unref(j->req.output);
 	aks__mgr_outcome_clear(&j->out);
 	aks_error_free(j->err);
 	free(j);
@@ -485,7 +486,9 @@ static int job_new(const submit_state *st, aks_resolved_principal **principal, m
 	                           .command = j->command,
 	                           .path = j->path,
 	                           .data = j->data,
-	                           .len = r->len};
+	                           .len = r->len,
+	                           /* A promoted run outlives the caller's reference. */
+	                           .output = aks__output_tap_ref(r->output)};
 	j->caller = (aks_mgr_caller){.conversation = j->conversation, .cancel = j->cancel};
 	j->st = *st;
 	j->st.caller = &j->caller;

@@ -22,6 +22,7 @@
 #define AKS_CORE_MANAGER_H
 
 #include "internal.h"
+#include "result.h"
 #include "sessions.h"
 #include "state_store.h"
 
@@ -52,6 +53,10 @@ typedef struct aks_mgr_request {
 	size_t len;             /* UPLOAD */
 	const char *profile;    /* NULL: the session's, or the default profile */
 	const char *session_id; /* NULL: the default session; "" is an (unknown) explicit id */
+	/* EXECUTE_*: the output tap (result.h) the operation's result streams to while it runs
+	 * in this process (borrowed; a thread-broker job takes its own reference). The queue
+	 * flavor runs operations in workers and ignores it. NULL: none. */
+	aks_output_tap *output;
 } aks_mgr_request;
 
 typedef struct aks_mgr_outcome {

@@ -3,10 +3,13 @@
  * downloaded files, notice and provider data.
  *
  * Bounding happens here, in one place, so no provider can make the host hold
- * unbounded output: past the cap a stream's bytes are counted, not kept.
+ * unbounded output: past the cap a stream's bytes are counted, not kept. An output tap
+ * (result.h) sees every byte as it is written, kept or not.
  */
 #include "config.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,7 +41,71 @@ struct aks_result {
 	char *provider_data;
 	result_file *files;
 	size_t file_count;
+	aks_output_tap *tap; /* a reference, or NULL */
 };
+
+/* ---- output taps ---- */
+
+struct aks_output_tap {
+	atomic_int refs;
+	pthread_mutex_t mu; /* held across each call of fn, and by detach */
+	aks_output_tap_fn fn;
+	void *userdata;
+};
+
+aks_output_tap *aks__output_tap_new(aks_output_tap_fn fn, void *userdata)
+{
+	aks_output_tap *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	atomic_init(&t->refs, 1);
+	pthread_mutex_init(&t->mu, NULL);
+	t->fn = fn;
+	t->userdata = userdata;
+	return t;
+}
+
+aks_output_tap *aks__output_tap_ref(aks_output_tap *tap)
+{
+	if (tap)
+		atomic_fetch_add(&tap->refs, 1);
+	return tap;
+}
+
+void aks__output_tap_unref(aks_output_tap *tap)
+{
+	if (!tap || atomic_fetch_sub(&tap->refs, 1) != 1)
+		return;
+	pthread_mutex_destroy(&tap->mu);
+	free(tap);
+}
+
+void aks__output_tap_detach(aks_output_tap *tap)
+{
+	if (!tap)
+		return;
+	pthread_mutex_lock(&tap->mu);
+	tap->fn = NULL;
+	tap->userdata = NULL;
+	pthread_mutex_unlock(&tap->mu);
+}
+
+static void tap_emit(aks_output_tap *tap, int stream, const void *data, size_t len)
+{
+	if (!tap || !len)
+		return;
+	pthread_mutex_lock(&tap->mu);
+	if (tap->fn)
+		tap->fn(tap->userdata, stream, data, len);
+	pthread_mutex_unlock(&tap->mu);
+}
+
+static _Thread_local aks_output_tap *next_tap;
+
+void aks__result_tap_next(aks_output_tap *tap)
+{
+	next_tap = tap;
+}
 
 aks_result *aks__result_new(size_t stream_cap, size_t file_cap)
 {
@@ -47,6 +114,7 @@ aks_result *aks__result_new(size_t stream_cap, size_t file_cap)
 		return NULL;
 	r->stream_cap = stream_cap;
 	r->file_cap = file_cap;
+	r->tap = aks__output_tap_ref(next_tap);
 	return r;
 }
 
@@ -65,10 +133,12 @@ int aks__result_write(aks_result *r, int stream, const void *data, size_t len, a
 		return aks__error_set(err, AKS_EINVAL, "result_write: no result or no data");
 	switch (stream) {
 	case AKS_STREAM_STDOUT:
+		tap_emit(r->tap, stream, data, len);
 		if (capture(&r->out, r->stream_cap, data, len) < 0)
 			return aks__error_set(err, AKS_ENOMEM, "out of memory keeping stdout");
 		return AKS_OK;
 	case AKS_STREAM_STDERR:
+		tap_emit(r->tap, stream, data, len);
 		if (capture(&r->err, r->stream_cap, data, len) < 0)
 			return aks__error_set(err, AKS_ENOMEM, "out of memory keeping stderr");
 		return AKS_OK;
@@ -256,6 +326,7 @@ AKS_EXPORT void aks_result_free(aks_result *r)
 	free(r->files);
 	free(r->notice);
 	free(r->provider_data);
+	aks__output_tap_unref(r->tap);
 	free(r);
 }
 

@@ -23,6 +23,7 @@
 #include "config_block.h"
 #include "json_fix.h"
 #include "manager.h"
+#include "result.h"
 #include "settings.h"
 #include "state_store.h"
 #include "tools_json.h"
@@ -150,10 +151,21 @@ static int done(char *json, char **out, aks_error **err)
 typedef struct tool_call {
 	aks_runtime *rt;
 	int tool;
+	const char *tool_name;
 	struct json_object *args;
 	aks_mgr_caller caller;
 	size_t max_chars;
+	aks_tool_output_fn on_output; /* NULL: nothing streamed */
+	void *output_userdata;
 } tool_call;
+
+/* The output tap's callback: the caller's, with the tool's name. Runs under the tap's lock,
+ * so never after tool_submit has detached it. */
+static void relay_output(void *ud, int stream, const void *data, size_t len)
+{
+	const tool_call *tc = ud;
+	tc->on_output(tc->output_userdata, tc->tool_name, stream, data, len);
+}
 
 static int tool_submit(tool_call *tc, char **out, aks_error **err)
 {
@@ -182,9 +194,17 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 		req.op = AKS_MGR_DOWNLOAD;
 		break;
 	}
+	/* Only executions stream; the tap may outlive this call (a promoted run keeps its
+	 * result), so it is detached before we return: no callback after that. */
+	if (tc->on_output &&
+	    (req.op == AKS_MGR_EXECUTE_CODE || req.op == AKS_MGR_EXECUTE_COMMAND) &&
+	    !(req.output = aks__output_tap_new(relay_output, tc)))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	aks_mgr_outcome o;
 	aks_error *e = NULL;
 	int rc = aks__manager_submit(tc->rt->manager, &tc->caller, &req, &o, &e);
+	aks__output_tap_detach(req.output);
+	aks__output_tap_unref(req.output);
 	if (rc < 0)
 		return fail_json(e, req.session_id, out, err);
 	char *json;
@@ -343,6 +363,12 @@ AKS_EXPORT int aks_runtime_call_tool(aks_runtime *rt, const char *tool, const ch
 		tc.caller.attributes = ctx->attributes;
 	if (ctx->struct_size >= offsetof(aks_tool_context, cancel) + sizeof(ctx->cancel))
 		tc.caller.cancel = ctx->cancel;
+	/* Version 2 fields: a version 1 caller's struct ends before them. */
+	if (ctx->struct_size >=
+	    offsetof(aks_tool_context, output_userdata) + sizeof(ctx->output_userdata)) {
+		tc.on_output = ctx->on_output;
+		tc.output_userdata = ctx->output_userdata;
+	}
 
 	if (tc.tool < 0) {
 		char *msg = NULL;
@@ -379,6 +405,7 @@ AKS_EXPORT int aks_runtime_call_tool(aks_runtime *rt, const char *tool, const ch
 		rc = fail_json(e, sid, out_json, err);
 	} else {
 		tc.max_chars = (size_t)aks_settings_get_tool_output_max_chars(rt->settings);
+		tc.tool_name = aks__tool_name(tc.tool);
 		rc = dispatch(&tc, out_json, err);
 	}
 	json_object_put(tc.args);

@@ -9,18 +9,26 @@
  * at once with a JSON-RPC error rather than queued.
  *
  * Output is one whole line per message, written under a lock.
+ *
+ * A tools/call whose request carries `_meta.progressToken` gets the program's output while
+ * it runs as `notifications/progress` (see "progress" below), bounded in rate and in total
+ * size, and all of them before the call's response.
  */
 #include "config.h"
 
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "mcp.h"
+
+struct progress;
 
 struct call {
 	bool used;      /* the slot holds a call (running or finished, not joined) */
@@ -33,6 +41,7 @@ struct call {
 	char *tool;
 	char *args;
 	aks_cancel *cancel;
+	struct progress *progress; /* the request had a progressToken; else NULL */
 	aks__mcp_server *srv;
 };
 
@@ -169,10 +178,339 @@ static struct json_object *call_result(const char *json, bool structured, bool m
 	return modern ? modern_result(result) : result;
 }
 
+/* ---- progress: output while a call runs ------------------------------------------------- */
+
+/*
+ * The output the runtime passes to the call's on_output callback is coalesced into
+ * notifications/progress: one is sent when AKS_MCP_PROGRESS_CHUNK bytes of text have
+ * gathered, or AKS_MCP_PROGRESS_INTERVAL_MS after the first byte that has not been sent
+ * (a flusher thread sees to that). `progress` is the number of output bytes so far (both
+ * streams), so it grows with every notification; `message` is the text, each run of one
+ * stream's bytes preceded by "[stdout] " or "[stderr] ", as valid UTF-8 (a character cut
+ * between chunks is joined up, invalid bytes become U+FFFD). Once AKS_MCP_PROGRESS_BUDGET
+ * bytes of text have been sent, the text stops and a notification saying "[output
+ * continues: N bytes so far]" goes out at most every AKS_MCP_PROGRESS_STATUS_MS: the whole
+ * output is in the result. Memory per call is one chunk.
+ *
+ * Locks: progress.mu, then the server's lock, then its write lock (as call_main takes
+ * them), so a cancelled request gets no more notifications and lines never interleave.
+ */
+#define AKS_MCP_PROGRESS_CHUNK       ((size_t)16 << 10)
+#define AKS_MCP_PROGRESS_INTERVAL_MS 150
+#define AKS_MCP_PROGRESS_BUDGET      ((uint64_t)1 << 20)
+#define AKS_MCP_PROGRESS_STATUS_MS   1000
+
+/* The least time between the last notification and the response. Some clients dispatch
+ * notifications later than responses that came in the same read (the TypeScript SDK 1.32's
+ * Protocol runs notification handlers in a microtask, a response at once), then find the
+ * request gone and report its token as unknown; a pause puts them in separate reads. */
+#define AKS_MCP_PROGRESS_SETTLE_MS 100
+
+#define MARKER_LEN 9 /* "[stdout] " */
+
+struct progress {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	pthread_t flusher;
+	bool flusher_started, stop;
+	struct json_object *token; /* a copy of the request's progressToken */
+	char buf[AKS_MCP_PROGRESS_CHUNK];
+	size_t len;
+	int buf_stream;           /* the stream of the text at the end of buf; 0: none */
+	unsigned char part[2][4]; /* per stream: a UTF-8 character begun, not finished */
+	size_t part_len[2];
+	uint64_t total;     /* output bytes so far */
+	uint64_t reported;  /* `progress` of the last notification */
+	uint64_t text_sent; /* message bytes sent */
+	bool over;          /* past the budget: status only */
+	int64_t last_ms;    /* when the last notification went */
+	int64_t pending_ms; /* when the oldest unsent output came; -1: none */
+};
+
+static int64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Sends one notification for what has gathered (p->mu held); nothing when no output came
+ * since the last one (progress must increase). */
+static void progress_send_locked(struct call *c)
+{
+	struct progress *p = c->progress;
+	aks__mcp_server *s = c->srv;
+	if (p->total <= p->reported)
+		return;
+	char status[96];
+	const char *text = p->buf;
+	size_t len = p->len;
+	if (len == 0) {
+		if (!p->over)
+			return; /* only an unfinished character so far */
+		snprintf(status, sizeof(status), "[output continues: %llu bytes so far]",
+		         (unsigned long long)p->total);
+		text = status;
+		len = strlen(status);
+	}
+	struct json_object *params = json_object_new_object(), *tok = NULL;
+	if (json_object_deep_copy(p->token, &tok, NULL) != 0)
+		tok = NULL;
+	json_object_object_add(params, "progressToken", tok);
+	json_object_object_add(params, "progress", json_object_new_int64((int64_t)p->total));
+	json_object_object_add(params, "message", json_object_new_string_len(text, (int)len));
+	struct json_object *msg = json_object_new_object();
+	json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
+	json_object_object_add(msg, "method", json_object_new_string("notifications/progress"));
+	json_object_object_add(msg, "params", params);
+	/* As call_main decides on its response: a cancelled request hears nothing more. */
+	pthread_mutex_lock(&s->lock);
+	if (!c->cancelled) {
+		pthread_mutex_lock(&s->write_lock);
+		pthread_mutex_unlock(&s->lock);
+		send_locked(s, msg);
+		pthread_mutex_unlock(&s->write_lock);
+	} else {
+		pthread_mutex_unlock(&s->lock);
+	}
+	json_object_put(msg);
+	if (text == p->buf)
+		p->text_sent += len;
+	p->reported = p->total;
+	p->len = 0;
+	p->buf_stream = 0; /* every message starts with its stream's marker */
+	p->last_ms = now_ms();
+	p->pending_ms = -1;
+}
+
+/* Appends one character (or U+FFFD) of `stream` to the text (p->mu held). */
+static void progress_put(struct call *c, int stream, const unsigned char *ch, size_t n)
+{
+	struct progress *p = c->progress;
+	size_t need = n + (p->buf_stream != stream ? MARKER_LEN : 0);
+	if (p->text_sent + p->len + need > AKS_MCP_PROGRESS_BUDGET) {
+		progress_send_locked(c); /* the last text that fits */
+		p->over = true;
+		return;
+	}
+	if (p->len + need > sizeof(p->buf)) {
+		progress_send_locked(c);
+		if (p->len + need > sizeof(p->buf)) { /* not sent (cannot happen): drop it */
+			p->len = 0;
+			p->buf_stream = 0;
+		}
+	}
+	if (p->buf_stream != stream) {
+		memcpy(p->buf + p->len, stream == AKS_STREAM_STDOUT ? "[stdout] " : "[stderr] ",
+		       MARKER_LEN);
+		p->len += MARKER_LEN;
+		p->buf_stream = stream;
+	}
+	memcpy(p->buf + p->len, ch, n);
+	p->len += n;
+}
+
+/* The length of the UTF-8 sequence lead byte b starts, 0 when b cannot start one. */
+static size_t utf8_len(unsigned char b)
+{
+	return b < 0x80                 ? 1
+	       : b >= 0xc2 && b <= 0xdf ? 2
+	       : b >= 0xe0 && b <= 0xef ? 3
+	       : b >= 0xf0 && b <= 0xf4 ? 4
+	                                : 0;
+}
+
+/* Whether s[0..n) is one valid character (no overlong form, no surrogate, <= U+10FFFF). */
+static bool utf8_valid(const unsigned char *s, size_t n)
+{
+	for (size_t i = 1; i < n; i++)
+		if ((s[i] & 0xc0) != 0x80)
+			return false;
+	if (n == 3 && ((s[0] == 0xe0 && s[1] < 0xa0) || (s[0] == 0xed && s[1] > 0x9f)))
+		return false;
+	if (n == 4 && ((s[0] == 0xf0 && s[1] < 0x90) || (s[0] == 0xf4 && s[1] > 0x8f)))
+		return false;
+	return true;
+}
+
+static const unsigned char replacement[] = {0xef, 0xbf, 0xbd};
+
+/*
+ * Turns a stream's bytes into characters of the text (p->mu held), keeping a character cut
+ * at the end of the chunk for the next one. p->total counts the bytes as they are taken, after
+ * the character they make is in the text: a notification sent from inside (the text is full)
+ * then reports exactly the bytes it carries, and `progress` grows with each one, also when
+ * one chunk fills several.
+ */
+static void progress_text(struct call *c, int stream, const unsigned char *d, size_t len)
+{
+	struct progress *p = c->progress;
+	int k = stream == AKS_STREAM_STDOUT ? 0 : 1;
+	size_t i = 0;
+	while (i < len && !p->over) {
+		size_t from = i;
+		if (p->part_len[k] > 0) {
+			/* Finish the character begun in an earlier chunk. */
+			size_t want = utf8_len(p->part[k][0]);
+			while (p->part_len[k] < want && i < len && (d[i] & 0xc0) == 0x80)
+				p->part[k][p->part_len[k]++] = d[i++];
+			if (p->part_len[k] < want && i == len) {
+				p->total += i - from; /* still unfinished: wait for more */
+				break;
+			}
+			if (p->part_len[k] == want && utf8_valid(p->part[k], want))
+				progress_put(c, stream, p->part[k], want);
+			else
+				progress_put(c, stream, replacement, sizeof(replacement));
+			p->part_len[k] = 0;
+			p->total += i - from;
+			continue;
+		}
+		size_t n = utf8_len(d[i]);
+		if (n > 1 && i + n > len) {
+			memcpy(p->part[k], d + i, len - i); /* cut by the chunk's end */
+			p->part_len[k] = len - i;
+			i = len;
+		} else if (n == 1 || (n > 1 && utf8_valid(d + i, n))) {
+			progress_put(c, stream, d + i, n);
+			i += n;
+		} else {
+			progress_put(c, stream, replacement, sizeof(replacement));
+			i++;
+		}
+		p->total += i - from;
+	}
+	p->total += len - i; /* past the budget: counted, not kept */
+}
+
+/* aks_tool_context.on_output: on a library or plugin thread, while the call runs. */
+static void progress_output(void *ud, const char *tool, int stream, const void *data, size_t len)
+{
+	(void)tool;
+	struct call *c = ud;
+	struct progress *p = c->progress;
+	if (stream != AKS_STREAM_STDOUT && stream != AKS_STREAM_STDERR)
+		return;
+	pthread_mutex_lock(&p->mu);
+	/* Past the budget only the count moves: 200 MiB of output costs no more work. */
+	if (p->over)
+		p->total += len;
+	else
+		progress_text(c, stream, data, len);
+	/* Something unsent (text, or past the budget a count): the flusher's clock starts. */
+	if (p->pending_ms < 0 && (p->len > 0 || p->over)) {
+		p->pending_ms = now_ms();
+		pthread_cond_signal(&p->cv);
+	}
+	pthread_mutex_unlock(&p->mu);
+}
+
+/* Sends what has waited long enough: text after the interval, the status after its own. */
+static void *progress_flusher(void *arg)
+{
+	struct call *c = arg;
+	struct progress *p = c->progress;
+	pthread_mutex_lock(&p->mu);
+	while (!p->stop) {
+		if (p->pending_ms < 0) {
+			pthread_cond_wait(&p->cv, &p->mu);
+			continue;
+		}
+		int64_t due = p->over ? p->last_ms + AKS_MCP_PROGRESS_STATUS_MS
+		                      : p->pending_ms + AKS_MCP_PROGRESS_INTERVAL_MS;
+		int64_t now = now_ms();
+		if (now >= due) {
+			progress_send_locked(c);
+			p->pending_ms = -1;
+			continue;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_MONOTONIC, &ts);
+		int64_t wait = due - now;
+		ts.tv_sec += (time_t)(wait / 1000);
+		ts.tv_nsec += (long)(wait % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+	}
+	pthread_mutex_unlock(&p->mu);
+	return NULL;
+}
+
+/* The state for a request that asked for progress (token: a string or an integer). */
+static struct progress *progress_new(struct json_object *token)
+{
+	struct progress *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	int rc = pthread_cond_init(&p->cv, &a);
+	pthread_condattr_destroy(&a);
+	if (rc != 0 || json_object_deep_copy(token, &p->token, NULL) != 0) {
+		if (rc == 0)
+			pthread_cond_destroy(&p->cv);
+		free(p);
+		return NULL;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	p->pending_ms = -1;
+	return p;
+}
+
+/* Starts the flusher; without it the call still runs, with no notifications. */
+static bool progress_start(struct call *c)
+{
+	struct progress *p = c->progress;
+	p->flusher_started = pthread_create(&p->flusher, NULL, progress_flusher, c) == 0;
+	if (!p->flusher_started)
+		mcp_log("cannot start a progress thread: the call runs without notifications");
+	return p->flusher_started;
+}
+
+/* After the call returned (no callback can come any more): stops the flusher and sends
+ * what is left, before the response. */
+static void progress_finish(struct call *c)
+{
+	struct progress *p = c->progress;
+	pthread_mutex_lock(&p->mu);
+	p->stop = true;
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+	pthread_join(p->flusher, NULL);
+	pthread_mutex_lock(&p->mu);
+	for (int k = 0; k < 2 && !p->over; k++)
+		if (p->part_len[k] > 0) /* a character the program never finished */
+			progress_put(c, k == 0 ? AKS_STREAM_STDOUT : AKS_STREAM_STDERR, replacement,
+			             sizeof(replacement));
+	progress_send_locked(c); /* past the budget: the final count */
+	int64_t wait = p->reported ? p->last_ms + AKS_MCP_PROGRESS_SETTLE_MS - now_ms() : 0;
+	pthread_mutex_unlock(&p->mu);
+	if (wait > 0 && wait <= AKS_MCP_PROGRESS_SETTLE_MS) {
+		struct timespec ts = {0, (long)wait * 1000000L};
+		while (nanosleep(&ts, &ts) < 0)
+			;
+	}
+}
+
+static void progress_free(struct progress *p)
+{
+	if (!p)
+		return;
+	json_object_put(p->token);
+	pthread_cond_destroy(&p->cv);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
 /* ---- tools/call threads ----------------------------------------------------------- */
 
 static void slot_clear(struct call *c)
 {
+	progress_free(c->progress);
 	json_object_put(c->id);
 	free(c->tool);
 	free(c->args);
@@ -187,9 +525,17 @@ static void *call_main(void *arg)
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, s->conversation, s->agent);
 	ctx.cancel = c->cancel;
+	bool streaming = c->progress && progress_start(c);
+	if (streaming) {
+		ctx.on_output = progress_output;
+		ctx.output_userdata = c;
+	}
 	char *json = NULL;
 	aks_error *e = NULL;
 	int rc = aks_runtime_call_tool(s->rt, c->tool, c->args, &ctx, &json, &e);
+	/* The runtime calls on_output no more: the last notifications go before the response. */
+	if (streaming)
+		progress_finish(c);
 	struct json_object *msg;
 	if (rc < 0 || !json)
 		msg = aks__mcp_error(c->id, AKS_MCP_INTERNAL_ERROR,
@@ -231,7 +577,8 @@ void aks__mcp_server_reap(aks__mcp_server *s)
 
 /* Starts a call; returns 0, or a JSON-RPC error code with *why set. */
 static int start_call(aks__mcp_server *s, struct json_object *id, const char *tool,
-                      const char *args, bool structured, bool modern, const char **why)
+                      const char *args, struct json_object *progress_token, bool structured,
+                      bool modern, const char **why)
 {
 	aks__mcp_server_reap(s);
 	pthread_mutex_lock(&s->lock);
@@ -261,8 +608,11 @@ static int start_call(aks__mcp_server *s, struct json_object *id, const char *to
 	if (json_object_deep_copy(id, &slot->id, NULL) != 0)
 		slot->id = NULL;
 	aks_error *e = NULL;
-	int rc =
-	    slot->tool && slot->args && slot->id ? aks_cancel_new(&slot->cancel, &e) : AKS_ENOMEM;
+	if (progress_token)
+		slot->progress = progress_new(progress_token);
+	int rc = slot->tool && slot->args && slot->id && (!progress_token || slot->progress)
+	             ? aks_cancel_new(&slot->cancel, &e)
+	             : AKS_ENOMEM;
 	aks_error_free(e);
 	if (rc == AKS_OK) {
 		/* Signals are the read loop's business: keep them off this thread. */
@@ -451,8 +801,18 @@ static void do_tools_call(aks__mcp_server *s, aks__mcp_message *m, bool modern, 
 	const char *text = args ? json_object_to_json_string_ext(
 	                              args, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE)
 	                        : "{}";
+	/* _meta.progressToken (a string or an integer) asks for notifications/progress. */
+	struct json_object *meta = NULL, *token = NULL;
+	if (json_object_object_get_ex(m->params, "_meta", &meta) &&
+	    json_object_is_type(meta, json_type_object) &&
+	    json_object_object_get_ex(meta, "progressToken", &token) &&
+	    !json_object_is_type(token, json_type_string) &&
+	    !json_object_is_type(token, json_type_int))
+		token = NULL;
+	if (strcmp(tool, "run_code") != 0 && strcmp(tool, "run_command") != 0)
+		token = NULL; /* the other tools have no output to stream */
 	const char *why = NULL;
-	int code = start_call(s, m->id, tool, text ? text : "{}",
+	int code = start_call(s, m->id, tool, text ? text : "{}", token,
 	                      modern || aks__mcp_has_structured_content(version), modern, &why);
 	if (code != 0)
 		send_error(s, m->id, code, NULL, "%s", why);

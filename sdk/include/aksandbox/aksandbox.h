@@ -323,6 +323,22 @@ AKS_EXPORT void aks_result_free(aks_result *r);
  */
 typedef struct aks_runtime aks_runtime;
 
+/*
+ * Output as it arrives (aks_tool_context.on_output): `data` holds `len` (> 0) bytes the
+ * program of a run_code or run_command call wrote to `stream` (AKS_STREAM_STDOUT or
+ * AKS_STREAM_STDERR), in order per stream, not NUL-terminated and not necessarily whole
+ * lines or whole UTF-8 characters; `tool` is the tool's name. Every byte is passed, also
+ * past the stream cap that bounds what the tool's JSON result keeps. The callback runs on
+ * a library or plugin thread (not necessarily the caller's), one call at a time per tool
+ * call, while aks_runtime_call_tool runs: never after it has returned, not even when the
+ * run goes on as a pending task (broker.wait_timeout): the rest of that run's output is
+ * only in check_sandbox_task. It must return promptly (the program's output waits for
+ * it) and must not call aks_runtime_call_tool for the same session. With broker.flavor
+ * `queue` the operations run in worker processes and no output is streamed.
+ */
+typedef void (*aks_tool_output_fn)(void *userdata, const char *tool, int stream,
+                                   const void *data, size_t len);
+
 /* Who calls a tool. Every call belongs to a conversation, whose sandbox
  * sessions no other conversation can address. */
 typedef struct aks_tool_context {
@@ -332,11 +348,17 @@ typedef struct aks_tool_context {
 	const char *agent;              /* the agent's name, or NULL */
 	const char *const *attributes;  /* NULL-terminated key, value pairs for the resolver */
 	aks_cancel *cancel;             /* NULL: not cancellable */
+	/* Version 2: */
+	aks_tool_output_fn on_output;   /* NULL: output only in the result */
+	void *output_userdata;          /* passed to on_output */
 } aks_tool_context;
 
-#define AKS_TOOL_CONTEXT_VERSION 1
+/* 2 added on_output and output_userdata; a version 1 struct (struct_size up to `cancel`)
+ * still works and streams nothing. */
+#define AKS_TOOL_CONTEXT_VERSION 2
 
-/* Fills a context: version, size, the two ids, no attributes, no cancel token. */
+/* Fills a context: version, size, the two ids, no attributes, no cancel token, no output
+ * callback. */
 AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *conversation_id,
                                       const char *agent);
 /* Opens a runtime. `settings` is borrowed and must outlive it; `state_dir`

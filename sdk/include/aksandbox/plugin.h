@@ -201,7 +201,11 @@ typedef struct aks_host_api {
 	/* Results. result_write() keeps at most the host's per-stream cap of
 	 * stdout and stderr (it still counts what it drops, and never fails for
 	 * them); for AKS_STREAM_FILE it fails with AKS_ELIMIT past the host's file
-	 * size limit. */
+	 * size limit. Write stdout and stderr as the output arrives, not once at
+	 * the end: the host streams each write to its callers (the C API's
+	 * on_output, MCP progress notifications) while the operation runs. A
+	 * plugin's reader thread may write, one writer at a time per result,
+	 * until the operation returns. */
 	int (*result_write)(aks_result *r, int stream, const void *data, size_t len,
 	                    aks_error **err);
 	void (*result_set_exit_code)(aks_result *r, int exit_code);

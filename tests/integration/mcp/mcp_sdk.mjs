@@ -31,7 +31,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKS_LOG_LEVEL: 'i
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 22;
+const PLAN = 24;
 let n = 0;
 let failed = 0;
 console.log(`1..${PLAN}`);
@@ -75,10 +75,17 @@ async function connect(extraArgs = []) {
 	const errors = [];
 	client.onerror = (e) => errors.push(String(e));
 	await client.connect(transport);
+	// Every message the client receives, as the SDK hands it on (notifications included).
+	const seen = [];
+	const onmessage = transport.onmessage;
+	transport.onmessage = (msg, extra) => {
+		seen.push(msg);
+		onmessage(msg, extra);
+	};
 	// The child process, to read its exit status (the SDK keeps it private).
 	const child = transport._process;
 	const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-	return { client, transport, exited, errors, stderr: () => stderr };
+	return { client, transport, exited, errors, seen, stderr: () => stderr };
 }
 
 const text = (r) => r.content?.[0]?.text;
@@ -116,6 +123,31 @@ async function main() {
 		JSON.stringify(r));
 	check('run_code: isError false, structuredContent the same object',
 		r.isError === false && r.structuredContent?.stdout === '42\n', JSON.stringify(r));
+
+	// Output while it runs: onprogress (the SDK sends a progressToken) gets
+	// notifications/progress with the output text, progress growing, all before the result.
+	const steps = 'for i in 1 2 3 4 5; do echo line$i; sleep 0.25; done; echo oops >&2';
+	const notes = [];
+	const tStart = Date.now();
+	r = await client.callTool({ name: 'run_command', arguments: { command: steps } }, undefined,
+		{ onprogress: (p) => notes.push({ ...p, at: Date.now() }) });
+	const tDone = Date.now();
+	const shown = notes.map((p) => p.message).join('');
+	check('onprogress: notifications/progress with increasing progress and the output ' +
+		'(streams marked) arrive while the command runs, before the result',
+		notes.length >= 2 && notes.every((p, i) => typeof p.progress === 'number' &&
+			(i === 0 || p.progress > notes[i - 1].progress)) &&
+		notes[notes.length - 1].progress === 35 &&
+		shown.replace(/\[stdout\] /g, '').replace('[stderr] oops\n', '') ===
+			'line1\nline2\nline3\nline4\nline5\n' && shown.includes('[stderr] oops\n') &&
+		tDone - notes[0].at > 700 && notes.every((p) => p.at <= tDone) &&
+		json(r).stdout === 'line1\nline2\nline3\nline4\nline5\n' && a.errors.length === 0,
+		JSON.stringify({ notes, ms: tDone - tStart, r, errors: a.errors }));
+	const before = a.seen.length;
+	r = await client.callTool({ name: 'run_command', arguments: { command: 'echo a; sleep 0.5; echo b' } });
+	const progressSeen = a.seen.slice(before).filter((m) => m.method === 'notifications/progress');
+	check('without onprogress: no notifications/progress, the same result',
+		progressSeen.length === 0 && json(r).stdout === 'a\nb\n', JSON.stringify(progressSeen));
 
 	// 8-9: a file written, then read back in a later call.
 	r = await client.callTool({ name: 'write_sandbox_file', arguments: { path: 'notes/k.txt', content: 'kept \u00e9\n' } });
