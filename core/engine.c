@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "engine.h"
+#include "handle_cache.h"
 #include "result.h"
 #include "tools_json.h"
 #include "util.h"
@@ -37,6 +38,9 @@ bool aks__engine_is_attached(const aks_profile *p)
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
 {
 	if (s->sandbox_id && p && !aks__engine_is_attached(p)) {
+		/* A handle kept for it goes first: its agent must not outlive the sandbox. */
+		aks__handle_cache_drop(aks__provider_handles(aks_profile_get_provider(p)),
+		                       s->sandbox_id);
 		aks_principal principal;
 		aks_policy policy;
 		aks_call call;
@@ -60,7 +64,7 @@ void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
  * an error, never a reason to provision one.
  */
 int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                        aks_sandbox **out, bool *recreated, aks_error **err)
+                        aks_sandbox **out, bool *recreated, bool *cached, aks_error **err)
 {
 	aks_provider *prov = aks_profile_get_provider(p);
 	bool attached = aks__engine_is_attached(p);
@@ -68,6 +72,13 @@ int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const ak
 	                     : attached    ? aks_profile_get_attach_to(p)
 	                                   : NULL;
 	*recreated = false;
+	if (cached) {
+		*cached = false;
+		if (target && (*out = aks__handle_cache_take(aks__provider_handles(prov), target))) {
+			*cached = true;
+			return AKS_OK;
+		}
+	}
 	if (target) {
 		aks_error *e = NULL;
 		int rc = aks_provider_attach(prov, target, call, out, &e);
@@ -94,6 +105,20 @@ int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const ak
 		*recreated = true;
 	}
 	return aks_provider_create(prov, call, out, err);
+}
+
+void aks__engine_release(const aks_profile *p, aks_sandbox *sb, int op_rc)
+{
+	if (!sb)
+		return;
+	if (op_rc == AKS_EGONE) {
+		aks_sandbox_close(sb); /* the sandbox went away under it */
+		return;
+	}
+	/* Past the profile's idle_timeout the session's next call resets the sandbox anyway. */
+	int64_t idle = aks_profile_get_idle_timeout(p);
+	aks__handle_cache_put(aks__provider_handles(aks_profile_get_provider(p)), sb,
+	                      idle > 0 ? idle * 1000 : 0);
 }
 
 const char *aks__engine_op_name(int op)

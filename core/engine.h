@@ -24,7 +24,15 @@ const char *aks__engine_op_name(int op);
  * anew (*recreated); a gone attached environment is an AKS_EGONE error, never provisioned.
  */
 int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                        aks_sandbox **out, bool *recreated, aks_error **err);
+                        aks_sandbox **out, bool *recreated, bool *cached, aks_error **err);
+/* With `cached` non-NULL, acquire first takes the handle this process kept for the session's
+ * sandbox (core/handle_cache.h: its agent, Python session and connections live on), without
+ * asking the backend; *cached then says so, and a caller whose operation fails with
+ * AKS_EGONE on it releases it and acquires again (cached NULL) to self-heal as above.
+ * aks__engine_release gives the handle back after the operation (closed if the operation
+ * found the sandbox gone), for the session's next call; the profile's idle_timeout bounds
+ * how long it is kept. */
+void aks__engine_release(const aks_profile *p, aks_sandbox *sb, int op_rc);
 
 /* The operation (§5.2's table) under call's deadline; a timeout is the reference's
  * "sandbox operation '<op>' exceeded timeout <t>s". */

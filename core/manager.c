@@ -160,7 +160,7 @@ static int submit_ephemeral(submit_state *st, aks_mgr_outcome *out, aks_error **
 	bool recreated;
 	aks_call call;
 	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, err);
+	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, NULL, err);
 	if (rc < 0)
 		return rc;
 	s.sandbox_id = strdup(aks_sandbox_get_id(sb));
@@ -270,12 +270,17 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 		goto told;
 	}
 	aks_sandbox *sb = NULL;
-	bool recreated;
+	bool recreated, cached;
+	bool use_cache = true;
 	aks_call call;
+again:
 	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, err);
+	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated,
+	                         use_cache ? &cached : NULL, err);
 	if (rc < 0)
 		goto done;
+	if (!use_cache)
+		cached = false;
 	const char *sid = aks_sandbox_get_id(sb);
 	if (!s.sandbox_id || strcmp(s.sandbox_id, sid) != 0) {
 		/* Record the new sandbox before using it, so that no failure below
@@ -304,7 +309,20 @@ static int submit_stored(submit_state *st, const char *ns, const char *id, bool 
 	}
 	prepare_call(st, &call); /* the operation gets the whole timeout */
 	rc = aks__engine_run_op(sb, st->req, &call, &out->result, err);
-	aks_sandbox_close(sb); /* §11 item 8: handles are closed after every call */
+	if (rc == AKS_EGONE && cached) {
+		/* The kept handle's sandbox went away behind this process's back: ask the
+		 * backend, which self-heals (a new sandbox and its notice), and run it there. */
+		aks_sandbox_close(sb);
+		if (err && *err) {
+			aks_error_free(*err);
+			*err = NULL;
+		}
+		use_cache = false;
+		goto again;
+	}
+	/* §11 item 8 closed handles after every call; kept, the sandbox's agent and its Python
+	 * session live on for the session's next call (core/handle_cache.h). */
+	aks__engine_release(st->profile, sb, rc);
 	s.last_used_at = aks__epoch_now();
 	dirty = true;
 told:

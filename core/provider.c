@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "config_block.h"
+#include "handle_cache.h"
 #include "host_api.h"
 #include "result.h"
 #include "util.h"
@@ -31,6 +32,7 @@ struct aks_provider {
 	size_t stream_cap;
 	size_t file_cap;
 	atomic_size_t open_sandboxes;
+	aks_handle_cache *handles; /* kept between the engine's operations; NULL: none */
 };
 
 struct aks_sandbox {
@@ -143,6 +145,8 @@ AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *con
 		free(prov);
 		return rc;
 	}
+	/* Without memory for it, handles are closed after each operation, as the original. */
+	prov->handles = aks__handle_cache_new(AKS_HANDLE_CACHE_MAX);
 	prov->caps = prov->ops->capabilities;
 	if (prov->ops->instance_capabilities) {
 		const aks_capabilities *mine = prov->ops->instance_capabilities(prov->impl);
@@ -166,6 +170,11 @@ AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov)
 		return "";
 	const char *d = prov->ops->instance_description(prov->impl);
 	return d ? d : "";
+}
+
+aks_handle_cache *aks__provider_handles(aks_provider *prov)
+{
+	return prov ? prov->handles : NULL;
 }
 
 AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov)
@@ -240,6 +249,8 @@ AKS_EXPORT void aks_provider_close(aks_provider *prov)
 {
 	if (!prov)
 		return;
+	aks__handle_cache_free(prov->handles); /* its handles are ours */
+	prov->handles = NULL;
 	size_t open = atomic_load(&prov->open_sandboxes);
 	if (open) {
 		/* Finalising under live handles would free memory they use; leak instead. */

@@ -315,12 +315,16 @@ static int run_operation(run_state *st, aks_error **err)
 		aks_error_free(e);
 	}
 	aks_sandbox *sb = NULL;
-	bool recreated = false;
+	bool recreated = false, cached = false, use_cache = true;
 	aks_call call;
+again:
 	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &st->s, &call, &sb, &recreated, err);
+	rc = aks__engine_acquire(st->profile, &st->s, &call, &sb, &recreated,
+	                         use_cache ? &cached : NULL, err);
 	if (rc < 0)
 		return rc;
+	if (!use_cache)
+		cached = false;
 	const char *sid = aks_sandbox_get_id(sb);
 	if (!st->s.sandbox_id || strcmp(st->s.sandbox_id, sid) != 0) {
 		free(st->s.sandbox_id);
@@ -337,7 +341,18 @@ static int run_operation(run_state *st, aks_error **err)
 	mgr_request_of(st->req, &mreq);
 	prepare_call(st, &call); /* the operation gets the whole timeout */
 	rc = aks__engine_run_op(sb, &mreq, &call, &st->result, err);
-	aks_sandbox_close(sb);
+	if (rc == AKS_EGONE && cached) {
+		/* Kept from an earlier operation, its sandbox has gone since (another worker's
+		 * sweep, say): self-heal through the backend, as with no kept handle. */
+		aks_sandbox_close(sb);
+		if (err && *err) {
+			aks_error_free(*err);
+			*err = NULL;
+		}
+		use_cache = false;
+		goto again;
+	}
+	aks__engine_release(st->profile, sb, rc);
 	st->s.last_used_at = aks__epoch_now();
 	if (rc == AKS_OK && !st->result && !(st->result = aks__result_new(0, 0)))
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
