@@ -195,7 +195,7 @@ own_libs() {
 	docker) echo "libc6 libcurl libarchive libjson-c" ;;
 	redis) echo "libc6 libhiredis" ;;
 	nats) echo "libc6 libnats" ;;
-	kubernetes) echo "libc6 libcurl libwebsockets libarchive libjson-c libyaml" ;;
+	kubernetes) echo "libc6 libcurl libwebsockets libssl libarchive libjson-c libyaml" ;;
 	*) echo "UNKNOWN" ;;
 	esac
 }

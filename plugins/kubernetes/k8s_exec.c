@@ -28,6 +28,10 @@
 #include <unistd.h>
 
 #include <libwebsockets.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "aks_container.h"
 #include "k8s_plugin.h"
@@ -41,8 +45,8 @@
 #define TICK_US     100000
 
 /* $1 the marker, $2 the working directory, then the command. */
-static const char wrapper[] = MARKER_VAR "=$1; export " MARKER_VAR "; cd \"$2\" || exit 127; "
-                                         "shift 2; exec \"$@\"";
+const char k8s_exec_wrapper[] = MARKER_VAR "=$1; export " MARKER_VAR "; cd \"$2\" || exit 127; "
+                                           "shift 2; exec \"$@\"";
 
 /* ---- libwebsockets' log, routed to the host's ------------------------------------------ */
 
@@ -96,9 +100,10 @@ static bool on_output(void *ctx, int channel, const char *data, size_t len)
 	return true;
 }
 
-static int add_headers(xs *x, unsigned char **p, unsigned char *end)
+int k8s_lws_add_headers(struct lws *wsi, struct curl_slist *headers, unsigned char **p,
+                        unsigned char *end)
 {
-	for (struct curl_slist *h = x->headers; h; h = h->next) {
+	for (struct curl_slist *h = headers; h; h = h->next) {
 		const char *colon = strchr(h->data, ':');
 		if (!colon)
 			continue;
@@ -114,7 +119,7 @@ static int add_headers(xs *x, unsigned char **p, unsigned char *end)
 		const char *v = colon + 1;
 		while (*v == ' ')
 			v++;
-		if (lws_add_http_header_by_name(x->wsi, (const unsigned char *)name,
+		if (lws_add_http_header_by_name(wsi, (const unsigned char *)name,
 		                                (const unsigned char *)v, (int)strlen(v), p, end))
 			return -1;
 	}
@@ -162,7 +167,7 @@ static int callback(struct lws *wsi, enum lws_callback_reasons reason, void *use
 	case LWS_CALLBACK_CLIENT_APPEND_HANDSHAKE_HEADER: {
 		x->wsi = wsi;
 		unsigned char **p = in;
-		if (add_headers(x, p, *p + len) < 0)
+		if (k8s_lws_add_headers(wsi, x->headers, p, *p + len) < 0)
 			return -1;
 		break;
 	}
@@ -213,62 +218,151 @@ static const struct lws_protocols protocols[] = {
     {NULL, NULL, 0, 0, 0, NULL, 0},
 };
 
+/* ---- the client TLS context -------------------------------------------------------------- */
+
+/*
+ * We make the client SSL_CTX ourselves and hand it to libwebsockets as provided_client_ssl_ctx
+ * (which it never frees), rather than let it make one from client_ssl_ca_mem & co. Why:
+ * libwebsockets 4.1 (Debian 12) finds the SSL_CTX it made for a context, at destroy time,
+ * through an SSL_CTX ex_data index that every lws_create_context() allocates anew into one
+ * process-wide variable (fixed in 4.2: "openssl: acquire ex indexes once for multicontext",
+ * warmcat/libwebsockets#2178). A context destroyed after another one was created looks under
+ * the newer index, finds nothing and leaks its SSL_CTX whole (about 23 KB: the CA store, the
+ * client key, their cached Montgomery contexts). We always have several contexts alive at once:
+ * a handle's per-call one and its agent stream's, other handles' on other threads.
+ */
+static int load_ca(X509_STORE *store, const k8s_blob *b)
+{
+	BIO *bio = BIO_new_mem_buf(b->data, (int)b->len);
+	if (!bio)
+		return -1;
+	int n = 0;
+	X509 *x;
+	while ((x = PEM_read_bio_X509(bio, NULL, NULL, NULL))) {
+		if (X509_STORE_add_cert(store, x) == 1)
+			n++;
+		X509_free(x);
+	}
+	ERR_clear_error(); /* the end of the bundle reads as an error */
+	BIO_free(bio);
+	return n > 0 ? 0 : -1;
+}
+
+static int load_client_cert(SSL_CTX *tls, const k8s_conn_cfg *cc)
+{
+	int rc = -1;
+	BIO *cb = BIO_new_mem_buf(cc->cert.data, (int)cc->cert.len);
+	BIO *kb = cc->key.data ? BIO_new_mem_buf(cc->key.data, (int)cc->key.len) : NULL;
+	X509 *leaf = cb ? PEM_read_bio_X509(cb, NULL, NULL, NULL) : NULL;
+	EVP_PKEY *key = kb ? PEM_read_bio_PrivateKey(kb, NULL, NULL, NULL) : NULL;
+	if (!leaf || !key || SSL_CTX_use_certificate(tls, leaf) != 1)
+		goto out;
+	/* intermediates after the leaf go with it */
+	X509 *x;
+	while ((x = PEM_read_bio_X509(cb, NULL, NULL, NULL)))
+		if (SSL_CTX_add0_chain_cert(tls, x) != 1)
+			X509_free(x);
+	if (SSL_CTX_use_PrivateKey(tls, key) == 1 && SSL_CTX_check_private_key(tls) == 1)
+		rc = 0;
+out:
+	ERR_clear_error();
+	X509_free(leaf);
+	EVP_PKEY_free(key);
+	BIO_free(cb);
+	BIO_free(kb);
+	return rc;
+}
+
+/* What libwebsockets would have made from the same material (its options and modes). */
+static SSL_CTX *tls_client_ctx_new(const k8s_conn_cfg *cc)
+{
+	SSL_CTX *tls = SSL_CTX_new(TLS_client_method());
+	if (!tls)
+		return NULL;
+	SSL_CTX_set_options(tls, SSL_OP_NO_COMPRESSION);
+	SSL_CTX_set_mode(tls, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+	bool ok;
+	if (cc->ca.data) /* the kubeconfig's CAs only, like libwebsockets */
+		ok = load_ca(SSL_CTX_get_cert_store(tls), &cc->ca) == 0;
+	else
+		ok = SSL_CTX_set_default_verify_paths(tls) == 1;
+	if (ok && cc->cert.data)
+		ok = load_client_cert(tls, cc) == 0;
+	ERR_clear_error();
+	if (!ok) {
+		SSL_CTX_free(tls);
+		return NULL;
+	}
+	return tls;
+}
+
 /* ---- the context (one per sandbox handle: calls on a handle never overlap) ----------------- */
 
-static struct lws_context *context_for(aks_sandbox_impl *sb, aks_error **err)
+struct lws_context *k8s_lws_context_new(aks_provider_impl *prov, const struct lws_protocols *protos,
+                                        void *user, void **tls, aks_error **err)
 {
-	if (sb->exec_ctx)
-		return sb->exec_ctx;
-	const aks_host_api *host = sb->prov->host;
-	const k8s_conn_cfg *cc = &sb->prov->conn;
+	const aks_host_api *host = prov->host;
+	const k8s_conn_cfg *cc = &prov->conn;
+	*tls = NULL;
 	log_host = host;
 	lws_set_log_level(LLL_ERR | LLL_WARN, lws_log);
 	struct lws_context_creation_info info;
 	memset(&info, 0, sizeof(info));
 	info.port = CONTEXT_PORT_NO_LISTEN;
-	info.protocols = protocols;
+	info.protocols = protos;
+	info.user = user;
 	info.gid = (gid_t)-1;
 	info.uid = (uid_t)-1;
-	info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
 	info.max_http_header_data2 = HDR_BUF;
 	info.pt_serv_buf_size = HDR_BUF;
 	info.connect_timeout_secs = 10;
 	info.fd_limit_per_thread = 16;
-	if (cc->ca.data) {
-		info.client_ssl_ca_mem = cc->ca.data;
-		info.client_ssl_ca_mem_len = (unsigned int)cc->ca.len;
+	SSL_CTX *made = NULL;
+	if (strncmp(cc->server, "https://", 8) == 0) {
+		made = tls_client_ctx_new(cc);
+		if (!made)
+			goto fail;
+		info.options = LWS_SERVER_OPTION_DO_SSL_GLOBAL_INIT;
+		info.provided_client_ssl_ctx = made;
 	}
-	if (cc->cert.data) {
-		info.client_ssl_cert_mem = cc->cert.data;
-		info.client_ssl_cert_mem_len = (unsigned int)cc->cert.len;
-		info.client_ssl_key_mem = cc->key.data;
-		info.client_ssl_key_mem_len = (unsigned int)cc->key.len;
+	/* plain http: no TLS at all (without the option libwebsockets sets none up) */
+	struct lws_context *ctx = lws_create_context(&info);
+	if (!ctx) {
+		SSL_CTX_free(made);
+		goto fail;
 	}
-	sb->exec_ctx = lws_create_context(&info);
+	*tls = made;
+	return ctx;
+fail:
+	host->error_set(err, AKS_EPROVISION,
+	                "kubernetes: cannot set up the exec client (libwebsockets); the TLS "
+	                "material of %s may be unusable",
+	                cc->source);
+	return NULL;
+}
+
+void k8s_lws_context_free(struct lws_context *ctx, void *tls)
+{
+	if (ctx)
+		lws_context_destroy(ctx);
+	SSL_CTX_free(tls); /* after: the context's connections used it until then */
+}
+
+static struct lws_context *context_for(aks_sandbox_impl *sb, aks_error **err)
+{
 	if (!sb->exec_ctx)
-		host->error_set(err, AKS_EPROVISION,
-		                "kubernetes: cannot set up the exec client (libwebsockets); the "
-		                "TLS material of %s may be unusable",
-		                cc->source);
+		sb->exec_ctx = k8s_lws_context_new(sb->prov, protocols, NULL, &sb->exec_tls, err);
 	return sb->exec_ctx;
 }
 
 void k8s_exec_ctx_free(aks_sandbox_impl *sb)
 {
-	if (sb->exec_ctx)
-		lws_context_destroy(sb->exec_ctx);
+	k8s_lws_context_free(sb->exec_ctx, sb->exec_tls);
 	sb->exec_ctx = NULL;
+	sb->exec_tls = NULL;
 }
 
-/* scheme://host[:port][/prefix] */
-typedef struct url {
-	bool tls;
-	char host[256];
-	int port;
-	char prefix[256];
-} url;
-
-static bool parse_server(const char *s, url *u)
+bool k8s_parse_server(const char *s, k8s_url *u)
 {
 	memset(u, 0, sizeof(*u));
 	if (strncmp(s, "https://", 8) == 0) {
@@ -298,7 +392,7 @@ static bool parse_server(const char *s, url *u)
 	return u->host[0] && u->port > 0 && u->port < 65536;
 }
 
-static char *exec_path(aks_sandbox_impl *sb, const char *const *argv, bool with_stdin)
+char *k8s_exec_path(aks_sandbox_impl *sb, const char *const *argv, bool with_stdin)
 {
 	k8s_buf b = {0};
 	char *ns = k8s_escape(sb->ns), *pod = k8s_escape(sb->pod);
@@ -368,7 +462,7 @@ static int explain_handshake(aks_sandbox_impl *sb, const char *path, xs *x, cons
 	return rc;
 }
 
-static void random_hex(char *out, size_t nbytes)
+void k8s_random_hex(char *out, size_t nbytes)
 {
 	unsigned char raw[32];
 	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
@@ -393,12 +487,12 @@ static int ws_exec(aks_sandbox_impl *sb, const char *const *argv, const k8s_exec
 	struct lws_context *ctx = context_for(sb, err);
 	if (!ctx)
 		return AKS_EPROVISION;
-	url u;
-	if (!parse_server(cc->server, &u))
+	k8s_url u;
+	if (!k8s_parse_server(cc->server, &u))
 		return host->error_set(err, AKS_ECONFIG, "kubernetes: cannot use server '%s'",
 		                       cc->server);
 	bool with_stdin = o->stdin_data != NULL;
-	char *epath = exec_path(sb, argv, with_stdin), *full = NULL;
+	char *epath = k8s_exec_path(sb, argv, with_stdin), *full = NULL;
 	if (!epath || asprintf(&full, "%s%s", u.prefix, epath) < 0) {
 		free(epath);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -531,11 +625,11 @@ int k8s_exec(aks_sandbox_impl *sb, const k8s_exec_opts *o, const aks_call *call,
 	if (!argv)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	char marker[33];
-	random_hex(marker, 16);
+	k8s_random_hex(marker, 16);
 	size_t k = 0;
 	argv[k++] = "/bin/sh";
 	argv[k++] = "-c";
-	argv[k++] = wrapper;
+	argv[k++] = k8s_exec_wrapper;
 	argv[k++] = "sh";
 	argv[k++] = marker;
 	argv[k++] = o->workdir ? o->workdir : K8S_WORKSPACE;

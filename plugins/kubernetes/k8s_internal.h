@@ -27,6 +27,9 @@
 
 #define K8S_NAME      "kubernetes"
 #define K8S_WORKSPACE "/workspace"
+/* Where aksandbox-agent is placed in the pods we create: an emptyDir of its own, so a
+ * read-only root filesystem does not matter and a restarted container still has it. */
+#define K8S_AGENT_DIR "/.aksandbox"
 /* Pods are K8S_POD_PREFIX + 12 hex digits, as the reference. */
 #define K8S_POD_PREFIX    "ak-sandbox-"
 #define K8S_MANAGED_BY    "agent-kernel"
@@ -123,6 +126,7 @@ typedef struct k8s_pod_params {
 	const char *security_context;           /* JSON object text (pod level), NULL or {} */
 	const char *container_security_context; /* JSON object text, overlays the defaults */
 	int64_t max_lifetime;                   /* activeDeadlineSeconds; 0 = none */
+	bool agent_dir; /* an emptyDir at K8S_AGENT_DIR for aksandbox-agent */
 } k8s_pod_params;
 
 /* Whether a filesystem policy is set (any fs list non-empty). */

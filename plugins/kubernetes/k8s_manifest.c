@@ -186,22 +186,40 @@ json_object *k8s_pod_manifest(const k8s_pod_params *pp, const aks_policy *pol, k
 		add(res, "limits", lim);
 		add(c, "resources", res);
 	}
-	if (fs) {
-		json_object *mounts = json_object_new_array(), *m = json_object_new_object();
-		add(m, "name", str("workspace"));
-		add(m, "mountPath", str(K8S_WORKSPACE));
-		json_object_array_add(mounts, m);
+	if (fs || pp->agent_dir) {
+		json_object *mounts = json_object_new_array();
+		if (fs) {
+			json_object *m = json_object_new_object();
+			add(m, "name", str("workspace"));
+			add(m, "mountPath", str(K8S_WORKSPACE));
+			json_object_array_add(mounts, m);
+		}
+		if (pp->agent_dir) {
+			json_object *m = json_object_new_object();
+			add(m, "name", str("aksandbox"));
+			add(m, "mountPath", str(K8S_AGENT_DIR));
+			json_object_array_add(mounts, m);
+		}
 		add(c, "volumeMounts", mounts);
 	}
 	json_object *containers = json_object_new_array();
 	json_object_array_add(containers, c);
 	add(spec, "containers", containers);
 
-	if (fs) {
-		json_object *vols = json_object_new_array(), *v = json_object_new_object();
-		add(v, "name", str("workspace"));
-		add(v, "emptyDir", json_object_new_object());
-		json_object_array_add(vols, v);
+	if (fs || pp->agent_dir) {
+		json_object *vols = json_object_new_array();
+		if (fs) {
+			json_object *v = json_object_new_object();
+			add(v, "name", str("workspace"));
+			add(v, "emptyDir", json_object_new_object());
+			json_object_array_add(vols, v);
+		}
+		if (pp->agent_dir) {
+			json_object *v = json_object_new_object();
+			add(v, "name", str("aksandbox"));
+			add(v, "emptyDir", json_object_new_object());
+			json_object_array_add(vols, v);
+		}
 		add(spec, "volumes", vols);
 	}
 	if (pp->service_account && *pp->service_account)

@@ -25,6 +25,9 @@
 #ifndef K8S_VERSION
 #error "K8S_VERSION must be defined (the package version)"
 #endif
+#ifndef K8S_AGENT_DEFAULT
+#error "K8S_AGENT_DEFAULT must be defined (the installed aksandbox-agent)"
+#endif
 
 #define POLL_MS 250
 
@@ -86,6 +89,10 @@ static const aks_config_key k8s_config_keys[] = {
                    "idle_timeout)"),
     AKS_CONFIG_KEY("python", AKS_CONFIG_STRING, false, "python3",
                    "interpreter for language python, in the container's PATH"),
+    AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
+                   "the aksandbox-agent to place in the pods and run operations through "
+                   "(stateful Python); null = the installed one if present, false = none "
+                   "(one exec per call)"),
     AKS_CONFIG_END,
 };
 
@@ -150,6 +157,8 @@ static void k8s_fini(aks_provider_impl *prov)
 		return;
 	k8s_clients_free(prov);
 	k8s_conn_cfg_free(&prov->conn);
+	k8s_agent_file_free(prov->agent);
+	free(prov->description);
 	pthread_mutex_destroy(&prov->lock);
 	free(prov);
 	aks_ctr_curl_release();
@@ -158,7 +167,7 @@ static void k8s_fini(aks_provider_impl *prov)
 static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
-	const char *kubeconfig = NULL, *context = NULL;
+	const char *kubeconfig = NULL, *context = NULL, *agent = NULL;
 	if (host->config_string(cfg, "namespace", &prov->namespace) != AKS_OK ||
 	    host->config_string(cfg, "image", &prov->image) != AKS_OK ||
 	    host->config_string(cfg, "attach_to", &prov->attach_to) != AKS_OK ||
@@ -176,7 +185,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    host->config_bool(cfg, "network_policy", &prov->network_policy) != AKS_OK ||
 	    host->config_double(cfg, "create_timeout", &prov->create_timeout) != AKS_OK ||
 	    host->config_int(cfg, "max_lifetime", &prov->max_lifetime) != AKS_OK ||
-	    host->config_string(cfg, "python", &prov->python) != AKS_OK)
+	    host->config_string(cfg, "python", &prov->python) != AKS_OK ||
+	    host->config_string(cfg, "agent", &agent) != AKS_OK)
 		return host->error_set(err, AKS_ECONFIG,
 		                       "kubernetes: the host could not read the config block");
 	if (!prov->image || !*prov->image)
@@ -225,6 +235,34 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	ke.code = AKS_OK;
 	if (k8s_conn_cfg_load(kubeconfig, context, NULL, &prov->conn, &ke) != AKS_OK)
 		return host->error_set(err, ke.code, "%s", ke.msg);
+	/* the agent: null = the installed one when there is one, false = none */
+	bool installed = access(K8S_AGENT_DEFAULT, X_OK) == 0;
+	if (!agent && installed)
+		agent = K8S_AGENT_DEFAULT;
+	else if (agent && strcmp(agent, "false") == 0)
+		agent = NULL;
+	if (agent) {
+		int rc = k8s_agent_file_load(host, agent, &prov->agent, err);
+		if (rc != AKS_OK)
+			return rc;
+	}
+	int n = prov->agent
+	            ? asprintf(&prov->description,
+	                       "through aksandbox-agent %s (%s), one per sandbox handle over one "
+	                       "exec stream, placed in the pod's %s%s; per-call exec where it "
+	                       "cannot be placed",
+	                       agent, k8s_agent_file_arch(prov->agent),
+	                       prov->attach_to ? "/tmp/.aksandbox (attached pod)"
+	                                       : "/.aksandbox emptyDir",
+	                       strcmp(prov->python, "python3") == 0
+	                           ? " (Python in its persistent session)"
+	                           : " (python is not python3: Python runs per call)")
+	            : asprintf(&prov->description, "one exec per call (agent disabled%s)",
+	                       installed ? "" : " or not installed");
+	if (n < 0) {
+		prov->description = NULL;
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	return AKS_OK;
 }
 
@@ -246,6 +284,8 @@ static int k8s_init(const aks_host_api *host, const aks_config *config, aks_prov
 		return rc;
 	}
 	prov->caps = k8s_capabilities;
+	/* the agent's session runs python3: another `python` runs per call, with no state */
+	prov->caps.stateful = prov->agent && strcmp(prov->python, "python3") == 0;
 	if (prov->network_policy) {
 		/* the operator asserts that the cluster's CNI enforces NetworkPolicy */
 		prov->caps.policy_network = true;
@@ -258,6 +298,11 @@ static int k8s_init(const aks_host_api *host, const aks_config *config, aks_prov
 static const aks_capabilities *k8s_instance_caps(const aks_provider_impl *prov)
 {
 	return &prov->caps;
+}
+
+static const char *k8s_instance_description(const aks_provider_impl *prov)
+{
+	return prov->description;
 }
 
 /* ---- API helpers ----------------------------------------------------------------------------- */
@@ -327,6 +372,20 @@ static int get_pod(k8s_client *c, const char *ns, const char *pod, const char *i
 	}
 	k8s_req_free(&r);
 	free(path);
+	return rc;
+}
+
+int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
+{
+	json_object *j = NULL;
+	int rc = get_pod(sb->client, sb->ns, sb->pod, sb->id, call, &j, err);
+	if (rc == AKS_OK) {
+		const char *phase = jstr(jget(j, "status"), "phase");
+		if (jget(jget(j, "metadata"), "deletionTimestamp") ||
+		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+			rc = k8s_gone(sb->prov->host, sb->id, "is terminating or terminated", err);
+	}
+	json_object_put(j);
 	return rc;
 }
 
@@ -433,6 +492,7 @@ static int new_handle(aks_provider_impl *prov, k8s_client *c, char *ns, char *po
 	sb->pod = pod;
 	sb->external = external;
 	sb->client = c;
+	sb->agent_state = prov->agent ? K8S_AGENT_UNTRIED : K8S_AGENT_OFF;
 	*out = sb;
 	return AKS_OK;
 }
@@ -441,7 +501,10 @@ static void k8s_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
+	k8s_agent_stop(sb);
 	k8s_exec_ctx_free(sb);
+	free(sb->agent_path);
+	free(sb->fallback_why);
 	free(sb->id);
 	free(sb->ns);
 	free(sb->pod);
@@ -585,7 +648,8 @@ static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox
 	                     .image_pull_secrets = prov->image_pull_secrets,
 	                     .security_context = prov->security_context,
 	                     .container_security_context = prov->container_security_context,
-	                     .max_lifetime = prov->max_lifetime};
+	                     .max_lifetime = prov->max_lifetime,
+	                     .agent_dir = prov->agent != NULL};
 	json_object *pod = k8s_pod_manifest(&pp, p, &ke);
 	if (!pod) {
 		json_object_put(np);
@@ -677,11 +741,11 @@ static const aks_sandbox_ops k8s_sandbox_ops = {
     .struct_version = AKS_SANDBOX_OPS_VERSION,
     .struct_size = sizeof(aks_sandbox_ops),
     .id = k8s_id,
-    .execute_code = k8s_execute_code,
-    .execute_command = k8s_execute_command,
-    .upload_file = k8s_upload_file,
-    .download_file = k8s_download_file,
-    .install_packages = k8s_install_packages,
+    .execute_code = k8s_op_execute_code,
+    .execute_command = k8s_op_execute_command,
+    .upload_file = k8s_op_upload_file,
+    .download_file = k8s_op_download_file,
+    .install_packages = k8s_op_install_packages,
     .close = k8s_close,
 };
 
@@ -692,6 +756,7 @@ static const aks_provider_ops k8s_provider_ops = {
     .init = k8s_init,
     .fini = k8s_fini,
     .instance_capabilities = k8s_instance_caps,
+    .instance_description = k8s_instance_description,
     .create = k8s_create,
     .attach = k8s_attach,
     .destroy = k8s_destroy,

@@ -3,9 +3,11 @@
  * work done with kubectl, measured in the same run and interleaved (so drift
  * on the shared machine affects both alike):
  *
- *  exec:  one execute_command("true") in an existing pod (one exec WebSocket
- *         to the API server: handshake, the plugin's wrapper shell, the status
- *         on channel 3), against `kubectl exec <pod> -- /bin/sh -c true` (a new
+ *  exec:  one execute_command("true") in an existing pod, three ways: through
+ *         aksandbox-agent (a request on the one exec stream the handle's agent
+ *         runs in: no new connection), with `agent: false` (one exec WebSocket
+ *         per call: handshake, the plugin's wrapper shell, the status on
+ *         channel 3), and `kubectl exec <pod> -- /bin/sh -c true` (a new
  *         kubectl process: kubeconfig, TLS, the same exec upgrade);
  *  first: a new pod's first command (provider create, which waits for
  *         Running, + execute_command), against `kubectl run` + `kubectl wait
@@ -13,7 +15,8 @@
  *         command. Deletion is not timed (both delete without waiting).
  *
  * Usage: bench_k8s [-n N] [-m M]   (N exec samples, default 50; M first-command
- * samples, default 5). The cluster comes from the environment, as
+ * samples, default 5). The agent is AKS_K8S_AGENT, else $AKS_TEST_BUILDDIR/agent/
+ * aksandbox-agent (run.sh sets the latter). The cluster comes from the environment, as
  * `tests/integration/k8s-setup.sh env` prints it: AKS_K8S_KUBECTL,
  * AKS_K8S_KUBECONFIG, AKS_K8S_NAMESPACE and AKS_K8S_PY_IMAGE (a locally
  * imported image: imagePullPolicy Never). Every pod it makes carries the
@@ -35,7 +38,8 @@
 
 static const char *prog = "bench_k8s";
 static const char *kubectl, *kubeconfig, *ns, *image;
-static char label[64]; /* aksandbox-test=bench-<pid> */
+static char *agent_path; /* the aksandbox-agent to place in the pods */
+static char label[64];   /* aksandbox-test=bench-<pid> */
 
 static const char *need_env(const char *name)
 {
@@ -104,7 +108,8 @@ static void delete_ours(void)
 		fprintf(stderr, "%s: cannot delete the pods labelled %s in %s\n", prog, label, ns);
 }
 
-static aks_provider *open_k8s(void)
+/* agent: the aksandbox-agent to run through, or "false" (one exec per call). */
+static aks_provider *open_k8s(const char *agent)
 {
 	aks_error *err = NULL;
 	const aks_plugin *plugin = NULL;
@@ -120,10 +125,11 @@ static aks_provider *open_k8s(void)
 	fprintf(f,
 	        "sandbox:\n  enabled: true\n  type: kubernetes\n  kubernetes:\n"
 	        "    kubeconfig: %s\n    namespace: %s\n    image: %s\n"
-	        "    image_pull_policy: Never\n    labels: {aksandbox-test: %s}\n",
-	        kubeconfig, ns, image, strchr(label, '=') + 1);
+	        "    image_pull_policy: Never\n    labels: {aksandbox-test: %s}\n"
+	        "    agent: %s\n",
+	        kubeconfig, ns, image, strchr(label, '=') + 1, agent);
 	fclose(f);
-	static aks_config *config; /* lives as long as the provider, i.e. the run */
+	aks_config *config = NULL; /* lives as long as the run (never freed) */
 	int rc = aks_config_load_block(plugin, yaml, &config, &err);
 	unlink(yaml);
 	if (rc != AKS_OK)
@@ -241,46 +247,78 @@ int main(int argc, char **argv)
 	snprintf(label, sizeof(label), "aksandbox-test=bench-%ld", (long)getpid());
 	atexit(delete_ours);
 
-	aks_provider *prov = open_k8s();
+	const char *a = getenv("AKS_K8S_AGENT"), *b = getenv("AKS_TEST_BUILDDIR");
+	if (a && *a)
+		agent_path = strdup(a);
+	else if (!b || !*b || asprintf(&agent_path, "%s/agent/aksandbox-agent", b) < 0) {
+		fprintf(stderr, "%s: set AKS_K8S_AGENT (or AKS_TEST_BUILDDIR) to the agent\n",
+		        prog);
+		return 1;
+	}
+	aks_provider *prov = open_k8s(agent_path);
+	aks_provider *percall = open_k8s("false");
 	aks_error *err = NULL;
 	aks_call call;
 	aks_call_init(&call, 180, NULL, NULL, NULL);
-	aks_sandbox *sb = NULL;
+	aks_sandbox *sb = NULL, *sb_pc = NULL;
 	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
 		bench_die(prog, "create", err);
 	char *id = strdup(aks_sandbox_get_id(sb));
 	char *pod = strdup(pod_of(id));
+	/* the same pod, one exec per call */
+	if (aks_provider_attach(percall, id, &call, &sb_pc, &err) != AKS_OK)
+		bench_die(prog, "attach", err);
 
 	const char *kexec[] = {"exec", pod, "--", "/bin/sh", "-c", "true", NULL};
-	int64_t *plug = calloc(n, sizeof(int64_t)), *cli = calloc(n, sizeof(int64_t));
-	if (!plug || !cli) {
+	int64_t *plug = calloc(n, sizeof(int64_t)), *pc = calloc(n, sizeof(int64_t)),
+	        *cli = calloc(n, sizeof(int64_t));
+	if (!plug || !pc || !cli) {
 		fprintf(stderr, "%s: out of memory\n", prog);
 		return 1;
 	}
-	for (int i = 0; i < 3; i++) { /* warm-up: connections, page cache, the pod's shell */
+	for (int i = 0; i < 3; i++) { /* warm-up: the agent's placement and start, connections,
+		                         page cache, the pod's shell */
 		plugin_true(sb);
+		plugin_true(sb_pc);
 		must(kctl(kexec), "kubectl exec");
 	}
 	for (size_t i = 0; i < n; i++) {
-		/* alternate which goes first, so neither always follows the other */
-		if (i % 2)
-			must(cli[i] = kctl(kexec), "kubectl exec");
-		int64_t t0 = bench_now_ns();
-		plugin_true(sb);
-		plug[i] = bench_now_ns() - t0;
-		if (!(i % 2))
-			must(cli[i] = kctl(kexec), "kubectl exec");
+		/* rotate which goes first, so none always follows another */
+		for (size_t j = 0; j < 3; j++) {
+			switch ((i + j) % 3) {
+			case 0: {
+				int64_t t0 = bench_now_ns();
+				plugin_true(sb);
+				plug[i] = bench_now_ns() - t0;
+				break;
+			}
+			case 1: {
+				int64_t t0 = bench_now_ns();
+				plugin_true(sb_pc);
+				pc[i] = bench_now_ns() - t0;
+				break;
+			}
+			default:
+				must(cli[i] = kctl(kexec), "kubectl exec");
+			}
+		}
 	}
 	printf("kubernetes: one command (true) in an existing pod, image %s\n", image);
-	double p = bench_median_ms(plug, n), k = bench_median_ms(cli, n);
-	report("plugin execute_command (one exec WebSocket)", plug, n);
+	double p = bench_median_ms(plug, n), q = bench_median_ms(pc, n),
+	       k = bench_median_ms(cli, n);
+	report("plugin execute_command through aksandbox-agent", plug, n);
+	report("plugin execute_command, agent: false (one exec WebSocket)", pc, n);
 	report("kubectl exec <pod> -- /bin/sh -c true (a new process)", cli, n);
-	printf("  plugin / kubectl exec: %.2fx (%+.3f ms)\n", p / k, p - k);
+	printf("  agent / kubectl exec: %.3fx (%+.3f ms)\n", p / k, p - k);
+	printf("  agent / agent: false: %.3fx (%+.3f ms)\n", p / q, p - q);
+	printf("  agent: false / kubectl exec: %.2fx (%+.3f ms)\n", q / k, q - k);
 
 	aks_sandbox_close(sb);
+	aks_sandbox_close(sb_pc);
 	aks_call_init(&call, 180, NULL, NULL, NULL);
 	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
 		bench_die(prog, "destroy", err);
+	aks_provider_close(percall);
 
 	/* a new pod's first command */
 	int64_t *first = calloc(m, sizeof(int64_t)), *kall = calloc(m, sizeof(int64_t)),
@@ -301,7 +339,7 @@ int main(int argc, char **argv)
 	}
 	printf("kubernetes: a new pod's first command (true)\n");
 	double f = bench_median_ms(first, m), ka = bench_median_ms(kall, m);
-	report("plugin create (until Running) + execute_command", first, m);
+	report("plugin create (until Running) + execute_command (+ agent)", first, m);
 	report("kubectl run + wait Ready + exec (sum)", kall, m);
 	report("  of which kubectl run", krun, m);
 	report("  of which kubectl wait --for=condition=Ready", kwait, m);
@@ -309,7 +347,9 @@ int main(int argc, char **argv)
 	printf("  plugin / kubectl: %.2fx (%+.3f ms)\n", f / ka, f - ka);
 
 	free(plug);
+	free(pc);
 	free(cli);
+	free(agent_path);
 	free(first);
 	free(kall);
 	free(krun);

@@ -12,12 +12,17 @@
  * Needs: `k8s-setup.sh status` to succeed (the cluster is up); its `env`
  * gives the kubeconfigs, tokens, namespace and images. Without the cluster
  * every test fails, saying how to start it.
+ *
+ * Built twice: test_kubernetes (K8S_TEST_AGENT "false": one exec per call) and
+ * test_kubernetes_agent (the build's aksandbox-agent, placed in each pod and run over one
+ * exec stream), which also runs the agent's own cases (t_agent_*).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 
 #include <errno.h>
+#include <fcntl.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,6 +39,11 @@
 #include <aksandbox/aksandbox.h>
 
 #define SETUP_HINT "run tests/integration/k8s-setup.sh start (as root)"
+
+#ifndef K8S_TEST_AGENT
+#error "K8S_TEST_AGENT must be defined: false, or the aksandbox-agent to run through"
+#endif
+#define WITH_AGENT (strcmp(K8S_TEST_AGENT, "false") != 0)
 
 static char run_label[64];
 static char tmpdir[256];
@@ -159,6 +169,9 @@ static int open_provider_rc(fixture *f, const char *extra, aks_error **err)
 	char *kc = extra && strstr(extra, "    kubeconfig:")
 	               ? strdup("")
 	               : xasprintf("    kubeconfig: %s\n", admin_kc);
+	char *agent = extra && strstr(extra, "    agent:")
+	                  ? strdup("")
+	                  : xasprintf("    agent: %s\n", K8S_TEST_AGENT);
 	char *yaml = xasprintf("%s/config-%d.yaml", tmpdir, rand());
 	char *text = xasprintf("sandbox:\n"
 	                       "  enabled: true\n"
@@ -167,10 +180,11 @@ static int open_provider_rc(fixture *f, const char *extra, aks_error **err)
 	                       "    namespace: %s\n"
 	                       "    image_pull_policy: Never\n"
 	                       "    labels: {aksandbox-test: %s}\n"
-	                       "%s%s%s",
-	                       ns, run_label, image, kc, extra ? extra : "");
+	                       "%s%s%s%s",
+	                       ns, run_label, image, kc, agent, extra ? extra : "");
 	free(image);
 	free(kc);
+	free(agent);
 	FILE *fp = fopen(yaml, "w");
 	assert_non_null(fp);
 	fputs(text, fp);
@@ -850,8 +864,8 @@ static void t_self_heal(void **state)
 	        "sandbox:\n  enabled: true\n  type: kubernetes\n  scope: per_session\n"
 	        "  kubernetes:\n    kubeconfig: %s\n    namespace: %s\n    image: %s\n"
 	        "    image_pull_policy: Never\n    labels: {aksandbox-test: %s, aksandbox-case: "
-	        "heal}\n",
-	        admin_kc, ns, py_image, run_label);
+	        "heal}\n    agent: %s\n",
+	        admin_kc, ns, py_image, run_label, K8S_TEST_AGENT);
 	fclose(fp);
 	char *state_dir = xasprintf("%s/state", tmpdir);
 	aks_settings *settings = NULL;
@@ -875,7 +889,7 @@ static void t_self_heal(void **state)
 	                               &ctx, &out, &err),
 	         err);
 	if (!strstr(out, "recreated"))
-		fail_msg("no recreated notice: %s", out);
+		fail_msg("no recreated notice: %.600s", out);
 	assert_non_null(strstr(out, "new"));
 	free(out);
 	char *now = kctl("-n %s get pods -l aksandbox-test=%s,aksandbox-case=heal "
@@ -924,6 +938,504 @@ static void t_attach_to(void **state)
 	free(name);
 }
 
+/* ---- the agent ---------------------------------------------------------------------------
+ * Checks inside the pod go through kubectl exec: a separate per-call exec, not the agent. */
+
+/* kubectl exec in a pod: its stdout (trailing newlines cut); fails the test on error. */
+static char *pod_sh(const char *pod, const char *script)
+{
+	char *q = xasprintf("%s", script);
+	/* single quotes for the host's shell */
+	size_t n = 0;
+	for (const char *c = q; *c; c++)
+		n += *c == '\'' ? 4 : 1;
+	char *esc = malloc(n + 1), *o = esc;
+	for (const char *c = q; *c; c++) {
+		if (*c == '\'') {
+			memcpy(o, "'\\''", 4);
+			o += 4;
+		} else {
+			*o++ = *c;
+		}
+	}
+	*o = '\0';
+	char *out = kctl("-n %s exec %s -- /bin/sh -c '%s'", ns, pod, esc);
+	free(esc);
+	free(q);
+	return out;
+}
+
+/* The pids of the agents in a pod, space-separated, "" for none: live processes whose comm
+ * is aksandbox-agent (the file name's first 15 bytes) but not their parent's (the agent's
+ * run supervisors are forked copies of it). Zombies do not count: PID 1, `sleep`, reaps
+ * nothing. */
+static char *agent_pids(const char *pod)
+{
+	return pod_sh(pod,
+	              "for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); "
+	              "[ \"$c\" = aksandbox-agent ] || continue; "
+	              "[ \"$(cut -d' ' -f3 $p/stat 2>/dev/null)\" = Z ] && continue; "
+	              "pp=$(cut -d' ' -f4 $p/stat 2>/dev/null); "
+	              "[ \"$(cat /proc/$pp/comm 2>/dev/null)\" = aksandbox-agent ] && continue; "
+	              "printf '%s ' ${p#/proc/}; done; true");
+}
+
+static size_t words(const char *s)
+{
+	size_t n = 0;
+	for (bool in = false; *s; s++) {
+		bool sp = *s == ' ';
+		if (!sp && !in)
+			n++;
+		in = !sp;
+	}
+	return n;
+}
+
+#if defined(__SANITIZE_ADDRESS__)
+/* the ASan runtime's (sanitizer/allocator_interface.h, not installed here) */
+size_t __sanitizer_get_current_allocated_bytes(void);
+/* Under ASan freed memory sits in its quarantine (256 MiB by default), so VmHWM counts
+ * every frame buffer ever freed; the live heap is what shows retention there. */
+#define MEM_WHAT "live heap (ASan)"
+static long mem_kb(void)
+{
+	return (long)(__sanitizer_get_current_allocated_bytes() / 1024);
+}
+#else
+#define MEM_WHAT "VmHWM"
+static long vm_hwm_kb(void);
+static long mem_kb(void)
+{
+	return vm_hwm_kb();
+}
+#endif
+
+__attribute__((unused)) static long vm_hwm_kb(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	assert_non_null(fp);
+	char line[256];
+	long kb = -1;
+	while (fgets(line, sizeof(line), fp))
+		if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+			break;
+	fclose(fp);
+	return kb;
+}
+
+/* Python keeps its state between calls through the agent, and not without it. */
+static void t_stateful(void **state)
+{
+	fixture *f = *state;
+	const aks_capabilities *caps = aks_provider_get_capabilities(f->prov);
+	assert_int_equal(caps->stateful, WITH_AGENT);
+	const char *d = aks_provider_get_description(f->prov);
+	if (WITH_AGENT)
+		assert_non_null(strstr(d, "through aksandbox-agent"));
+	else
+		assert_non_null(strstr(d, "one exec per call (agent disabled"));
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	assert_int_equal(aks_result_get_exit_code(r), 0);
+	aks_result_free(r);
+	check_ok(run(f, "python", "print(x + 1)", 60, &r, &err), err);
+	if (WITH_AGENT) {
+		assert_int_equal(aks_result_get_exit_code(r), 0);
+		assert_string_equal(aks_result_get_stdout(r, NULL), "42\n");
+	} else {
+		assert_int_equal(aks_result_get_exit_code(r), 1);
+		assert_non_null(strstr(aks_result_get_stderr(r, NULL), "NameError"));
+	}
+	assert_null(aks_result_get_notice(r));
+	aks_result_free(r);
+	/* commands stay programs of their own either way */
+	char *out = run_ok(f, "echo ${x:-unset}");
+	assert_string_equal(out, "unset");
+	free(out);
+	/* the agent runs in the pod (or not at all), placed in its emptyDir */
+	const char *pod = pod_of(f->id);
+	char *pids = agent_pids(pod);
+	assert_int_equal(words(pids), WITH_AGENT ? 1 : 0);
+	free(pids);
+	char *mnt = jsonpath("pod", pod, "{.spec.volumes[?(@.name==\"aksandbox\")].emptyDir}");
+	assert_string_equal(mnt, WITH_AGENT ? "{}" : "");
+	free(mnt);
+	if (WITH_AGENT) {
+		char *ls = pod_sh(pod, "ls /.aksandbox");
+		assert_true(strncmp(ls, "aksandbox-agent-", 16) == 0 && !strchr(ls, '\n'));
+		free(ls);
+	}
+}
+
+/* Closing the handle closes the stream: the agent exits and kills what it started. */
+static void t_agent_close(void **state)
+{
+	fixture *f = *state;
+	const char *pod = pod_of(f->id);
+	free(run_ok(f, "nohup sleep 621 >/dev/null 2>&1 & echo started"));
+	char *pids = agent_pids(pod);
+	assert_int_equal(words(pids), 1);
+	free(pids);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	char *left = NULL;
+	for (int i = 0; i < 50; i++) {
+		free(left);
+		char *sleeps =
+		    pod_sh(pod, "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline "
+		                "2>/dev/null); case \"$c\" in 'sleep 621'*) echo \"$c\";; "
+		                "esac; done; true");
+		char *agents = agent_pids(pod);
+		left = xasprintf("%s%s", agents, sleeps);
+		free(agents);
+		free(sleeps);
+		if (!*left)
+			break;
+		usleep(200 * 1000);
+	}
+	if (*left)
+		fail_msg("still running in the pod after close: %s", left);
+	free(left);
+	/* a new handle starts a new agent */
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
+	char *out = run_ok(f, "echo again");
+	assert_string_equal(out, "again");
+	free(out);
+	pids = agent_pids(pod);
+	assert_int_equal(words(pids), 1);
+	free(pids);
+}
+
+/* A timeout kills a double-forked background process too (the agent is a subreaper). */
+static void t_agent_timeout_tree(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int rc = run(f, NULL,
+	             "(setsid sh -c 'sleep 631' </dev/null >/dev/null 2>&1 &); "
+	             "(sh -c 'sleep 632 &' >/dev/null 2>&1); echo forked; sleep 633",
+	             3, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "kubernetes exec exceeded timeout 3s", NULL);
+	assert_true(aks_result_timed_out(r));
+	assert_int_equal(aks_result_get_exit_code(r), -1);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "forked\n");
+	aks_result_free(r);
+	char *left = pod_sh(pod_of(f->id),
+	                    "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); "
+	                    "case \"$c\" in 'sleep 63'*) echo \"$c\";; esac; done; true");
+	assert_string_equal(left, "");
+	free(left);
+	/* and the agent is still there for the next call */
+	char *out = run_ok(f, "echo alive");
+	assert_string_equal(out, "alive");
+	free(out);
+}
+
+/* A large output streams through in bounded memory: kept up to the cap, counted whole. */
+static void t_agent_big_output(void **state)
+{
+	fixture *f = *state;
+	const uint64_t size = 200ull << 20; /* 200 MiB */
+	long before = mem_kb();
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	char *cmd = xasprintf("head -c %llu /dev/zero", (unsigned long long)size);
+	check_ok(run(f, NULL, cmd, 300, &r, &err), err);
+	free(cmd);
+	long after = mem_kb();
+	assert_int_equal(aks_result_get_exit_code(r), 0);
+	assert_true(aks_result_get_stream_total(r, AKS_STREAM_STDOUT) == size);
+	assert_true(aks_result_is_truncated(r, AKS_STREAM_STDOUT));
+	size_t kept = 0;
+	aks_result_get_stdout(r, &kept);
+	assert_true(kept < size / 8);
+	aks_result_free(r);
+	print_message("# 200 MiB of output: %s %ld kB -> %ld kB (+%ld kB)\n", MEM_WHAT, before,
+	              after, after - before);
+	/* far below the output's size */
+	assert_true(after - before < 48 * 1024);
+}
+
+/* A file write is verified by its hash (agent side) and lands whole (checked in the pod). */
+static void t_agent_file_hash(void **state)
+{
+	fixture *f = *state;
+	size_t len = 5 * 1024 * 1024 + 3;
+	unsigned char *data = malloc(len);
+	int fd = open("/dev/urandom", O_RDONLY);
+	assert_true(fd >= 0);
+	for (size_t got = 0; got < len;) {
+		ssize_t n = read(fd, data + got, len - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	close(fd);
+	char *local = xasprintf("%s/hash.bin", tmpdir);
+	FILE *fp = fopen(local, "w");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, len, fp), len);
+	fclose(fp);
+	int st;
+	char *want = sh_out(&st, "sha256sum < '%s' | cut -d' ' -f1", local);
+	assert_int_equal(st, 0);
+	aks_call call;
+	aks_call_init(&call, 120, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "sub/dir/random.bin", data, len, &call, &err), err);
+	char *got =
+	    pod_sh(pod_of(f->id), "sha256sum < /workspace/sub/dir/random.bin | cut -d' ' -f1");
+	assert_string_equal(got, want);
+	free(got);
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, "sub/dir/random.bin", &call, &r, &err), err);
+	size_t back_len = 0;
+	const unsigned char *back = aks_result_get_file(r, 0, NULL, NULL, &back_len);
+	assert_int_equal(back_len, len);
+	assert_memory_equal(back, data, len);
+	aks_result_free(r);
+	free(want);
+	free(local);
+	free(data);
+}
+
+/* A killed agent, its file removed, is noticed at the next call: re-placed, restarted,
+ * and the result says that the Python state was lost. */
+static void t_agent_restart(void **state)
+{
+	fixture *f = *state;
+	const char *pod = pod_of(f->id);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	aks_result_free(r);
+	char *pids = agent_pids(pod);
+	assert_int_equal(words(pids), 1);
+	char *kill_cmd = xasprintf("rm -f /.aksandbox/aksandbox-agent-*; kill -9 %s", pids);
+	free(pod_sh(pod, kill_cmd));
+	free(kill_cmd);
+	char *now = NULL;
+	for (int i = 0; i < 50; i++) {
+		free(now);
+		now = agent_pids(pod);
+		if (!*now)
+			break;
+		usleep(100 * 1000);
+	}
+	assert_string_equal(now, "");
+	free(now);
+	sleep(2); /* an idle agent is pinged first: the kill need not have reached the stream */
+	check_ok(run(f, "python", "print(x + 1)", 60, &r, &err), err);
+	assert_int_equal(aks_result_get_exit_code(r), 1);
+	assert_non_null(strstr(aks_result_get_stderr(r, NULL), "NameError"));
+	const char *notice = aks_result_get_notice(r);
+	if (!notice || !strstr(notice, "restarted") || !strstr(notice, "state was lost"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	aks_result_free(r);
+	now = agent_pids(pod);
+	assert_int_equal(words(now), 1);
+	assert_string_not_equal(now, pids);
+	free(now);
+	free(pids);
+	char *ls = pod_sh(pod, "ls /.aksandbox");
+	assert_true(strncmp(ls, "aksandbox-agent-", 16) == 0);
+	free(ls);
+	/* stateful again, with no further notice */
+	check_ok(run(f, "python", "y = 1", 60, &r, &err), err);
+	aks_result_free(r);
+	check_ok(run(f, "python", "print(y + 1)", 60, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "2\n");
+	assert_null(aks_result_get_notice(r));
+	aks_result_free(r);
+}
+
+/* stderr into a file between capture_start and capture_end (the plugins' log lines); no
+ * assertion in between, or its message would vanish into the file. */
+static int saved_stderr = -1;
+static char *capture_path;
+
+static void capture_start(void)
+{
+	capture_path = xasprintf("%s/stderr-%d", tmpdir, rand());
+	fflush(stderr);
+	saved_stderr = dup(2);
+	int fd = open(capture_path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	assert_true(saved_stderr >= 0 && fd >= 0);
+	dup2(fd, 2);
+	close(fd);
+}
+
+static char *capture_end(void)
+{
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	saved_stderr = -1;
+	char *text = calloc(1, 65536);
+	FILE *fp = fopen(capture_path, "r");
+	if (fp) {
+		text[fread(text, 1, 65535, fp)] = '\0';
+		fclose(fp);
+	}
+	unlink(capture_path);
+	free(capture_path);
+	return text;
+}
+
+/* Two Python calls and a command in a pod where the agent cannot run: per call, so no
+ * state, and the first result says why (its log warning too). */
+static void check_fallback(fixture *f, const char *why)
+{
+	capture_start();
+	aks_error *err = NULL, *err2 = NULL, *err3 = NULL;
+	aks_result *r1 = NULL, *r2 = NULL, *r3 = NULL;
+	int rc = create_rc(f, &err);
+	int rc1 = rc == AKS_OK ? run(f, "python", "x = 41", 60, &r1, &err) : rc;
+	int rc2 = rc == AKS_OK ? run(f, "python", "print(x + 1)", 60, &r2, &err2) : rc;
+	int rc3 = rc == AKS_OK ? run(f, NULL, "echo per-call", 60, &r3, &err3) : rc;
+	char *log = capture_end();
+	check_ok(rc, err);
+	check_ok(rc1, err);
+	check_ok(rc2, err2);
+	check_ok(rc3, err3);
+	assert_int_equal(aks_result_get_exit_code(r1), 0);
+	const char *n = aks_result_get_notice(r1);
+	if (!n || !strstr(n, why) || !strstr(n, "Python keeps no state"))
+		fail_msg("no fallback notice: %s", n ? n : "(none)");
+	assert_int_equal(aks_result_get_exit_code(r2), 1);
+	assert_non_null(strstr(aks_result_get_stderr(r2, NULL), "NameError"));
+	assert_null(aks_result_get_notice(r2));
+	assert_string_equal(aks_result_get_stdout(r3, NULL), "per-call\n");
+	if (!strstr(log, "aksandbox-agent cannot be used in pod") || !strstr(log, why))
+		fail_msg("no fallback warning in the log: %s", log);
+	free(log);
+	aks_result_free(r1);
+	aks_result_free(r2);
+	aks_result_free(r3);
+	char *pids = agent_pids(pod_of(f->id));
+	assert_string_equal(pids, "");
+	free(pids);
+}
+
+/* The fallback: an agent built for another CPU than the node's is not run; a pod with no
+ * writable place (read-only root, attached) gets none. Both say so: a warning in the log,
+ * the first result's notice, and the instance's description names the fallback. */
+static void t_agent_fallback(void **state)
+{
+	fixture *f = *state;
+	/* the same agent, its ELF header saying aarch64 (e_machine 183) */
+	char *fake = xasprintf("%s/aksandbox-agent-arm64", tmpdir);
+	int st;
+	free(sh_out(&st,
+	            "cp '%s' '%s' && printf '\\267\\000' | dd of='%s' bs=1 seek=18 "
+	            "conv=notrunc 2>/dev/null",
+	            K8S_TEST_AGENT, fake, fake));
+	assert_int_equal(st, 0);
+	char *extra = xasprintf("    agent: %s\n", fake);
+	open_provider(f, extra);
+	free(extra);
+	assert_non_null(strstr(aks_provider_get_description(f->prov),
+	                       "per-call exec where it cannot be placed"));
+	check_fallback(f, "the agent is built for aarch64 and the pod's node is x86_64");
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	free(f->id);
+	f->id = NULL;
+	aks_provider_close(f->prov);
+	aks_config_free(f->config);
+	f->prov = NULL;
+	f->config = NULL;
+	free(fake);
+
+	/* an attached pod whose root is read-only (no emptyDir of ours; only /workspace is
+	 * writable, and it is the user's, never a place for the agent) */
+	char *name = xasprintf("aks-ro-%d", rand() % 100000);
+	free(kctl("-n %s run %s --image=%s --image-pull-policy=Never --restart=Never "
+	          "--labels=aksandbox-test=%s --overrides='{\"spec\":{\"containers\":[{\"name\":"
+	          "\"%s\",\"image\":\"%s\",\"command\":[\"sleep\",\"3600\"],\"workingDir\":"
+	          "\"/tmp\",\"securityContext\":{\"readOnlyRootFilesystem\":true},"
+	          "\"volumeMounts\":[{\"name\":\"w\",\"mountPath\":\"/workspace\"}]}],"
+	          "\"volumes\":[{\"name\":\"w\",\"emptyDir\":{}}]}}'",
+	          ns, name, py_image, run_label, name, py_image));
+	free(kctl("-n %s wait --for=condition=Ready pod/%s --timeout=60s", ns, name));
+	extra = xasprintf("    attach_to: %s/%s\n", ns, name);
+	open_provider(f, extra);
+	free(extra);
+	check_fallback(f, "no writable place where a program may run");
+	free(f->id); /* never destroyed: not ours */
+	f->id = NULL;
+	free(kctl("-n %s delete pod %s --grace-period=0 --force", ns, name));
+	free(name);
+}
+
+/* A restarted container (an attached pod that restarts: its PID 1 ends) lost the agent
+ * and its copy in /tmp: the next call re-places and restarts it, with the notice. */
+static void t_agent_container_restart(void **state)
+{
+	fixture *f = *state;
+	char *name = xasprintf("aks-rs-%d", rand() % 100000);
+	free(kctl("-n %s run %s --image=%s --image-pull-policy=Never --restart=Always "
+	          "--labels=aksandbox-test=%s --command -- /bin/sh -c "
+	          "'trap \"exit 0\" TERM; while :; do sleep 1; done'",
+	          ns, name, py_image, run_label));
+	free(kctl("-n %s wait --for=condition=Ready pod/%s --timeout=60s", ns, name));
+	char *extra = xasprintf("    attach_to: %s/%s\n", ns, name);
+	open_provider(f, extra);
+	free(extra);
+	create_sandbox(f);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	assert_null(aks_result_get_notice(r));
+	aks_result_free(r);
+	char *ls = pod_sh(name, "ls /tmp/.aksandbox");
+	assert_true(strncmp(ls, "aksandbox-agent-", 16) == 0);
+	free(ls);
+	free(pod_sh(name, "kill 1"));
+	char *restarts = NULL;
+	for (int i = 0; i < 120; i++) {
+		free(restarts);
+		restarts = jsonpath("pod", name,
+		                    "{.status.containerStatuses[0].restartCount}/"
+		                    "{.status.containerStatuses[0].ready}");
+		if (strcmp(restarts, "0/true") != 0 && strstr(restarts, "/true"))
+			break;
+		usleep(250 * 1000);
+	}
+	assert_string_not_equal(restarts, "0/true");
+	free(restarts);
+	char *gone = pod_sh(name, "ls /tmp/.aksandbox 2>/dev/null; true");
+	assert_string_equal(gone, ""); /* a fresh container: its copy is gone */
+	free(gone);
+	sleep(2);
+	check_ok(run(f, "python", "print(x + 1)", 60, &r, &err), err);
+	assert_int_equal(aks_result_get_exit_code(r), 1);
+	assert_non_null(strstr(aks_result_get_stderr(r, NULL), "NameError"));
+	const char *notice = aks_result_get_notice(r);
+	if (!notice || !strstr(notice, "restarted"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	aks_result_free(r);
+	ls = pod_sh(name, "ls /tmp/.aksandbox");
+	assert_true(strncmp(ls, "aksandbox-agent-", 16) == 0); /* placed again */
+	free(ls);
+	char *pids = agent_pids(name);
+	assert_int_equal(words(pids), 1);
+	free(pids);
+	free(f->id); /* not ours to destroy */
+	f->id = NULL;
+	free(kctl("-n %s delete pod %s --grace-period=0 --force", ns, name));
+	free(name);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -941,10 +1453,29 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_attach_to, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_self_heal, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_create_timeout, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_stateful, setup, teardown),
 	};
+	const struct CMUnitTest agent_tests[] = {
+	    cmocka_unit_test_setup_teardown(t_agent_close, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_timeout_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_big_output, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_file_hash, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_container_restart, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_fallback, setup_bare, teardown),
+	};
+	struct CMUnitTest
+	    all[sizeof(tests) / sizeof(tests[0]) + sizeof(agent_tests) / sizeof(agent_tests[0])];
+	size_t n = 0;
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++)
+		all[n++] = tests[i];
+	/* the agent's own cases exist only through it */
+	for (size_t i = 0; WITH_AGENT && i < sizeof(agent_tests) / sizeof(agent_tests[0]); i++)
+		all[n++] = agent_tests[i];
 	/* AKS_K8S_TEST_FILTER=t_files runs one case (a cmocka glob) */
 	const char *filter = getenv("AKS_K8S_TEST_FILTER");
 	if (filter && *filter)
 		cmocka_set_test_filter(filter);
-	return cmocka_run_group_tests(tests, group_setup, group_teardown);
+	return _cmocka_run_group_tests(WITH_AGENT ? "test_kubernetes_agent" : "test_kubernetes",
+	                               all, n, group_setup, group_teardown);
 }

@@ -93,6 +93,7 @@ static void test_full_pod(void **state)
 	                                  "[\"NET_BIND_SERVICE\"]},\"runAsNonRoot\":true,"
 	                                  "\"readOnlyRootFilesystem\":false}",
 	    .max_lifetime = 86400,
+	    .agent_dir = true,
 	};
 	aks_policy p = policy();
 	p.cpu = 1.5;
@@ -119,12 +120,39 @@ static void test_full_pod(void **state)
 	    "\"env\":[{\"name\":\"A\",\"value\":\"1\"},{\"name\":\"B\",\"value\":\"two words\"}],"
 	    "\"resources\":{\"requests\":{\"cpu\":\"1.5\",\"memory\":\"512Mi\"},\"limits\":{"
 	    "\"cpu\":\"1.5\",\"memory\":\"512Mi\"}},"
-	    "\"volumeMounts\":[{\"name\":\"workspace\",\"mountPath\":\"/workspace\"}]}],"
-	    "\"volumes\":[{\"name\":\"workspace\",\"emptyDir\":{}}],"
+	    "\"volumeMounts\":[{\"name\":\"workspace\",\"mountPath\":\"/workspace\"},"
+	    "{\"name\":\"aksandbox\",\"mountPath\":\"/.aksandbox\"}]}],"
+	    "\"volumes\":[{\"name\":\"workspace\",\"emptyDir\":{}},"
+	    "{\"name\":\"aksandbox\",\"emptyDir\":{}}],"
 	    "\"serviceAccountName\":\"runner\","
 	    "\"imagePullSecrets\":[{\"name\":\"regcred\"},{\"name\":\"other\"}],"
 	    "\"nodeSelector\":{\"pool\":\"sandboxes\"},"
 	    "\"securityContext\":{\"runAsUser\":1000,\"fsGroup\":2000}}}");
+	json_object_put(pod);
+}
+
+/* With the agent and no filesystem policy: its emptyDir alone, the root left writable. */
+static void test_agent_dir(void **state)
+{
+	(void)state;
+	k8s_pod_params pp = {.name = "ak-sandbox-0123456789ab",
+	                     .namespace = "default",
+	                     .image = "python:3.12-slim",
+	                     .agent_dir = true};
+	k8s_err e = {0};
+	json_object *pod = k8s_pod_manifest(&pp, NULL, &e);
+	assert_non_null(pod);
+	assert_json(pod,
+	            "{\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":"
+	            "\"ak-sandbox-0123456789ab\",\"namespace\":\"default\",\"labels\":{"
+	            "\"app.kubernetes.io/managed-by\":\"agent-kernel\",\"agentkernel.io/sandbox\":"
+	            "\"true\",\"agentkernel.io/sandbox-name\":\"ak-sandbox-0123456789ab\"}},"
+	            "\"spec\":{\"restartPolicy\":\"Never\",\"terminationGracePeriodSeconds\":5,"
+	            "\"containers\":[{\"name\":\"sandbox\",\"image\":\"python:3.12-slim\","
+	            "\"command\":[\"sleep\",\"infinity\"],\"workingDir\":\"/workspace\","
+	            "\"securityContext\":{" HARDENED "},"
+	            "\"volumeMounts\":[{\"name\":\"aksandbox\",\"mountPath\":\"/.aksandbox\"}]}],"
+	            "\"volumes\":[{\"name\":\"aksandbox\",\"emptyDir\":{}}]}}");
 	json_object_put(pod);
 }
 
@@ -341,7 +369,7 @@ int main(void)
 	    cmocka_unit_test(test_cpu_format),      cmocka_unit_test(test_netpol_none),
 	    cmocka_unit_test(test_netpol_deny),     cmocka_unit_test(test_netpol_allowlist),
 	    cmocka_unit_test(test_netpol_domains),  cmocka_unit_test(test_cidr),
-	    cmocka_unit_test(test_safe_path),
+	    cmocka_unit_test(test_safe_path),       cmocka_unit_test(test_agent_dir),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
