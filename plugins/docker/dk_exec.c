@@ -92,12 +92,13 @@ static int engine_error(const aks_host_api *host, int code, const char *what, co
 	return rc;
 }
 
-static int exec_create(aks_sandbox_impl *sb, const char *const *argv, const char *marker,
-                       const char *workdir, const aks_call *call, char **exec_id, aks_error **err)
+int dk_exec_create(aks_sandbox_impl *sb, const char *const *argv, const char *marker,
+                   const char *workdir, bool attach_stdin, const aks_call *call, char **exec_id,
+                   aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	json_object *b = json_object_new_object();
-	json_object_object_add(b, "AttachStdin", json_object_new_boolean(0));
+	json_object_object_add(b, "AttachStdin", json_object_new_boolean(attach_stdin));
 	json_object_object_add(b, "AttachStdout", json_object_new_boolean(1));
 	json_object_object_add(b, "AttachStderr", json_object_new_boolean(1));
 	json_object_object_add(b, "Tty", json_object_new_boolean(0));
@@ -204,7 +205,7 @@ static int sweep(aks_sandbox_impl *sb, const char *marker, const aks_call *quick
 	const aks_host_api *host = sb->prov->host;
 	const char *argv[] = {"/bin/sh", "-c", aks_ctr_kill_script, "sh", marker, NULL};
 	char *exec_id = NULL;
-	int rc = exec_create(sb, argv, NULL, "/", quick, &exec_id, e);
+	int rc = dk_exec_create(sb, argv, NULL, "/", false, quick, &exec_id, e);
 	if (rc != AKS_OK)
 		return rc;
 	char path[160];
@@ -285,7 +286,7 @@ static int run_argv(aks_sandbox_impl *sb, const char *const *argv, const char *w
 	if (dk_random_hex(marker, 16) < 0)
 		return host->error_set(err, AKS_EIO, "docker: cannot read /dev/urandom");
 	char *exec_id = NULL;
-	int rc = exec_create(sb, argv, marker, workdir, call, &exec_id, err);
+	int rc = dk_exec_create(sb, argv, marker, workdir, false, call, &exec_id, err);
 	if (rc != AKS_OK) {
 		if ((rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) && out)
 			host->result_set_timed_out(out);
@@ -348,9 +349,32 @@ int dk_exec_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *
 	return run_argv(sb, argv, "/", call, out, exit_code, err);
 }
 
-static int run(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call, aks_result *out,
-               aks_error **err)
+/* python_code: code for the agent's persistent Python session, used instead of argv when
+ * the agent runs this handle's operations (argv is the per-call way). */
+static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
+               const char *what, const aks_call *call, aks_result *out, aks_error **err)
 {
+	const aks_host_api *host = sb->prov->host;
+	if (call && host->cancelled && host->cancelled(call)) {
+		host->result_set_timed_out(out);
+		return host->error_set(err, AKS_ECANCELLED,
+		                       "execution cancelled before it started");
+	}
+	int rc = dk_agent_ensure(sb, call, err);
+	if (rc != AKS_OK) {
+		if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED)
+			host->result_set_timed_out(out);
+		return rc;
+	}
+	/* Code and commands travel as one argument, except into the agent's session (in a
+	 * protocol frame of up to 1 MiB; the client says when it is over). */
+	if (!(sb->agent && python_code) && strlen(argv[2]) > DK_MAX_ARG)
+		return host->error_set(err, AKS_ELIMIT,
+		                       "the %s is %zu bytes; docker passes it as one argument, "
+		                       "which Linux limits to %d bytes",
+		                       what, strlen(argv[2]), DK_MAX_ARG);
+	if (sb->agent)
+		return dk_agent_exec(sb, argv, python_code, DK_WORKSPACE, call, out, err);
 	int code = -1;
 	return run_argv(sb, argv, DK_WORKSPACE, call, out, &code, err);
 }
@@ -366,13 +390,10 @@ int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language
 	if (strcmp(language, "python") != 0)
 		return host->error_set(err, AKS_ECAPABILITY,
 		                       "docker does not support capability: language:%s", language);
-	if (strlen(code) > DK_MAX_ARG)
-		return host->error_set(err, AKS_ELIMIT,
-		                       "the code is %zu bytes; docker passes it as one argument, "
-		                       "which Linux limits to %d bytes",
-		                       strlen(code), DK_MAX_ARG);
 	const char *argv[] = {sb->prov->python, "-c", code, NULL};
-	return run(sb, argv, call, out, err);
+	/* The agent's session runs python3 from PATH: another `python` runs per call. */
+	bool session = strcmp(sb->prov->python, "python3") == 0;
+	return run(sb, argv, session ? code : NULL, "code", call, out, err);
 }
 
 int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
@@ -381,14 +402,8 @@ int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
 	const aks_host_api *host = sb->prov->host;
 	if (!command)
 		return host->error_set(err, AKS_EINVAL, "execute_command: no command");
-	if (strlen(command) > DK_MAX_ARG)
-		return host->error_set(
-		    err, AKS_ELIMIT,
-		    "the command is %zu bytes; docker passes it as one argument, "
-		    "which Linux limits to %d bytes",
-		    strlen(command), DK_MAX_ARG);
 	const char *argv[] = {"/bin/sh", "-c", command, NULL};
-	return run(sb, argv, call, out, err);
+	return run(sb, argv, NULL, "command", call, out, err);
 }
 
 int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
@@ -400,7 +415,7 @@ int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const
 		return sb->prov->host->error_set(err, rc, "%s",
 		                                 rc == AKS_EINVAL ? "install_packages: no packages"
 		                                                  : "out of memory");
-	rc = run(sb, argv, call, out, err);
+	rc = run(sb, argv, NULL, "command", call, out, err);
 	free(argv);
 	return rc;
 }

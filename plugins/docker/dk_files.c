@@ -160,6 +160,15 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 	free(st.link);
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
 		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
+	/* The checks above are the same either way; then the agent writes the file and
+	 * verifies its size and SHA-256, or the archive API does. */
+	if (rc == AKS_OK)
+		rc = dk_agent_ensure(sb, call, err);
+	if (rc == AKS_OK && sb->agent) {
+		rc = dk_agent_write(sb, cpath, path, data, len, call, err);
+		free(cpath);
+		return rc;
+	}
 	dk_buf tar = {0};
 	if (rc == AKS_OK && aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false,
 	                                     &tar.data, &tar.len) < 0)
@@ -252,7 +261,11 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 	free(st.link);
 	if (rc == AKS_OK && (!st.exists || (st.mode & (GO_MODE_DIR | GO_MODE_SYMLINK))))
 		rc = not_found(host, path, err);
-	if (rc != AKS_OK) {
+	if (rc == AKS_OK)
+		rc = dk_agent_ensure(sb, call, err);
+	if (rc == AKS_OK && sb->agent) /* it reads and checks size and SHA-256 */
+		rc = dk_agent_read(sb, cpath, path, call, out, err);
+	if (rc != AKS_OK || sb->agent) {
 		free(cpath);
 		return rc;
 	}

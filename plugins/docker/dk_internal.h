@@ -8,6 +8,7 @@
 #ifndef DK_INTERNAL_H
 #define DK_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -25,6 +26,19 @@
 /* Container names are DK_ID_PREFIX + 32 hex digits; the name is the sandbox id. */
 #define DK_ID_PREFIX     "aks-"
 #define DK_VOLUME_SUFFIX "-workspace"
+/* aksandbox-agent's place in every container (dk_agent.c). Under a read-only root a volume
+ * <name>DK_AGENT_VOLUME_SUFFIX of ours is mounted at DK_AGENT_DIR to hold it. */
+#define DK_AGENT_DIR_REL       ".aksandbox"
+#define DK_AGENT_DIR           "/" DK_AGENT_DIR_REL
+#define DK_AGENT_NAME          "aksandbox-agent"
+#define DK_AGENT_PATH          DK_AGENT_DIR "/" DK_AGENT_NAME
+#define DK_AGENT_VOLUME_SUFFIX "-aksandbox"
+
+#define DK_ARCH_RING   8  /* images checked, per provider instance */
+#define DK_PLACED_RING 32 /* containers with the agent in place */
+
+typedef struct aks_agent aks_agent;
+typedef struct dk_stream dk_stream;
 
 /* Where the engine is. Resolved at init from the config and environment;
  * nothing connects until the first call. */
@@ -45,8 +59,23 @@ struct aks_provider_impl {
 	char **labels; /* NULL-terminated key, value pairs */
 	char **env;    /* "KEY=VALUE" strings, NULL-terminated */
 	bool pull;
-	aks_capabilities caps; /* the instance's */
+	aks_capabilities caps; /* the instance's (stateful changes: see dk_agent_unusable) */
 	dk_endpoint ep;
+	/* aksandbox-agent (dk_agent.c); agent NULL: every operation per call */
+	char *agent;         /* the program on this host */
+	char agent_arch[16]; /* its architecture as Docker names it ("" unknown) */
+	size_t agent_size;
+	char *desc_agent;         /* instance_description's line */
+	char *desc_fallback;      /* the same once the agent proved unusable (set once) */
+	int agent_unusable;       /* atomic: a reason to run per call is known */
+	pthread_mutex_t agent_mu; /* the descriptions and the caches below */
+	/* What this process has already checked (so a new handle on a known sandbox starts
+	 * its agent without asking the engine again): images whose architecture matches the
+	 * agent's, containers where the agent is in place. Small rings. */
+	char arch_ok[DK_ARCH_RING][144];
+	unsigned arch_ok_next;
+	char placed[DK_PLACED_RING][144];
+	unsigned placed_next;
 };
 
 /* One connection context: a multi handle (the connection cache) and an easy
@@ -57,11 +86,19 @@ typedef struct dk_conn {
 	CURL *easy;
 } dk_conn;
 
+enum { DK_AGENT_OFF, DK_AGENT_IDLE, DK_AGENT_UP, DK_AGENT_FALLBACK };
+
 struct aks_sandbox_impl {
 	aks_provider_impl *prov;
 	char *id;      /* container name (ours) or the attach_to id */
 	bool external; /* attach_to: never created by us */
 	dk_conn conn;
+	/* the handle's agent (dk_agent.c) */
+	int agent_mode;    /* DK_AGENT_* */
+	bool agent_placed; /* checked present in the container */
+	bool state_lost;   /* restarted: the next result carries the notice */
+	aks_agent *agent;
+	dk_stream *stream;
 };
 
 /* ---- buffers ---------------------------------------------------------------- */
@@ -143,6 +180,12 @@ int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
                        aks_result *out, aks_error **err);
 int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
                         aks_result *out, aks_error **err);
+/* POST /containers/{id}/exec: argv in workdir, stdout and stderr attached (and stdin with
+ * attach_stdin), no TTY, with AKS_EXEC_ID=marker when marker is set. A container stopped
+ * behind our back is started once. */
+int dk_exec_create(aks_sandbox_impl *sb, const char *const *argv, const char *marker,
+                   const char *workdir, bool attach_stdin, const aks_call *call, char **exec_id,
+                   aks_error **err);
 /* Runs argv in the container from /, output to `out` (NULL: discarded), and reports
  * its exit code in *exit_code. Used by the plugin itself (mkdir). */
 int dk_exec_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
@@ -157,5 +200,43 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 /* The reference's path rule: the absolute container path for an agent's
  * path, or AKS_EPOLICY when it escapes DK_WORKSPACE. */
 int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err);
+
+/* ---- dk_stream.c: an exec's stdio as two fds ------------------------------------------ */
+
+/* Starts exec_id (created with stdin attached) on a hijacked connection and returns the
+ * client's ends: *rfd reads the program's stdout, *wfd writes its stdin (closing it ends
+ * stdin). stderr goes to the log. */
+int dk_stream_open(const aks_provider_impl *prov, const char *container, const char *exec_id,
+                   const aks_call *call, dk_stream **out, int *rfd, int *wfd, aks_error **err);
+/* After the client closed its ends: waits up to wait_ms for the program to end its output,
+ * then tears down; what it said (stderr, or unframed first output) goes to stderr_buf. */
+void dk_stream_close(dk_stream *s, int wait_ms, char *stderr_buf, size_t stderr_len);
+
+/* ---- dk_agent.c: aksandbox-agent -------------------------------------------------------- */
+
+/* The agent: key (NULL, "false" or an absolute path), checked and recorded at init. */
+int dk_agent_config(aks_provider_impl *prov, const char *agent, aks_error **err);
+/* Records why the agent cannot be used (the first reason is kept and logged as a warning). */
+void dk_agent_unusable(aks_provider_impl *prov, const char *reason);
+bool dk_agent_usable(const aks_provider_impl *prov);
+const char *dk_agent_description(const aks_provider_impl *prov);
+/* Copies the agent into container id (the architecture checked first). AKS_OK with *why
+ * NULL when it is there, or with *why (malloc'd) when it cannot be; else the engine's
+ * failure (gone, timeout). */
+int dk_agent_place(dk_conn *c, const char *id, const aks_call *call, char **why, aks_error **err);
+/* The same for a container just created from the configured image (not started): nothing
+ * to look at first; into_dir: a volume of ours is mounted at DK_AGENT_DIR. */
+int dk_agent_place_new(dk_conn *c, const char *id, bool into_dir, const aks_call *call, char **why,
+                       aks_error **err);
+/* Before an operation: starts (or restarts) the handle's agent when it should run.
+ * Afterwards sb->agent is set when the operation goes through it, NULL for per call. */
+int dk_agent_ensure(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);
+void dk_agent_stop(aks_sandbox_impl *sb);
+int dk_agent_exec(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
+                  const char *workdir, const aks_call *call, aks_result *out, aks_error **err);
+int dk_agent_write(aks_sandbox_impl *sb, const char *cpath, const char *path, const void *data,
+                   size_t len, const aks_call *call, aks_error **err);
+int dk_agent_read(aks_sandbox_impl *sb, const char *cpath, const char *path, const aks_call *call,
+                  aks_result *out, aks_error **err);
 
 #endif /* DK_INTERNAL_H */

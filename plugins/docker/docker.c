@@ -69,6 +69,10 @@ static const aks_config_key dk_config_keys[] = {
                    "extra labels on the containers and volumes created"),
     AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
                    "environment variables of the container"),
+    AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
+                   "the static aksandbox-agent to place in each container and run operations "
+                   "through (stateful Python); null = the installed one if present, false = "
+                   "none (one docker exec per call)"),
     AKS_CONFIG_END,
 };
 
@@ -106,6 +110,10 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->python);
 	free_strv(prov->labels);
 	free_strv(prov->env);
+	free(prov->agent);
+	free(prov->desc_agent);
+	free(prov->desc_fallback);
+	pthread_mutex_destroy(&prov->agent_mu);
 	free(prov);
 	aks_ctr_curl_release();
 }
@@ -114,7 +122,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 {
 	const aks_host_api *host = prov->host;
 	const char *image = NULL, *runtime = NULL, *attach_to = NULL, *python = NULL,
-	           *hostaddr = NULL;
+	           *hostaddr = NULL, *agent = NULL;
 	const char *const *labels = NULL, *const *env = NULL;
 	bool pull = true;
 	if (host->config_string(cfg, "image", &image) != AKS_OK ||
@@ -124,7 +132,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    host->config_string(cfg, "python", &python) != AKS_OK ||
 	    host->config_bool(cfg, "pull", &pull) != AKS_OK ||
 	    host->config_map(cfg, "labels", &labels) != AKS_OK ||
-	    host->config_map(cfg, "env", &env) != AKS_OK)
+	    host->config_map(cfg, "env", &env) != AKS_OK ||
+	    host->config_string(cfg, "agent", &agent) != AKS_OK)
 		return host->error_set(err, AKS_ECONFIG,
 		                       "docker: the host could not read the config block");
 	if (!image || !*image)
@@ -161,7 +170,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 			prov->env[i] = NULL;
 			return host->error_set(err, AKS_ENOMEM, "out of memory");
 		}
-	return dk_endpoint_init(&prov->ep, hostaddr, host, err);
+	int rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
+	return rc == AKS_OK ? dk_agent_config(prov, agent, err) : rc;
 }
 
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
@@ -175,6 +185,7 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	prov->host = host;
+	pthread_mutex_init(&prov->agent_mu, NULL);
 	int rc = read_config(prov, config, err);
 	if (rc != AKS_OK) {
 		dk_fini(prov);
@@ -184,6 +195,10 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 	/* gVisor puts a user-space kernel between the program and the host's. */
 	if (prov->runtime && strcmp(prov->runtime, "runsc") == 0)
 		prov->caps.isolation = AKS_ISOLATION_SYSCALL_FILTER;
+	/* stateful only while the agent is usable (dk_agent_unusable clears it: the host keeps
+	 * this pointer), and only with python3, the agent's session interpreter: another
+	 * `python` runs per call. */
+	prov->caps.stateful = dk_agent_usable(prov) && strcmp(prov->python, "python3") == 0;
 	*out = prov;
 	return AKS_OK;
 }
@@ -191,6 +206,11 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 static const aks_capabilities *dk_instance_caps(const aks_provider_impl *prov)
 {
 	return &prov->caps;
+}
+
+static const char *dk_instance_description(const aks_provider_impl *prov)
+{
+	return dk_agent_description(prov);
 }
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -291,7 +311,7 @@ int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_erro
 	return rc;
 }
 
-static int new_handle(aks_provider_impl *prov, const char *id, bool external,
+static int new_handle(aks_provider_impl *prov, const char *id, bool external, bool placed,
                       aks_sandbox_impl **out, aks_error **err)
 {
 	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
@@ -301,6 +321,8 @@ static int new_handle(aks_provider_impl *prov, const char *id, bool external,
 	}
 	sb->prov = prov;
 	sb->external = external;
+	sb->agent_mode = prov->agent ? DK_AGENT_IDLE : DK_AGENT_OFF;
+	sb->agent_placed = placed;
 	int rc = dk_conn_init(&sb->conn, prov, err);
 	if (rc != AKS_OK) {
 		free(sb->id);
@@ -315,6 +337,7 @@ static void dk_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
+	dk_agent_stop(sb); /* the agent sees EOF, kills what it runs and exits */
 	dk_conn_fini(&sb->conn);
 	free(sb->id);
 	free(sb);
@@ -398,8 +421,18 @@ static json_object *strv_json(char *const *v)
 	return a;
 }
 
+/* agent_volume: mounted at DK_AGENT_DIR (a read-only root), or NULL. */
+static json_object *mount_json(const char *volume, const char *target)
+{
+	json_object *m = json_object_new_object();
+	json_object_object_add(m, "Type", json_object_new_string("volume"));
+	json_object_object_add(m, "Source", json_object_new_string(volume));
+	json_object_object_add(m, "Target", json_object_new_string(target));
+	return m;
+}
+
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
-                                const aks_policy *p)
+                                const char *agent_volume, const aks_policy *p)
 {
 	json_object *b = json_object_new_object();
 	json_object_object_add(b, "Image", json_object_new_string(prov->image));
@@ -426,12 +459,10 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
 	if (prov->runtime)
 		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
-	json_object *m = json_object_new_object();
-	json_object_object_add(m, "Type", json_object_new_string("volume"));
-	json_object_object_add(m, "Source", json_object_new_string(volume));
-	json_object_object_add(m, "Target", json_object_new_string(DK_WORKSPACE));
 	json_object *mounts = json_object_new_array();
-	json_object_array_add(mounts, m);
+	json_object_array_add(mounts, mount_json(volume, DK_WORKSPACE));
+	if (agent_volume)
+		json_object_array_add(mounts, mount_json(agent_volume, DK_AGENT_DIR));
 	json_object_object_add(hc, "Mounts", mounts);
 	json_object_object_add(b, "HostConfig", hc);
 	return b;
@@ -499,21 +530,51 @@ static int create_volume(dk_conn *c, const char *volume, const aks_call *call, a
 	return rc;
 }
 
+/* Between create and start (a runtime such as gVisor may not see host-side writes to its
+ * root after start): the agent into the new container. A failure is the fallback. */
+static bool place_agent(aks_provider_impl *prov, dk_conn *c, const char *name, bool into_dir,
+                        const aks_call *call)
+{
+	if (!dk_agent_usable(prov))
+		return false;
+	char *why = NULL;
+	aks_error *e = NULL;
+	int rc = dk_agent_place_new(c, name, into_dir, call, &why, &e);
+	if (rc == AKS_OK && why)
+		dk_agent_unusable(prov, why);
+	else if (rc != AKS_OK) /* the handle tries again before its first operation */
+		prov->host->log(AKS_LOG_INFO, DK_NAME,
+		                "cannot place aksandbox-agent in '%s' yet: %s", name,
+		                e ? prov->host->error_message(e) : "?");
+	free(why);
+	if (e)
+		prov->host->error_free(e);
+	return rc == AKS_OK && !why;
+}
+
 static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, char *name,
-                     aks_error **err)
+                     bool *placed, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
 	const aks_policy *p = call ? call->policy : NULL;
-	char hex[33], volume[96], path[128];
+	char hex[33], volume[96], agent_volume[96], path[128];
+	*placed = false;
 	if (dk_random_hex(hex, 16) < 0)
 		return host->error_set(err, AKS_EIO, "docker: cannot read /dev/urandom");
 	snprintf(name, 64, DK_ID_PREFIX "%s", hex);
 	snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, name);
+	snprintf(agent_volume, sizeof(agent_volume), "%s" DK_AGENT_VOLUME_SUFFIX, name);
+	/* A read-only root has no place for the agent: a volume of ours is. */
+	bool with_agent_volume = fs_policy(p) && dk_agent_usable(prov);
 	int rc = create_volume(c, volume, call, err);
 	if (rc != AKS_OK)
 		return rc;
+	if (with_agent_volume && (rc = create_volume(c, agent_volume, call, err)) != AKS_OK) {
+		with_agent_volume = false;
+		goto out_volume;
+	}
 
-	json_object *body = create_body(prov, volume, p);
+	json_object *body = create_body(prov, volume, with_agent_volume ? agent_volume : NULL, p);
 	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
 	dk_req r;
 	bool pulled = false;
@@ -544,6 +605,8 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 			                  err);
 	}
 	dk_req_free(&r);
+	if (rc == AKS_OK)
+		*placed = place_agent(prov, c, name, with_agent_volume, call);
 	if (rc == AKS_OK) {
 		snprintf(path, sizeof(path), "/containers/%s/start", name);
 		rc = call_json(c, &r, "POST", path, NULL, call, err);
@@ -564,6 +627,7 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 	}
 out:
 	json_object_put(body);
+out_volume:
 	if (rc != AKS_OK) {
 		aks_call quick = {AKS_CALL_VERSION,
 		                  sizeof(aks_call),
@@ -573,6 +637,8 @@ out:
 		                  NULL,
 		                  NULL};
 		remove_volume(c, volume, &quick, NULL);
+		if (with_agent_volume)
+			remove_volume(c, agent_volume, &quick, NULL);
 	}
 	return rc;
 }
@@ -601,7 +667,7 @@ static int attach_external(aks_provider_impl *prov, const aks_call *call, aks_sa
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	rc = new_handle(prov, prov->attach_to, true, out, err);
+	rc = new_handle(prov, prov->attach_to, true, false, out, err);
 	if (rc == AKS_OK) {
 		const char *argv[] = {"mkdir", "-p", DK_WORKSPACE, NULL};
 		int code = 0;
@@ -630,11 +696,12 @@ static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 	if ((rc = dk_conn_init(&c, prov, err)) != AKS_OK)
 		return rc;
 	char name[64];
-	rc = provision(prov, &c, call, name, err);
+	bool placed = false;
+	rc = provision(prov, &c, call, name, &placed, err);
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, name, false, out, err);
+	return new_handle(prov, name, false, placed, out, err);
 }
 
 /* ---- attach and destroy --------------------------------------------------------------------- */
@@ -666,11 +733,20 @@ static int dk_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_
 			                volume, e ? prov->host->error_message(e) : "?");
 		if (e)
 			prov->host->error_free(e);
+		e = NULL;
+		snprintf(volume, sizeof(volume), "%s" DK_AGENT_VOLUME_SUFFIX, sandbox_id);
+		if (remove_volume(&c, volume, call, &e) != AKS_OK)
+			prov->host->log(AKS_LOG_WARNING, DK_NAME,
+			                "cannot remove the agent volume '%s' of a vanished "
+			                "container: %s",
+			                volume, e ? prov->host->error_message(e) : "?");
+		if (e)
+			prov->host->error_free(e);
 	}
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, sandbox_id, false, out, err);
+	return new_handle(prov, sandbox_id, false, false, out, err);
 }
 
 static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err)
@@ -749,6 +825,9 @@ static int dk_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks
 		char volume[256];
 		snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, sandbox_id);
 		rc = remove_volume(&c, volume, call, err);
+		snprintf(volume, sizeof(volume), "%s" DK_AGENT_VOLUME_SUFFIX, sandbox_id);
+		if (rc == AKS_OK)
+			rc = remove_volume(&c, volume, call, err);
 	}
 	dk_conn_fini(&c);
 	return rc;
@@ -781,6 +860,7 @@ static const aks_provider_ops dk_provider_ops = {
     .init = dk_init,
     .fini = dk_fini,
     .instance_capabilities = dk_instance_caps,
+    .instance_description = dk_instance_description,
     .create = dk_create,
     .attach = dk_attach,
     .destroy = dk_destroy,

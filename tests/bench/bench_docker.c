@@ -2,19 +2,25 @@
  * tests/bench/bench_docker.c - the docker provider's cost, against the same
  * work done without it, measured in the same run:
  *
- *  exec:  one execute_command("true") in an existing sandbox (the plugin's
- *         three Engine API calls), against the same three bare API calls made
- *         here with libcurl over the same socket (exec create, exec start,
- *         exec inspect), and against `docker exec <id> true` (the CLI);
- *  first: a new sandbox's first command (create + execute + destroy) against
- *         `docker run --rm <image> true`;
- *  tool:  the same two through the tool layer (aks_runtime_call_tool,
- *         run_command in an existing session, and a new session's first
- *         run_command), on a per_session docker profile.
+ *  exec:  one execute_command("true") in an existing sandbox, through
+ *         aksandbox-agent (one request on the handle's agent stream) and with
+ *         agent: false (the plugin's three Engine API calls), against the same
+ *         three bare API calls made here with libcurl over the same socket
+ *         (exec create, exec start, exec inspect), and against
+ *         `docker exec <id> true` (the CLI);
+ *  first: a new sandbox's first command (create + execute + destroy), with and
+ *         without the agent, against `docker run --rm <image> true`;
+ *  tool:  run_command true through the tool layer (aks_runtime_call_tool) in an
+ *         existing session of a per_session docker profile with the agent and
+ *         of one with agent: false, against `docker exec <id> true`, and a new
+ *         session's first run_command. The core closes the sandbox handle after
+ *         every call, so there each call starts (and ends) its own agent.
  *
- * Usage: bench_docker [-n N] [-m M] [IMAGE]   (N exec samples, default 100;
- * M first-command samples, default 10). Needs the Docker Engine on
- * /var/run/docker.sock and the image (default aksandbox-test:bookworm).
+ * Usage: bench_docker [-n N] [-m M] [-a AGENT] [IMAGE]   (N exec samples,
+ * default 100; M first-command samples, default 10; AGENT the static
+ * aksandbox-agent, default $AKS_TEST_BUILDDIR/agent/aksandbox-agent). Needs the
+ * Docker Engine on /var/run/docker.sock and the image (default
+ * aksandbox-test:bookworm).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -100,27 +106,29 @@ static int64_t bare_exec(CURL *c, const char *container)
 
 /* ---- the plugin --------------------------------------------------------------------- */
 
-static aks_provider *open_docker(const char *image, char *yaml_path)
+static aks_provider *open_docker(const char *image, const char *agent, aks_config **config)
 {
 	aks_error *err = NULL;
 	const aks_plugin *plugin = NULL;
 	if (aks_plugin_load("docker", AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK)
 		bench_die(prog, "loading docker.so", err);
-	FILE *f = fopen(yaml_path, "w");
+	char yaml_path[] = "/tmp/bench-docker-XXXXXX";
+	int fd = mkstemp(yaml_path);
+	FILE *f = fd < 0 ? NULL : fdopen(fd, "w");
 	if (!f) {
 		perror(yaml_path);
 		exit(1);
 	}
 	fprintf(f,
 	        "sandbox:\n  enabled: true\n  type: docker\n  docker:\n    image: %s\n"
-	        "    pull: false\n    labels: {io.aksandbox.test: bench}\n",
-	        image);
+	        "    pull: false\n    agent: %s\n    labels: {io.aksandbox.test: bench}\n",
+	        image, agent);
 	fclose(f);
-	static aks_config *config; /* lives as long as the provider, i.e. the run */
-	if (aks_config_load_block(plugin, yaml_path, &config, &err) != AKS_OK)
+	if (aks_config_load_block(plugin, yaml_path, config, &err) != AKS_OK)
 		bench_die(prog, "loading the config", err);
+	unlink(yaml_path);
 	aks_provider *prov = NULL;
-	if (aks_provider_open(plugin, config, &prov, &err) != AKS_OK)
+	if (aks_provider_open(plugin, *config, &prov, &err) != AKS_OK)
 		bench_die(prog, "opening the provider", err);
 	return prov;
 }
@@ -128,8 +136,27 @@ static aks_provider *open_docker(const char *image, char *yaml_path)
 static void report(const char *what, int64_t *v, size_t n)
 {
 	double med = bench_median_ms(v, n);
-	printf("  %-52s %9.3f ms  (p10 %.3f, p90 %.3f)\n", what, med,
+	printf("  %-56s %9.3f ms  (p10 %.3f, p90 %.3f)\n", what, med,
 	       bench_percentile_ms(v, n, 0.1), bench_percentile_ms(v, n, 0.9));
+}
+
+/* One execute_command("true") on sb: ns. */
+static int64_t plugin_true(aks_sandbox *sb)
+{
+	aks_call call;
+	aks_call_init(&call, 120, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	aks_result *r = NULL;
+	int64_t t0 = bench_now_ns();
+	if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
+		bench_die(prog, "execute_command", err);
+	int64_t t = bench_now_ns() - t0;
+	if (aks_result_get_exit_code(r) != 0) {
+		fprintf(stderr, "%s: true exited with %d\n", prog, aks_result_get_exit_code(r));
+		exit(1);
+	}
+	aks_result_free(r);
+	return t;
 }
 
 /* ---- the tool layer ------------------------------------------------------------------- */
@@ -148,7 +175,8 @@ static char *tool(aks_runtime *rt, const aks_tool_context *ctx, const char *name
 	return json;
 }
 
-static void bench_tools(const char *image, size_t n, size_t m)
+static void bench_tools(const char *image, const char *agent, const char *cli_container, size_t n,
+                        size_t m)
 {
 	char dir[] = "/tmp/bench-docker-tool-XXXXXX";
 	if (!mkdtemp(dir)) {
@@ -164,10 +192,14 @@ static void bench_tools(const char *image, size_t n, size_t m)
 		exit(1);
 	}
 	fprintf(f,
-	        "sandbox:\n  enabled: true\n  default_profile: box\n  profiles:\n    box:\n"
-	        "      type: docker\n      scope: per_session\n"
-	        "      docker: {image: %s, pull: false, labels: {io.aksandbox.test: bench}}\n",
-	        image);
+	        "sandbox:\n  enabled: true\n  default_profile: box\n  profiles:\n"
+	        "    box:\n      type: docker\n      scope: per_session\n"
+	        "      docker: {image: %s, pull: false, agent: %s, "
+	        "labels: {io.aksandbox.test: bench}}\n"
+	        "    boxpc:\n      type: docker\n      scope: per_session\n"
+	        "      docker: {image: %s, pull: false, agent: false, "
+	        "labels: {io.aksandbox.test: bench}}\n",
+	        image, agent, image);
 	fclose(f);
 	aks_error *err = NULL;
 	aks_settings *settings = NULL;
@@ -178,15 +210,28 @@ static void bench_tools(const char *image, size_t n, size_t m)
 		bench_die(prog, "runtime", err);
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, "bench", NULL);
-	const char *args = "{\"command\": \"true\"}";
-	free(tool(rt, &ctx, "run_command", args)); /* creates the default session */
-	for (int i = 0; i < 3; i++)
-		free(tool(rt, &ctx, "run_command", args));
-	int64_t *v = calloc(n, sizeof(int64_t)), *first = calloc(m, sizeof(int64_t));
+	const char *args_agent = "{\"command\": \"true\"}";
+	const char *args_pc = "{\"command\": \"true\", \"profile\": \"boxpc\"}";
+	/* creates the default sessions */
+	for (int i = 0; i < 4; i++) {
+		free(tool(rt, &ctx, "run_command", args_agent));
+		free(tool(rt, &ctx, "run_command", args_pc));
+	}
+	int64_t *va = calloc(n, sizeof(int64_t)), *vp = calloc(n, sizeof(int64_t)),
+	        *vc = calloc(n, sizeof(int64_t)), *first = calloc(m, sizeof(int64_t));
+	size_t ncli = n < 30 ? n : 30;
+	char *docker_exec[] = {"/usr/bin/docker", "exec", (char *)cli_container, "true", NULL};
 	for (size_t i = 0; i < n; i++) {
 		int64_t t0 = bench_now_ns();
-		free(tool(rt, &ctx, "run_command", args));
-		v[i] = bench_now_ns() - t0;
+		free(tool(rt, &ctx, "run_command", args_agent));
+		va[i] = bench_now_ns() - t0;
+		t0 = bench_now_ns();
+		free(tool(rt, &ctx, "run_command", args_pc));
+		vp[i] = bench_now_ns() - t0;
+		if (i < ncli && (vc[i] = bench_time_spawn(docker_exec)) < 0) {
+			fprintf(stderr, "%s: docker exec failed\n", prog);
+			exit(1);
+		}
 	}
 	for (size_t i = 0; i < m; i++) {
 		char *json = tool(rt, &ctx, "new_sandbox_session", NULL);
@@ -209,29 +254,67 @@ static void bench_tools(const char *image, size_t n, size_t m)
 	}
 	free(
 	    tool(rt, &ctx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:box\"}"));
-	printf("docker: through the tool layer (aks_runtime_call_tool, thread broker)\n");
-	report("run_command true in an existing session", v, n);
-	report("a new session's first run_command (creates)", first, m);
+	free(tool(rt, &ctx, "destroy_sandbox_session",
+	          "{\"sandbox_session_id\": \"default:boxpc\"}"));
+	printf("docker: through the tool layer (aks_runtime_call_tool, thread broker; the core "
+	       "keeps the session's handle between calls)\n");
+	double a = bench_median_ms(va, n), pc = bench_median_ms(vp, n),
+	       d = bench_median_ms(vc, ncli);
+	report("run_command true, existing session, agent", va, n);
+	report("run_command true, existing session, agent: false", vp, n);
+	report("docker exec <id> true (CLI; fewer samples)", vc, ncli);
+	report("a new session's first run_command (creates; agent)", first, m);
+	printf("  agent / docker exec: %.3fx;  agent: false / docker exec: %.3fx;  agent / "
+	       "agent: false: %.3fx\n",
+	       a / d, pc / d, a / pc);
 	aks_runtime_close(rt);
 	aks_settings_free(settings);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "%s: cannot remove %s\n", prog, dir);
-	free(v);
+	free(va);
+	free(vp);
+	free(vc);
 	free(first);
+}
+
+/* create + first command (+ destroy) on prov: into first[i] and whole[i]. */
+static void first_command(aks_provider *prov, int64_t *first, int64_t *whole)
+{
+	aks_call call;
+	aks_call_init(&call, 120, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	int64_t t0 = bench_now_ns();
+	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+		bench_die(prog, "create", err);
+	aks_result *r = NULL;
+	if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
+		bench_die(prog, "execute_command", err);
+	*first = bench_now_ns() - t0;
+	aks_result_free(r);
+	char *sid = strdup(aks_sandbox_get_id(sb));
+	aks_sandbox_close(sb);
+	if (aks_provider_destroy(prov, sid, &call, &err) != AKS_OK)
+		bench_die(prog, "destroy", err);
+	*whole = bench_now_ns() - t0;
+	free(sid);
 }
 
 int main(int argc, char **argv)
 {
 	size_t n = 100, m = 10;
+	const char *agent = NULL;
 	int opt;
-	while ((opt = getopt(argc, argv, "n:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:m:a:")) != -1) {
 		if (opt == 'n')
 			n = (size_t)atol(optarg);
 		else if (opt == 'm')
 			m = (size_t)atol(optarg);
+		else if (opt == 'a')
+			agent = optarg;
 		else {
-			fprintf(stderr, "usage: %s [-n N] [-m M] [IMAGE]\n", prog);
+			fprintf(stderr, "usage: %s [-n N] [-m M] [-a AGENT] [IMAGE]\n", prog);
 			return 2;
 		}
 	}
@@ -240,55 +323,54 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: -n and -m must be at least 2\n", prog);
 		return 2;
 	}
-	char yaml[] = "/tmp/bench-docker-XXXXXX";
-	int fd = mkstemp(yaml);
-	if (fd < 0) {
-		perror("mkstemp");
+	char agent_buf[4096];
+	if (!agent) {
+		const char *b = getenv("AKS_TEST_BUILDDIR");
+		snprintf(agent_buf, sizeof(agent_buf), "%s/agent/aksandbox-agent", b ? b : ".");
+		agent = agent_buf;
+	}
+	if (access(agent, X_OK) != 0) {
+		fprintf(stderr, "%s: no aksandbox-agent at %s (give -a AGENT)\n", prog, agent);
 		return 1;
 	}
-	close(fd);
-	aks_provider *prov = open_docker(image, yaml);
-	unlink(yaml);
+	aks_config *cfg_a = NULL, *cfg_p = NULL;
+	aks_provider *prov_a = open_docker(image, agent, &cfg_a);
+	aks_provider *prov_p = open_docker(image, "false", &cfg_p);
+	printf("docker: %s\n", aks_provider_get_description(prov_a));
 	aks_error *err = NULL;
 	aks_call call;
 	aks_call_init(&call, 120, NULL, NULL, NULL);
-	aks_sandbox *sb = NULL;
-	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+	aks_sandbox *sa = NULL, *sp = NULL;
+	if (aks_provider_create(prov_a, &call, &sa, &err) != AKS_OK ||
+	    aks_provider_create(prov_p, &call, &sp, &err) != AKS_OK)
 		bench_die(prog, "create", err);
-	char *id = strdup(aks_sandbox_get_id(sb));
+	char *ida = strdup(aks_sandbox_get_id(sa)), *idp = strdup(aks_sandbox_get_id(sp));
 	curl_global_init(CURL_GLOBAL_ALL);
 	CURL *c = curl_easy_init();
 
-	int64_t *plug = calloc(n, sizeof(int64_t)), *api = calloc(n, sizeof(int64_t)),
-	        *cli = calloc(n, sizeof(int64_t));
-	/* warm-up */
+	int64_t *plug_a = calloc(n, sizeof(int64_t)), *plug_p = calloc(n, sizeof(int64_t)),
+	        *api = calloc(n, sizeof(int64_t)), *cli = calloc(n, sizeof(int64_t));
+	/* warm-up: the agent starts on the first operation */
 	for (int i = 0; i < 3; i++) {
-		aks_result *r = NULL;
-		if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
-			bench_die(prog, "execute_command", err);
-		aks_result_free(r);
-		if (bare_exec(c, id) < 0) {
+		plugin_true(sa);
+		plugin_true(sp);
+		if (bare_exec(c, idp) < 0) {
 			fprintf(stderr, "%s: the bare Engine API exec failed\n", prog);
 			return 1;
 		}
 	}
-	/* interleaved, so drift affects both alike */
+	if (!aks_provider_get_capabilities(prov_a)->stateful) {
+		fprintf(stderr, "%s: the agent is not in use: %s\n", prog,
+		        aks_provider_get_description(prov_a));
+		return 1;
+	}
+	/* interleaved, so drift affects all alike */
 	size_t ncli = n < 30 ? n : 30;
-	char *docker_exec[] = {"/usr/bin/docker", "exec", id, "true", NULL};
+	char *docker_exec[] = {"/usr/bin/docker", "exec", idp, "true", NULL};
 	for (size_t i = 0; i < n; i++) {
-		int64_t t0 = bench_now_ns();
-		aks_result *r = NULL;
-		aks_call_init(&call, 120, NULL, NULL, NULL);
-		if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
-			bench_die(prog, "execute_command", err);
-		plug[i] = bench_now_ns() - t0;
-		if (aks_result_get_exit_code(r) != 0) {
-			fprintf(stderr, "%s: true exited with %d\n", prog,
-			        aks_result_get_exit_code(r));
-			return 1;
-		}
-		aks_result_free(r);
-		if ((api[i] = bare_exec(c, id)) < 0) {
+		plug_a[i] = plugin_true(sa);
+		plug_p[i] = plugin_true(sp);
+		if ((api[i] = bare_exec(c, idp)) < 0) {
 			fprintf(stderr, "%s: the bare Engine API exec failed\n", prog);
 			return 1;
 		}
@@ -298,62 +380,66 @@ int main(int argc, char **argv)
 		}
 	}
 	printf("docker: one command (true) in an existing sandbox, image %s\n", image);
-	double p = bench_median_ms(plug, n), a = bench_median_ms(api, n),
-	       d = bench_median_ms(cli, ncli);
-	report("plugin execute_command (3 Engine API calls)", plug, n);
+	double pa = bench_median_ms(plug_a, n), pp = bench_median_ms(plug_p, n),
+	       a = bench_median_ms(api, n), d = bench_median_ms(cli, ncli);
+	report("plugin execute_command through aksandbox-agent", plug_a, n);
+	report("plugin execute_command, agent: false (3 API calls)", plug_p, n);
 	report("bare Engine API: exec create + start + inspect", api, n);
 	report("docker exec <id> true (CLI; fewer samples)", cli, ncli);
-	printf("  plugin / bare API: %.2fx (%+.3f ms);  plugin / docker exec: %.2fx\n", p / a,
-	       p - a, p / d);
+	printf("  agent / docker exec: %.3fx;  agent: false / docker exec: %.3fx;  agent / agent: "
+	       "false: %.3fx\n",
+	       pa / d, pp / d, pa / pp);
+	printf("  agent: false / bare API: %.2fx (%+.3f ms)\n", pp / a, pp - a);
 
-	aks_sandbox_close(sb);
-	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
+	aks_sandbox_close(sa);
+	aks_sandbox_close(sp);
+	if (aks_provider_destroy(prov_a, ida, &call, &err) != AKS_OK)
 		bench_die(prog, "destroy", err);
 
 	/* a new sandbox's first command */
-	int64_t *first = calloc(m, sizeof(int64_t)), *whole = calloc(m, sizeof(int64_t)),
+	int64_t *first_a = calloc(m, sizeof(int64_t)), *whole_a = calloc(m, sizeof(int64_t)),
+	        *first_p = calloc(m, sizeof(int64_t)), *whole_p = calloc(m, sizeof(int64_t)),
 	        *run = calloc(m, sizeof(int64_t));
 	char *docker_run[] = {"/usr/bin/docker", "run", "--rm", (char *)image, "true", NULL};
 	for (size_t i = 0; i < m; i++) {
-		aks_call_init(&call, 120, NULL, NULL, NULL);
-		int64_t t0 = bench_now_ns();
-		if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
-			bench_die(prog, "create", err);
-		aks_result *r = NULL;
-		if (aks_sandbox_execute_command(sb, "true", &call, &r, &err) != AKS_OK)
-			bench_die(prog, "execute_command", err);
-		first[i] = bench_now_ns() - t0;
-		aks_result_free(r);
-		char *sid = strdup(aks_sandbox_get_id(sb));
-		aks_sandbox_close(sb);
-		if (aks_provider_destroy(prov, sid, &call, &err) != AKS_OK)
-			bench_die(prog, "destroy", err);
-		whole[i] = bench_now_ns() - t0;
-		free(sid);
+		first_command(prov_a, &first_a[i], &whole_a[i]);
+		first_command(prov_p, &first_p[i], &whole_p[i]);
 		if ((run[i] = bench_time_spawn(docker_run)) < 0) {
 			fprintf(stderr, "%s: docker run failed\n", prog);
 			return 1;
 		}
 	}
 	printf("docker: a new sandbox's first command (true)\n");
-	double f = bench_median_ms(first, m), w = bench_median_ms(whole, m),
+	double fa = bench_median_ms(first_a, m), fp = bench_median_ms(first_p, m),
 	       rr = bench_median_ms(run, m);
-	report("plugin create + execute_command", first, m);
-	report("plugin create + execute_command + destroy", whole, m);
+	report("plugin create + execute_command, agent", first_a, m);
+	report("plugin create + execute_command, agent: false", first_p, m);
+	report("the same + destroy, agent", whole_a, m);
+	report("the same + destroy, agent: false", whole_p, m);
 	report("docker run --rm <image> true (CLI)", run, m);
-	printf("  first command / docker run: %.2fx;  with destroy: %.2fx\n", f / rr, w / rr);
+	printf("  first command / docker run: agent %.2fx, agent: false %.2fx\n", fa / rr, fp / rr);
 
-	bench_tools(image, n, m);
+	/* the CLI's samples in the tool section use the per-call sandbox, still running */
+	bench_tools(image, agent, idp, n, m);
+	if (aks_provider_destroy(prov_p, idp, &call, &err) != AKS_OK)
+		bench_die(prog, "destroy", err);
 
 	curl_easy_cleanup(c);
 	curl_global_cleanup();
-	free(plug);
+	free(plug_a);
+	free(plug_p);
 	free(api);
 	free(cli);
-	free(first);
-	free(whole);
+	free(first_a);
+	free(whole_a);
+	free(first_p);
+	free(whole_p);
 	free(run);
-	free(id);
-	aks_provider_close(prov);
+	free(ida);
+	free(idp);
+	aks_provider_close(prov_a);
+	aks_provider_close(prov_p);
+	aks_config_free(cfg_a);
+	aks_config_free(cfg_p);
 	return 0;
 }

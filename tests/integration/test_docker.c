@@ -12,6 +12,12 @@
  * Needs: a Docker Engine on DOCKER_HOST (default /var/run/docker.sock) and the
  * image aksandbox-test:bookworm; tests/integration/docker-setup.sh provides
  * both. Without them every test fails saying so.
+ *
+ * This file is built twice: test_docker runs every test with one docker exec
+ * per call (agent: false); test_docker_agent (DK_TEST_AGENT, the build's static
+ * aksandbox-agent) runs the same tests through the agent, plus the agent's own
+ * (placement, the persistent Python session, restarts, fallbacks, bounded
+ * memory for huge output).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -44,6 +50,12 @@
 	"run tests/integration/docker-setup.sh start (as root; it starts dockerd "                 \
 	"--iptables=false --bridge=none and builds " IMAGE ")"
 
+#ifndef DK_TEST_AGENT
+#define DK_TEST_AGENT "false"
+#endif
+#define AGENT_IN_CTR "/.aksandbox/aksandbox-agent"
+
+static bool with_agent;    /* DK_TEST_AGENT is not "false" */
 static char run_label[64]; /* io.aksandbox.test value of this run */
 static char tmpdir[256];
 static const aks_plugin *plugin;
@@ -145,11 +157,14 @@ static void open_provider(fixture *f, const char *extra)
 	                       "  enabled: true\n"
 	                       "  type: docker\n"
 	                       "  docker:\n"
-	                       "%s"
+	                       "%s%s%s%s"
 	                       "    labels: {io.aksandbox.test: %s}\n"
 	                       "%s",
 	                       extra && strstr(extra, "pull:") ? "" : "    pull: false\n",
-	                       run_label, extra ? extra : "    image: " IMAGE "\n");
+	                       extra && strstr(extra, "agent:") ? "" : "    agent: ",
+	                       extra && strstr(extra, "agent:") ? "" : DK_TEST_AGENT,
+	                       extra && strstr(extra, "agent:") ? "" : "\n", run_label,
+	                       extra ? extra : "    image: " IMAGE "\n");
 	FILE *fp = fopen(yaml, "w");
 	assert_non_null(fp);
 	fputs(text, fp);
@@ -264,15 +279,37 @@ static bool volume_exists(const char *name)
 	return st == 0;
 }
 
-/* The processes in the container whose command line starts with `prefix`. */
+/* The processes in container id whose command line starts with `prefix`, seen by a
+ * separate `docker exec` (never through the agent under test). */
+static char *ctr_procs(const char *id, const char *prefix)
+{
+	int st;
+	char *out = sh_out(&st,
+	                   "docker exec %s /bin/sh -c 'for p in /proc/[0-9]*; do "
+	                   "c=$(tr \"\\\\0\" \" \" < $p/cmdline 2>/dev/null); "
+	                   "case \"$c\" in \"%s\"*) echo \"$c\";; esac; done; true' 2>&1",
+	                   id, prefix);
+	if (st != 0)
+		fail_msg("docker exec in %s failed: %s", id, out);
+	return out;
+}
+
 static char *procs_matching(fixture *f, const char *prefix)
 {
-	char *cmd =
-	    xasprintf("for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline 2>/dev/null); "
-	              "case \"$c\" in '%s'*) echo \"$c\";; esac; done; true",
-	              prefix);
-	char *out = run_ok(f, cmd);
-	free(cmd);
+	return ctr_procs(f->id, prefix);
+}
+
+static int agent_pid(const char *id);
+
+/* A shell command run in container id by `docker exec` (not through the plugin). */
+static char *ctr_sh(const char *id, int *status, const char *cmd)
+{
+	char *q = xasprintf("docker exec %s /bin/sh -c '%s' 2>&1", id, cmd);
+	int st;
+	char *out = sh_out(&st, "%s", q);
+	free(q);
+	if (status)
+		*status = st;
 	return out;
 }
 
@@ -429,11 +466,23 @@ static void t_restart_keeps_workspace(void **state)
 	assert_string_equal(out, "written-by-exec");
 	free(out);
 	/* a restart behind our back, then a plain execution on the open handle */
+	if (with_agent) /* state to lose */
+		free(run_ok(f, "true"));
 	free(sh_out(&st, "docker restart -t 1 %s >/dev/null 2>&1", f->id));
 	assert_int_equal(st, 0);
-	out = run_ok(f, "cat /workspace/keep/notes.txt");
-	assert_string_equal(out, "survives");
-	free(out);
+	r = NULL;
+	check_ok(run(f, NULL, "cat /workspace/keep/notes.txt", 30, NULL, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "survives");
+	const char *notice = aks_result_get_notice(r);
+	if (with_agent) {
+		/* the agent died with the container: restarted, with the notice */
+		if (!notice || !strstr(notice, "state from earlier calls is lost"))
+			fail_msg("no restart notice: %s", notice ? notice : "(none)");
+		assert_true(agent_pid(f->id) > 0);
+	} else {
+		assert_null(notice);
+	}
+	aks_result_free(r);
 }
 
 /* ---- execution ---------------------------------------------------------------------------- */
@@ -490,8 +539,8 @@ static void t_exec_streams(void **state)
 
 	/* large output, past the host's cap: kept up to it, all of it counted */
 	check_ok(run(f, "python",
-	             "import sys\nsys.stdout.buffer.write(bytes(range(256)) * 24576)\n", 60, NULL,
-	             &r, &err),
+	             "import sys\n_ = sys.stdout.buffer.write(bytes(range(256)) * 24576)\n", 60,
+	             NULL, &r, &err),
 	         err);
 	const char *big = aks_result_get_stdout(r, &gl);
 	assert_int_equal(aks_result_get_stream_total(r, 1), 256 * 24576);
@@ -990,6 +1039,531 @@ static void t_attach_to(void **state)
 	f->id = NULL;
 }
 
+/* ---- through aksandbox-agent (test_docker_agent only) ---------------------------------------- */
+
+/* The agent's pid in the container, or 0: of the processes running AGENT_IN_CTR (the
+ * agent and its supervisors, which are forks of it), the one whose parent is not one. */
+static int agent_pid(const char *id)
+{
+	char *out =
+	    ctr_sh(id, NULL,
+	           "for p in /proc/[0-9]*; do c=$(tr \"\\\\0\" \" \" < $p/cmdline 2>/dev/null); "
+	           "case \"$c\" in \"" AGENT_IN_CTR " \"*) read -r s < $p/stat; "
+	           "set -- ${s##*)}; echo ${p#/proc/} $2;; esac; done");
+	int pids[64], ppids[64], n = 0;
+	for (char *line = out; line && *line && n < 64;) {
+		if (sscanf(line, "%d %d", &pids[n], &ppids[n]) == 2)
+			n++;
+		line = strchr(line, '\n');
+		if (line)
+			line++;
+	}
+	free(out);
+	int found = 0;
+	for (int i = 0; i < n; i++) {
+		bool child = false;
+		for (int j = 0; j < n; j++)
+			child = child || ppids[i] == pids[j];
+		if (child)
+			continue;
+		if (found)
+			fail_msg("more than one agent in %s (%d and %d)", id, found, pids[i]);
+		found = pids[i];
+	}
+	return found;
+}
+
+static char *python_out(fixture *f, const char *code, int *exit_code, char **notice)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", code, 30, NULL, &r, &err), err);
+	char *out = strdup(aks_result_get_stdout(r, NULL));
+	if (exit_code)
+		*exit_code = aks_result_get_exit_code(r);
+	if (notice)
+		*notice = aks_result_get_notice(r) ? strdup(aks_result_get_notice(r)) : NULL;
+	aks_result_free(r);
+	return out;
+}
+
+/* Placement, the persistent Python session, the description, and close: the agent and
+ * what it started are gone from the container when the handle closes. */
+static void t_agent_session(void **state)
+{
+	fixture *f = *state;
+	assert_true(aks_provider_get_capabilities(f->prov)->stateful);
+	const char *d = aks_provider_get_description(f->prov);
+	if (!strstr(d, "through aksandbox-agent " DK_TEST_AGENT) || !strstr(d, AGENT_IN_CTR))
+		fail_msg("description: %s", d);
+	/* placed before the first operation (between create and start), mode 0755 */
+	int st;
+	char *ls = ctr_sh(f->id, &st, "stat -c %a " AGENT_IN_CTR);
+	assert_int_equal(st, 0);
+	assert_string_equal(ls, "755");
+	free(ls);
+	assert_int_equal(agent_pid(f->id), 0); /* started lazily */
+
+	char *out = python_out(f, "x = 41", NULL, NULL);
+	assert_string_equal(out, "");
+	free(out);
+	out = python_out(f, "print(x + 1)", NULL, NULL);
+	assert_string_equal(out, "42\n");
+	free(out);
+	out = python_out(f, "import os\nos.getcwd()", NULL, NULL); /* a final expression */
+	assert_string_equal(out, "'/workspace'\n");
+	free(out);
+	int pid = agent_pid(f->id);
+	assert_true(pid > 0);
+	/* one agent for every operation */
+	free(run_ok(f, "true"));
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "s.txt", "s", 1, &call, &err), err);
+	assert_int_equal(agent_pid(f->id), pid);
+
+	/* a detached leftover of a finished command survives the call (as with docker exec)
+	 * but not the handle: closing it ends the agent and everything it started */
+	free(run_ok(f, "(sleep 404 >/dev/null 2>&1 &); true"));
+	char *left = ctr_procs(f->id, "sleep 404");
+	assert_string_equal(left, "sleep 404 ");
+	free(left);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	left = ctr_procs(f->id, "sleep 404");
+	assert_string_equal(left, "");
+	free(left);
+	assert_int_equal(agent_pid(f->id), 0);
+	left = ctr_procs(f->id, AGENT_IN_CTR);
+	assert_string_equal(left, "");
+	free(left);
+
+	/* a new handle starts a new interpreter: the state was the closed handle's */
+	check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
+	int code = 0;
+	out = python_out(f, "print(x)", &code, NULL);
+	assert_int_equal(code, 1);
+	free(out);
+	out = python_out(f, "y = 1\nprint(y)", NULL, NULL);
+	assert_string_equal(out, "1\n");
+	free(out);
+}
+
+/* Another interpreter than python3 runs per call (through the agent): not stateful. */
+static void t_agent_other_python(void **state)
+{
+	fixture *f = *state;
+	char *extra = xasprintf("    image: " IMAGE "\n    python: python3.11\n");
+	open_provider(f, extra);
+	free(extra);
+	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
+	if (!strstr(aks_provider_get_description(f->prov), "Python runs per call"))
+		fail_msg("description: %s", aks_provider_get_description(f->prov));
+	create_sandbox(f);
+	free(python_out(f, "x = 41", NULL, NULL));
+	int code = 0;
+	char *out = python_out(f, "import sys\nprint(sys.version_info[:2])\nprint(x)", &code, NULL);
+	assert_string_equal(out, "(3, 11)\n");
+	assert_int_equal(code, 1);
+	free(out);
+	assert_true(agent_pid(f->id) > 0);
+}
+
+/* A timeout kills a double-forked process, and one that left the process group and
+ * cleared its environment (beyond the per-call marker sweep), checked by docker exec. */
+static void t_agent_timeout_tree(void **state)
+{
+	fixture *f = *state;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int64_t t0 = now_ms();
+	int rc = run(f, NULL,
+	             "echo started; (sleep 350 >/dev/null 2>&1 &); "
+	             "(setsid env -i /bin/sleep 351 >/dev/null 2>&1 &); sleep 352",
+	             2, NULL, &r, &err);
+	int64_t took = now_ms() - t0;
+	check_error(rc, &err, AKS_ETIMEOUT, "docker exec exceeded timeout 2s", (char *)NULL);
+	assert_true(aks_result_timed_out(r));
+	assert_int_equal(aks_result_get_exit_code(r), -1);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "started\n");
+	aks_result_free(r);
+	if (took < 1900 || took > 6000)
+		fail_msg("the timed-out call took %lld ms", (long long)took);
+	char *left = ctr_procs(f->id, "sleep 35");
+	assert_string_equal(left, "");
+	free(left);
+	left = ctr_procs(f->id, "/bin/sleep 35");
+	assert_string_equal(left, "");
+	free(left);
+	/* control: without the timeout the same escapee is there to be seen */
+	free(run_ok(f, "(setsid env -i /bin/sleep 353 >/dev/null 2>&1 &); true"));
+	left = ctr_procs(f->id, "/bin/sleep 353");
+	assert_string_equal(left, "/bin/sleep 353 ");
+	free(left);
+	/* a Python session run past its deadline is interrupted; the session lives on */
+	free(python_out(f, "kept = 7", NULL, NULL));
+	rc = run(f, "python", "import time\nwhile True: time.sleep(0.1)", 2, NULL, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "docker exec exceeded timeout 2s", (char *)NULL);
+	assert_true(aks_result_timed_out(r));
+	aks_result_free(r);
+	char *out = python_out(f, "print(kept)", NULL, NULL);
+	assert_string_equal(out, "7\n");
+	free(out);
+}
+
+static long vm_hwm_kb(void)
+{
+	FILE *fp = fopen("/proc/self/status", "r");
+	char line[256];
+	long kb = -1;
+	while (fp && fgets(line, sizeof(line), fp))
+		if (strncmp(line, "VmHWM:", 6) == 0)
+			kb = atol(line + 6);
+	if (fp)
+		fclose(fp);
+	return kb;
+}
+
+/* 200 MiB of output streams through with bounded memory in this (the host) process: the
+ * result keeps its cap and counts the rest. */
+static void t_agent_big_output(void **state)
+{
+	fixture *f = *state;
+	free(run_ok(f, "true")); /* the agent is up: its start is not measured */
+	long before = vm_hwm_kb();
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, NULL, "head -c 209715200 /dev/zero | tr \"\\0\" a", 120, NULL, &r, &err),
+	         err);
+	long after = vm_hwm_kb();
+	assert_int_equal(aks_result_get_exit_code(r), 0);
+	assert_int_equal(aks_result_get_stream_total(r, 1), 209715200);
+	assert_true(aks_result_is_truncated(r, 1));
+	size_t len = 0;
+	const char *out = aks_result_get_stdout(r, &len);
+	assert_true(len > 0 && len <= AKS_DEFAULT_STREAM_CAP);
+	for (size_t i = 0; i < len; i++)
+		if (out[i] != 'a')
+			fail_msg("stdout byte %zu is %d", i, out[i]);
+	aks_result_free(r);
+	print_message("# VmHWM %ld kB before, %ld kB after 200 MiB of output\n", before, after);
+	if (after - before > 40 * 1024)
+		fail_msg("peak RSS grew by %ld kB for 200 MiB of output", after - before);
+}
+
+/* An upload through the agent (size and SHA-256 verified there) is what a separate docker
+ * exec finds in the container, byte for byte; a download comes back the same. */
+static void t_agent_file_hash(void **state)
+{
+	fixture *f = *state;
+	size_t n = 3 * 1024 * 1024 + 17;
+	unsigned char *data = malloc(n);
+	uint32_t x = 2463534242u;
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13, x ^= x >> 17, x ^= x << 5;
+		data[i] = (unsigned char)x;
+	}
+	char *host_file = xasprintf("%s/upload.bin", tmpdir);
+	FILE *fp = fopen(host_file, "wb");
+	assert_non_null(fp);
+	assert_int_equal(fwrite(data, 1, n, fp), n);
+	fclose(fp);
+	int st;
+	char *want = sh_out(&st, "sha256sum < '%s' | cut -d' ' -f1", host_file);
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "deep/er/upload.bin", data, n, &call, &err), err);
+	assert_true(agent_pid(f->id) > 0); /* it went through the agent */
+	char *got = ctr_sh(f->id, &st,
+	                   "sha256sum < /workspace/deep/er/upload.bin | cut -d\" \" -f1; "
+	                   "stat -c %s.%a /workspace/deep/er/upload.bin");
+	char *expect = xasprintf("%s\n%zu.644", want, n);
+	assert_string_equal(got, expect);
+	free(got);
+	free(expect);
+	/* the same again with the archive API, independent of both */
+	char *cp = sh_out(&st,
+	                  "docker cp %s:/workspace/deep/er/upload.bin - | tar -xOf - | "
+	                  "sha256sum | cut -d' ' -f1",
+	                  f->id);
+	assert_string_equal(cp, want);
+	free(cp);
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, "deep/er/upload.bin", &call, &r, &err), err);
+	size_t len = 0;
+	const unsigned char *back = aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, n);
+	assert_memory_equal(back, data, n);
+	aks_result_free(r);
+	/* replacing it: the old content never shows through */
+	check_ok(aks_sandbox_upload_file(f->sb, "deep/er/upload.bin", "new", 3, &call, &err), err);
+	got = ctr_sh(f->id, &st, "cat /workspace/deep/er/upload.bin");
+	assert_string_equal(got, "new");
+	free(got);
+	free(want);
+	free(host_file);
+	free(data);
+}
+
+/* A killed agent is replaced by the next operation, which carries the notice. */
+static void t_agent_killed(void **state)
+{
+	fixture *f = *state;
+	free(python_out(f, "x = 41", NULL, NULL));
+	int pid = agent_pid(f->id);
+	assert_true(pid > 0);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "kill -9 %d", pid);
+	int st;
+	free(ctr_sh(f->id, &st, cmd));
+	assert_int_equal(st, 0);
+	for (int i = 0; i < 100 && agent_pid(f->id) == pid; i++)
+		usleep(20000);
+	int code = 0;
+	char *notice = NULL;
+	char *out = python_out(f, "print(x + 1)", &code, &notice);
+	if (!notice || !strstr(notice, "aksandbox-agent was restarted"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	assert_int_equal(code, 1); /* NameError: x went with the old interpreter */
+	free(out);
+	free(notice);
+	int again = agent_pid(f->id);
+	assert_true(again > 0 && again != pid);
+	/* the notice is said once */
+	out = python_out(f, "x = 41\nprint(x + 1)", &code, &notice);
+	assert_string_equal(out, "42\n");
+	assert_null(notice);
+	free(out);
+	/* a file missing from its place is placed again */
+	free(ctr_sh(f->id, &st, "rm -f " AGENT_IN_CTR));
+	snprintf(cmd, sizeof(cmd), "kill -9 %d", again);
+	free(ctr_sh(f->id, &st, cmd));
+	for (int i = 0; i < 100 && agent_pid(f->id) == again; i++)
+		usleep(20000);
+	out = python_out(f, "print(41 + 1)", &code, &notice);
+	assert_string_equal(out, "42\n");
+	assert_non_null(notice);
+	free(notice);
+	free(out);
+	assert_true(agent_pid(f->id) > 0);
+}
+
+/* Under a read-only root the agent lives in a volume of ours at /.aksandbox; destroy
+ * removes it with the rest. */
+static void t_agent_readonly_root(void **state)
+{
+	fixture *f = *state;
+	char *mounts = inspect(f->id, "{{.HostConfig.ReadonlyRootfs}} {{range .Mounts}}{{.Name}}:"
+	                              "{{.Destination}} {{end}}");
+	char *want =
+	    xasprintf("true %s-workspace:/workspace %s-aksandbox:/.aksandbox ", f->id, f->id);
+	assert_string_equal(mounts, want);
+	free(mounts);
+	free(want);
+	assert_true(aks_provider_get_capabilities(f->prov)->stateful);
+	free(python_out(f, "x = 41", NULL, NULL));
+	char *out = python_out(f, "print(x + 1)", NULL, NULL);
+	assert_string_equal(out, "42\n");
+	free(out);
+	assert_true(agent_pid(f->id) > 0);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_provider_destroy(f->prov, f->id, &call, &err), err);
+	char *vol = xasprintf("%s-aksandbox", f->id);
+	assert_false(volume_exists(vol));
+	free(vol);
+	free(f->id);
+	f->id = NULL;
+}
+
+/* gVisor: placed before start, the agent runs under runsc too, with its process control. */
+static void t_agent_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	create_sandbox(f);
+	char *k = run_ok(f, "dmesg | head -1");
+	if (!strstr(k, "Starting gVisor"))
+		fail_msg("not under gVisor: %s", k);
+	free(k);
+	free(python_out(f, "x = 41", NULL, NULL));
+	char *out = python_out(f, "print(x + 1)", NULL, NULL);
+	assert_string_equal(out, "42\n");
+	free(out);
+	assert_true(agent_pid(f->id) > 0);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int rc = run(f, NULL, "(sleep 360 >/dev/null 2>&1 &); sleep 361", 2, NULL, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "exceeded timeout", (char *)NULL);
+	aks_result_free(r);
+	char *left = ctr_procs(f->id, "sleep 36");
+	assert_string_equal(left, "");
+	free(left);
+}
+
+/* attach_to: placed into the running container that is not ours. */
+static void t_agent_attach_to(void **state)
+{
+	fixture *f = *state;
+	char name[96];
+	snprintf(name, sizeof(name), "aks-ext-agent-%s", run_label);
+	int st;
+	char *out = sh_out(&st,
+	                   "docker run -d --name %s --label io.aksandbox.test=%s " IMAGE
+	                   " sleep infinity 2>&1",
+	                   name, run_label);
+	if (st != 0)
+		fail_msg("docker run failed: %s", out);
+	free(out);
+	char *extra = xasprintf("    image: " IMAGE "\n    attach_to: %s\n", name);
+	open_provider(f, extra);
+	free(extra);
+	create_sandbox(f);
+	free(python_out(f, "x = 41", NULL, NULL));
+	out = python_out(f, "print(x + 1)", NULL, NULL);
+	assert_string_equal(out, "42\n");
+	free(out);
+	assert_true(agent_pid(name) > 0);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	assert_int_equal(agent_pid(name), 0);
+	free(sh_out(&st, "docker rm -f %s >/dev/null 2>&1", name));
+	free(f->id);
+	f->id = NULL;
+}
+
+/* Configured but unable to run: everything per call, said in the description, and no
+ * stateful. `fresh` runs the operations and checks nothing was started in the container. */
+static void check_fallback(fixture *f, const char *why)
+{
+	create_sandbox(f);
+	const char *d = aks_provider_get_description(f->prov);
+	if (!strstr(d, "one docker exec per call") || !strstr(d, why))
+		fail_msg("description: %s", d);
+	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
+	char *out = run_ok(f, "echo per-call");
+	assert_string_equal(out, "per-call");
+	free(out);
+	free(python_out(f, "x = 41", NULL, NULL));
+	int code = 0;
+	out = python_out(f, "print(x + 1)", &code, NULL);
+	assert_int_equal(code, 1); /* a new interpreter per call */
+	free(out);
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "fb.txt", "fb", 2, &call, &err), err);
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, "fb.txt", &call, &r, &err), err);
+	size_t len = 0;
+	const unsigned char *got = aks_result_get_file(r, 0, NULL, NULL, &len);
+	assert_int_equal(len, 2);
+	assert_memory_equal(got, "fb", 2);
+	aks_result_free(r);
+	assert_int_equal(agent_pid(f->id), 0);
+}
+
+/* A host-only (dynamically linked, sanitizer) build of the agent: never placed. */
+static void t_agent_fallback_dynamic(void **state)
+{
+	fixture *f = *state;
+	const char *b = getenv("AKS_TEST_BUILDDIR");
+	assert_non_null(b);
+	char *extra =
+	    xasprintf("    image: " IMAGE "\n    agent: %s/agent/aksandbox-agent-debug\n", b);
+	open_provider(f, extra);
+	free(extra);
+	/* known at init: not claimed from the start */
+	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
+	check_fallback(f, "dynamically linked");
+	int st;
+	free(ctr_sh(f->id, &st, "test -e /.aksandbox"));
+	assert_int_not_equal(st, 0);
+}
+
+/* An agent built for another architecture than the image's (an arm64 ELF header on this
+ * build's program): the image's Architecture is checked and the agent never tried. */
+static void t_agent_fallback_arch(void **state)
+{
+	fixture *f = *state;
+	char *arm = xasprintf("%s/aksandbox-agent-arm64", tmpdir);
+	int st;
+	free(sh_out(&st, "cp '%s' '%s'", DK_TEST_AGENT, arm));
+	assert_int_equal(st, 0);
+	FILE *fp = fopen(arm, "r+b");
+	assert_non_null(fp);
+	unsigned char em[2] = {183, 0}; /* e_machine EM_AARCH64, little-endian, at offset 18 */
+	assert_int_equal(fseek(fp, 18, SEEK_SET), 0);
+	assert_int_equal(fwrite(em, 1, 2, fp), 2);
+	fclose(fp);
+	char *extra = xasprintf("    image: " IMAGE "\n    agent: %s\n", arm);
+	open_provider(f, extra);
+	free(extra);
+	char *image_arch = sh_out(&st, "docker image inspect -f '{{.Architecture}}' " IMAGE);
+	char *why =
+	    xasprintf("is for architecture %s, aksandbox-agent %s for arm64", image_arch, arm);
+	check_fallback(f, why);
+	free(why);
+	free(image_arch);
+	free(ctr_sh(f->id, &st, "test -e " AGENT_IN_CTR));
+	assert_int_not_equal(st, 0);
+	free(arm);
+}
+
+/* Placed but not runnable (a corrupt program of the right size in the container): the
+ * handle falls back when no HELLO comes, and says why. */
+static void t_agent_fallback_no_hello(void **state)
+{
+	fixture *f = *state;
+	int st;
+	free(ctr_sh(f->id, &st,
+	            "n=$(stat -c %s " AGENT_IN_CTR "); head -c $n /dev/zero > " AGENT_IN_CTR
+	            ".x && chmod 755 " AGENT_IN_CTR ".x && mv " AGENT_IN_CTR ".x " AGENT_IN_CTR));
+	assert_int_equal(st, 0);
+	char *out = run_ok(f, "echo still-works");
+	assert_string_equal(out, "still-works");
+	free(out);
+	const char *d = aks_provider_get_description(f->prov);
+	if (!strstr(d, "did not start in container"))
+		fail_msg("description: %s", d);
+	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
+	assert_int_equal(agent_pid(f->id), 0);
+}
+
+/* agent: must be false, null or an executable absolute path. */
+static void t_agent_config(void **state)
+{
+	fixture *f = *state;
+	char *yaml = xasprintf("%s/bad.yaml", tmpdir);
+	const char *bad[] = {"relative/aksandbox-agent", "/nonexistent/aksandbox-agent"};
+	for (int i = 0; i < 2; i++) {
+		FILE *fp = fopen(yaml, "w");
+		fprintf(fp, "sandbox:\n  enabled: true\n  type: docker\n  docker:\n    agent: %s\n",
+		        bad[i]);
+		fclose(fp);
+		aks_error *err = NULL;
+		check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+		int rc = aks_provider_open(plugin, f->config, &f->prov, &err);
+		check_error(rc, &err, AKS_ECONFIG, "agent:", bad[i], "false disables",
+		            (char *)NULL);
+		aks_config_free(f->config);
+		f->config = NULL;
+	}
+	unlink(yaml);
+	free(yaml);
+	/* false: per call, said so */
+	open_provider(f, "    image: " IMAGE "\n    agent: false\n");
+	if (!strstr(aks_provider_get_description(f->prov),
+	            "one docker exec per call (agent disabled"))
+		fail_msg("description: %s", aks_provider_get_description(f->prov));
+	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
+}
+
 /* ---- threads ------------------------------------------------------------------------------------
  */
 
@@ -1068,6 +1642,22 @@ static void t_threads(void **state)
 
 int main(void)
 {
+	with_agent = strcmp(DK_TEST_AGENT, "false") != 0;
+	const struct CMUnitTest agent_tests[] = {
+	    cmocka_unit_test_setup_teardown(t_agent_session, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_other_python, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_timeout_tree, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_big_output, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_file_hash, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_killed, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_readonly_root, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_attach_to, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_fallback_dynamic, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_fallback_arch, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_fallback_no_hello, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_config, setup_bare, teardown),
+	};
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(t_lifecycle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_gone, setup, teardown),
@@ -1088,5 +1678,16 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_attach_to, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_threads, setup_bare, teardown),
 	};
-	return cmocka_run_group_tests_name("docker", tests, group_setup, group_teardown);
+	/* One group (one TAP plan): the agent's own tests only run in test_docker_agent. */
+	size_t n = sizeof(tests) / sizeof(tests[0]),
+	       na = with_agent ? sizeof(agent_tests) / sizeof(agent_tests[0]) : 0;
+	struct CMUnitTest *all = calloc(n + na, sizeof(*all));
+	memcpy(all, tests, sizeof(tests));
+	if (na)
+		memcpy(all + n, agent_tests, sizeof(agent_tests));
+	int failed = _cmocka_run_group_tests(with_agent ? "docker through aksandbox-agent"
+	                                                : "docker, agent: false",
+	                                     all, n + na, group_setup, group_teardown);
+	free(all);
+	return failed;
 }
