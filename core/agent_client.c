@@ -936,6 +936,60 @@ int aks__agent_read_file(aks_agent *a, const char *path, uint64_t max_size, aks_
 	return rc;
 }
 
+/* The download of aks__agent_read_into: the file added to the result on the first chunk
+ * (or at the end, for an empty file), its bytes written after it. */
+typedef struct read_into {
+	aks_agent *a;
+	aks_result *out;
+	const char *name;
+	bool added;
+	int rc;         /* the result's first refusal (the host's file limit), or AKS_OK */
+	aks_error *err; /* its message */
+} read_into;
+
+static int add_file(read_into *c)
+{
+	if (c->added || c->rc != AKS_OK)
+		return c->rc;
+	const aks_host_api *host = c->a->host;
+	c->added = true;
+	c->rc = host->result_add_file(c->out, c->name, "application/octet-stream");
+	if (c->rc != AKS_OK)
+		c->rc =
+		    host->error_set(&c->err, c->rc, "cannot add file '%s' to the result", c->name);
+	return c->rc;
+}
+
+/* On the client's reader thread: after the result's first refusal the rest is dropped. */
+static void write_chunk(void *ud, int stream, const void *data, size_t len)
+{
+	read_into *c = ud;
+	if (stream != AKS_STREAM_FILE || add_file(c) != AKS_OK)
+		return;
+	c->rc = c->a->host->result_write(c->out, AKS_STREAM_FILE, data, len, &c->err);
+}
+
+int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_result *out,
+                         const char *name, const aks_call *call, bool *refused, aks_error **err)
+{
+	read_into c = {.a = a, .out = out, .name = name, .rc = AKS_OK};
+	*refused = false;
+	int rc = aks__agent_read_file(a, path, max_size, write_chunk, &c, call, NULL, err);
+	if (rc == AKS_OK && c.rc == AKS_OK)
+		add_file(&c); /* an empty file sent no chunk */
+	if (rc == AKS_OK && c.rc != AKS_OK) {
+		*refused = true;
+		rc = c.rc;
+		if (err && !*err) {
+			*err = c.err;
+			c.err = NULL;
+		}
+	}
+	if (c.err)
+		a->host->error_free(c.err);
+	return rc;
+}
+
 /* ---- diagnostics ---- */
 
 int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **err)

@@ -95,6 +95,14 @@ int aks__agent_write_file(aks_agent *a, const char *path, const void *data, size
 int aks__agent_read_file(aks_agent *a, const char *path, uint64_t max_size, aks_agent_chunk_fn fn,
                          void *ud, const aks_call *call, uint64_t *size, aks_error **err);
 
+/* aks__agent_read_file into a provider's download result: the file is added to `out` as
+ * `name` (application/octet-stream; an empty file too) and its bytes written to it. When the
+ * result refuses them (the host's file limit) that is the error and *refused is set;
+ * otherwise the read's own status and error, as aks__agent_read_file. */
+int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_result *out,
+                         const char *name, const aks_call *call, bool *refused,
+                         aks_error **err);
+
 /* For tests and diagnostics: writes raw bytes into the stream, and reports the ERROR frames
  * that answered no request of ours (their count and the last message). */
 int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **err);

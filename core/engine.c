@@ -74,7 +74,8 @@ int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const ak
 	*recreated = false;
 	if (cached) {
 		*cached = false;
-		if (target && (*out = aks__handle_cache_take(aks__provider_handles(prov), target))) {
+		if (target &&
+		    (*out = aks__handle_cache_take(aks__provider_handles(prov), target))) {
 			*cached = true;
 			return AKS_OK;
 		}

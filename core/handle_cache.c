@@ -127,8 +127,8 @@ void aks__handle_cache_put(aks_handle_cache *c, aks_sandbox *sb, int64_t max_idl
 	pthread_mutex_lock(&c->mu);
 	for (kept *o = c->head; o; o = o->next)
 		if (strcmp(o->id, k->id) == 0) {
-			/* Two operations on one sandbox (an attached environment shared by sessions)
-			 * each had a handle: one is enough. */
+			/* Two operations on one sandbox (an attached environment shared by
+			 * sessions) each had a handle: one is enough. */
 			k->next = closing;
 			closing = k;
 			k = NULL;

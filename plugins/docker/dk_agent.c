@@ -750,52 +750,17 @@ int dk_agent_write(aks_sandbox_impl *sb, const char *cpath, const char *path, co
 	return rc;
 }
 
-typedef struct read_ctx {
-	const aks_host_api *host;
-	aks_result *out;
-	const char *name;
-	bool added;
-	int rc;
-	aks_error *err;
-} read_ctx;
-
-static int add_file(read_ctx *c)
-{
-	if (c->added || c->rc != AKS_OK)
-		return c->rc;
-	c->added = true;
-	c->rc = c->host->result_add_file(c->out, c->name, "application/octet-stream");
-	if (c->rc != AKS_OK)
-		c->rc = c->host->error_set(&c->err, c->rc, "cannot add file '%s' to the result",
-		                           c->name);
-	return c->rc;
-}
-
-/* On the client's reader thread: quick, and never calls back into the client. After the
- * first failure (the host's file limit) the rest is dropped and the failure reported. */
-static void on_chunk(void *ud, int stream, const void *data, size_t len)
-{
-	read_ctx *c = ud;
-	if (stream != AKS_STREAM_FILE || add_file(c) != AKS_OK)
-		return;
-	c->rc = c->host->result_write(c->out, AKS_STREAM_FILE, data, len, &c->err);
-}
-
 int dk_agent_read(aks_sandbox_impl *sb, const char *cpath, const char *path, const aks_call *call,
                   aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	read_ctx c = {host, out, path, false, AKS_OK, NULL};
-	uint64_t size = 0;
 	aks_error *e = NULL;
-	int rc = aks__agent_read_file(sb->agent, cpath, UINT64_MAX, on_chunk, &c, call, &size, &e);
-	if (rc == AKS_OK && c.rc == AKS_OK)
-		add_file(&c); /* an empty file sent no chunk */
-	if (rc == AKS_OK && c.rc != AKS_OK) {
-		rc = c.rc;
+	bool refused;
+	int rc = aks__agent_read_into(sb->agent, cpath, UINT64_MAX, out, path, call, &refused, &e);
+	if (refused) {
 		if (err && !*err) {
-			*err = c.err;
-			c.err = NULL;
+			*err = e;
+			e = NULL;
 		}
 	} else if (rc == AKS_ENOTFOUND) {
 		rc =
@@ -817,8 +782,6 @@ int dk_agent_read(aks_sandbox_impl *sb, const char *cpath, const char *path, con
 			m += 7;
 		rc = host->error_set(err, AKS_EIO, "docker: cannot read '%s': %s", path, m);
 	}
-	if (c.err)
-		host->error_free(c.err);
 	if (e)
 		host->error_free(e);
 	put_notice(sb, out);

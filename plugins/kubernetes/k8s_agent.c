@@ -677,15 +677,6 @@ int k8s_op_install_packages(aks_sandbox_impl *sb, const char *const *packages, c
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-static int safe_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err)
-{
-	k8s_err ke = {0};
-	int rc = k8s_safe_path(path, cpath, &ke);
-	if (rc != AKS_OK)
-		return sb->prov->host->error_set(err, rc, "%s", ke.msg);
-	return AKS_OK;
-}
-
 int k8s_op_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
                        const aks_call *call, aks_error **err)
 {
@@ -693,7 +684,7 @@ int k8s_op_upload_file(aks_sandbox_impl *sb, const char *path, const void *data,
 	if (!path || (!data && len))
 		return host->error_set(err, AKS_EINVAL, "upload_file: no path or no data");
 	char *cpath = NULL;
-	int rc = safe_path(sb, path, &cpath, err);
+	int rc = k8s_sandbox_path(sb, path, &cpath, err);
 	if (rc != AKS_OK)
 		return rc;
 	if (strcmp(cpath, K8S_WORKSPACE) == 0) {
@@ -729,36 +720,6 @@ int k8s_op_upload_file(aks_sandbox_impl *sb, const char *path, const void *data,
 	return rc;
 }
 
-typedef struct read_ctx {
-	const aks_host_api *host;
-	aks_result *out;
-	const char *name;
-	bool added;
-	int rc;
-	aks_error *err;
-} read_ctx;
-
-static int add_file(read_ctx *c)
-{
-	if (c->added || c->rc != AKS_OK)
-		return c->rc;
-	c->added = true;
-	c->rc = c->host->result_add_file(c->out, c->name, "application/octet-stream");
-	if (c->rc != AKS_OK)
-		c->rc = c->host->error_set(&c->err, c->rc, "cannot add file '%s' to the result",
-		                           c->name);
-	return c->rc;
-}
-
-/* On the client's reader thread: quick, and never calls back into the client. */
-static void on_chunk(void *ud, int stream, const void *data, size_t len)
-{
-	read_ctx *c = ud;
-	if (stream != AKS_STREAM_FILE || add_file(c) != AKS_OK)
-		return;
-	c->rc = c->host->result_write(c->out, AKS_STREAM_FILE, data, len, &c->err);
-}
-
 int k8s_op_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call,
                          aks_result *out, aks_error **err)
 {
@@ -766,7 +727,7 @@ int k8s_op_download_file(aks_sandbox_impl *sb, const char *path, const aks_call 
 	if (!path)
 		return host->error_set(err, AKS_EINVAL, "download_file: no path");
 	char *cpath = NULL;
-	int rc = safe_path(sb, path, &cpath, err);
+	int rc = k8s_sandbox_path(sb, path, &cpath, err);
 	if (rc != AKS_OK)
 		return rc;
 	bool use = false;
@@ -793,19 +754,15 @@ int k8s_op_download_file(aks_sandbox_impl *sb, const char *path, const aks_call 
 		return host->error_set(err, AKS_ENOTFOUND, "file '%s' not found in the sandbox",
 		                       path);
 	}
-	read_ctx c = {host, out, path, false, AKS_OK, NULL};
-	uint64_t size = 0;
+	bool refused = false;
 	if (rc == AKS_OK)
-		rc = aks__agent_read_file(sb->agent, cpath, DOWNLOAD_MAX, on_chunk, &c, call, &size,
+		rc = aks__agent_read_into(sb->agent, cpath, DOWNLOAD_MAX, out, path, call, &refused,
 		                          &e);
 	free(cpath);
-	if (rc == AKS_OK && c.rc == AKS_OK)
-		add_file(&c); /* an empty file sent no chunk */
-	if (rc == AKS_OK && c.rc != AKS_OK) {
-		rc = c.rc;
+	if (refused) {
 		if (err && !*err) {
-			*err = c.err;
-			c.err = NULL;
+			*err = e;
+			e = NULL;
 		}
 	} else if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
 		rc =
@@ -830,7 +787,5 @@ int k8s_op_download_file(aks_sandbox_impl *sb, const char *path, const aks_call 
 	}
 	if (e)
 		host->error_free(e);
-	if (c.err)
-		host->error_free(c.err);
 	return rc;
 }

@@ -35,7 +35,7 @@ static void trim(k8s_buf *b)
 		b->data[--b->len] = '\0';
 }
 
-static int safe_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err)
+int k8s_sandbox_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err)
 {
 	k8s_err ke = {0};
 	int rc = k8s_safe_path(path, cpath, &ke);
@@ -51,7 +51,7 @@ int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 	if (!path || (!data && len))
 		return host->error_set(err, AKS_EINVAL, "upload_file: no path or no data");
 	char *cpath = NULL;
-	int rc = safe_path(sb, path, &cpath, err);
+	int rc = k8s_sandbox_path(sb, path, &cpath, err);
 	if (rc != AKS_OK)
 		return rc;
 	if (strcmp(cpath, K8S_WORKSPACE) == 0) {
@@ -101,7 +101,7 @@ int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	if (!path)
 		return host->error_set(err, AKS_EINVAL, "download_file: no path");
 	char *cpath = NULL;
-	int rc = safe_path(sb, path, &cpath, err);
+	int rc = k8s_sandbox_path(sb, path, &cpath, err);
 	if (rc != AKS_OK)
 		return rc;
 	char *rel = NULL;

@@ -122,6 +122,9 @@ typedef struct k8s_exec_opts {
 	bool no_kill_wrapper; /* the kill sweep itself */
 } k8s_exec_opts;
 
+/* The reference's path rule (k8s_safe_path) with its message as the operation's error: the
+ * canonical path in the container, malloc'ed (k8s_files.c). */
+int k8s_sandbox_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err);
 /* Whether the handle's pod still exists and is not being deleted: AKS_OK, AKS_EGONE, or the
  * API's error (kubernetes.c). */
 int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);

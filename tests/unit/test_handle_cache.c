@@ -228,8 +228,9 @@ static const char *str(struct json_object *j, const char *key)
 static void test_stateful_across_tool_calls(void **state)
 {
 	fixture *fx = *state;
-	struct json_object *r = call_tool(fx, "run_code", "{\"code\": \"x = 41\\nimport os\\n"
-	                                                  "print(os.getpid())\"}");
+	struct json_object *r = call_tool(fx, "run_code",
+	                                  "{\"code\": \"x = 41\\nimport os\\n"
+	                                  "print(os.getpid())\"}");
 	const char *pid1 = str(r, "stdout");
 	assert_non_null(pid1);
 	char first[32];
@@ -264,9 +265,9 @@ static bool pid_alive(pid_t pid)
  * parent is the agent. */
 static pid_t agent_pid(fixture *fx, char *session, size_t len)
 {
-	struct json_object *r = call_tool(
-	    fx, "run_command",
-	    "{\"command\": \"cut -d' ' -f4 /proc/$(cut -d' ' -f4 /proc/$$/stat)/stat\"}");
+	struct json_object *r =
+	    call_tool(fx, "run_command",
+	              "{\"command\": \"cut -d' ' -f4 /proc/$(cut -d' ' -f4 /proc/$$/stat)/stat\"}");
 	const char *out = str(r, "stdout");
 	pid_t pid = out ? (pid_t)atoi(out) : 0;
 	assert_non_null(str(r, "sandbox_session_id"));
