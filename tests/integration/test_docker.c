@@ -1357,11 +1357,15 @@ static void t_agent_readonly_root(void **state)
 	fixture *f = *state;
 	char *mounts = inspect(f->id, "{{.HostConfig.ReadonlyRootfs}} {{range .Mounts}}{{.Name}}:"
 	                              "{{.Destination}} {{end}}");
-	char *want =
-	    xasprintf("true %s-workspace:/workspace %s-aksandbox:/.aksandbox ", f->id, f->id);
-	assert_string_equal(mounts, want);
+	/* The engine lists mounts in no fixed order: both, and nothing else. */
+	char *ws = xasprintf(" %s-workspace:/workspace ", f->id);
+	char *ag = xasprintf(" %s-aksandbox:/.aksandbox ", f->id);
+	if (strncmp(mounts, "true ", 5) != 0 || !strstr(mounts, ws) || !strstr(mounts, ag) ||
+	    strlen(mounts) != strlen("true ") + strlen(ws) + strlen(ag) - 2)
+		fail_msg("mounts: '%s'", mounts);
 	free(mounts);
-	free(want);
+	free(ws);
+	free(ag);
 	assert_true(aks_provider_get_capabilities(f->prov)->stateful);
 	free(python_out(f, "x = 41", NULL, NULL));
 	char *out = python_out(f, "print(x + 1)", NULL, NULL);
