@@ -100,8 +100,7 @@ int aks__agent_read_file(aks_agent *a, const char *path, uint64_t max_size, aks_
  * result refuses them (the host's file limit) that is the error and *refused is set;
  * otherwise the read's own status and error, as aks__agent_read_file. */
 int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_result *out,
-                         const char *name, const aks_call *call, bool *refused,
-                         aks_error **err);
+                         const char *name, const aks_call *call, bool *refused, aks_error **err);
 
 /* For tests and diagnostics: writes raw bytes into the stream, and reports the ERROR frames
  * that answered no request of ours (their count and the last message). */

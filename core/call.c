@@ -3,8 +3,8 @@
  */
 #include "config.h"
 
-#include <string.h>
 #include <pthread.h>
+#include <string.h>
 #include <time.h>
 
 #include "internal.h"

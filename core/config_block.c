@@ -27,7 +27,7 @@ typedef struct config_value {
 	bool boolean;
 	int64_t integer;
 	double number;
-	char **strings;      /* STRING_LIST: items; STRING_MAP: key, value pairs; NULL-terminated */
+	char **strings; /* STRING_LIST: items; STRING_MAP: key, value pairs; NULL-terminated */
 } config_value;
 
 struct aks_config {
@@ -47,14 +47,22 @@ const aks_config_key *aks__schema_key(const aks_config_key *keys, size_t i)
 const char *aks__config_type_name(uint32_t type)
 {
 	switch (type) {
-	case AKS_CONFIG_STRING: return "string";
-	case AKS_CONFIG_BOOL: return "boolean";
-	case AKS_CONFIG_INT: return "integer";
-	case AKS_CONFIG_DOUBLE: return "number";
-	case AKS_CONFIG_STRING_LIST: return "list of strings";
-	case AKS_CONFIG_STRING_MAP: return "mapping of strings";
-	case AKS_CONFIG_JSON: return "any value";
-	default: return "unknown type";
+	case AKS_CONFIG_STRING:
+		return "string";
+	case AKS_CONFIG_BOOL:
+		return "boolean";
+	case AKS_CONFIG_INT:
+		return "integer";
+	case AKS_CONFIG_DOUBLE:
+		return "number";
+	case AKS_CONFIG_STRING_LIST:
+		return "list of strings";
+	case AKS_CONFIG_STRING_MAP:
+		return "mapping of strings";
+	case AKS_CONFIG_JSON:
+		return "any value";
+	default:
+		return "unknown type";
 	}
 }
 
@@ -63,9 +71,12 @@ static const char *node_kind_name(const aks_node *n)
 	if (aks__node_is_null(n))
 		return "null";
 	switch (n->kind) {
-	case AKS_NODE_SCALAR: return "a scalar";
-	case AKS_NODE_SEQUENCE: return "a list";
-	case AKS_NODE_MAPPING: return "a mapping";
+	case AKS_NODE_SCALAR:
+		return "a scalar";
+	case AKS_NODE_SEQUENCE:
+		return "a list";
+	case AKS_NODE_MAPPING:
+		return "a mapping";
 	}
 	return "a value";
 }
@@ -86,7 +97,7 @@ static void value_clear(config_value *v)
 }
 
 /* Where a value came from, for messages: "file:line:col: " or "". */
-#define POS_FMT "%s: "
+#define POS_FMT     "%s: "
 #define POS_ARGS(n) aks__node_where((n), (char[AKS_NODE_WHERE_SIZE]){0}, AKS_NODE_WHERE_SIZE)
 
 static int type_error(const aks_node *n, const char *label, const aks_config_key *key,
@@ -150,13 +161,14 @@ static struct json_object *node_to_json(const aks_node *n)
 		}
 		return json_object_new_string(n->value);
 	}
-	struct json_object *o = n->kind == AKS_NODE_MAPPING ? json_object_new_object()
-	                                                     : json_object_new_array();
+	struct json_object *o =
+	    n->kind == AKS_NODE_MAPPING ? json_object_new_object() : json_object_new_array();
 	if (!o)
 		return NULL;
 	if (n->kind == AKS_NODE_MAPPING) {
 		for (size_t i = 0; i + 1 < n->count; i += 2)
-			json_object_object_add(o, n->items[i]->value, node_to_json(n->items[i + 1]));
+			json_object_object_add(o, n->items[i]->value,
+			                       node_to_json(n->items[i + 1]));
 	} else {
 		for (size_t i = 0; i < n->count; i++)
 			json_object_array_add(o, node_to_json(n->items[i]));
@@ -189,8 +201,9 @@ static int convert(const aks_node *n, const char *label, config_value *v, aks_er
 		errno = 0;
 		v->integer = strtoll(n->value, &end, 10);
 		if (!*n->value || *end || errno)
-			return aks__error_set(err, AKS_ECONFIG, POS_FMT "%s.%s: '%s' is not an integer",
-			                      POS_ARGS(n), label, key->name, n->value);
+			return aks__error_set(err, AKS_ECONFIG,
+			                      POS_FMT "%s.%s: '%s' is not an integer", POS_ARGS(n),
+			                      label, key->name, n->value);
 		return AKS_OK;
 	case AKS_CONFIG_DOUBLE:
 		if (null || n->kind != AKS_NODE_SCALAR)
@@ -198,20 +211,22 @@ static int convert(const aks_node *n, const char *label, config_value *v, aks_er
 		errno = 0;
 		v->number = strtod(n->value, &end);
 		if (!*n->value || *end || errno || !isfinite(v->number))
-			return aks__error_set(err, AKS_ECONFIG, POS_FMT "%s.%s: '%s' is not a number",
-			                      POS_ARGS(n), label, key->name, n->value);
+			return aks__error_set(err, AKS_ECONFIG,
+			                      POS_FMT "%s.%s: '%s' is not a number", POS_ARGS(n),
+			                      label, key->name, n->value);
 		return AKS_OK;
 	case AKS_CONFIG_STRING_LIST:
 	case AKS_CONFIG_STRING_MAP: {
-		aks_node_kind want = key->type == AKS_CONFIG_STRING_LIST ? AKS_NODE_SEQUENCE
-		                                                         : AKS_NODE_MAPPING;
+		aks_node_kind want =
+		    key->type == AKS_CONFIG_STRING_LIST ? AKS_NODE_SEQUENCE : AKS_NODE_MAPPING;
 		if (!null && n->kind != want)
 			return type_error(n, label, key, err);
 		for (size_t i = 0; !null && i < n->count; i++) {
 			const aks_node *item = n->items[i];
 			if (item->kind != AKS_NODE_SCALAR || aks__node_is_null(item))
 				return aks__error_set(err, AKS_ECONFIG,
-				                      POS_FMT "%s.%s: every %s must be a string, got %s",
+				                      POS_FMT
+				                      "%s.%s: every %s must be a string, got %s",
 				                      POS_ARGS(item), label, key->name,
 				                      want == AKS_NODE_SEQUENCE ? "item" : "value",
 				                      node_kind_name(item));
@@ -230,8 +245,9 @@ static int convert(const aks_node *n, const char *label, config_value *v, aks_er
 		return AKS_OK;
 	}
 	default:
-		return aks__error_set(err, AKS_ECONFIG, "%s.%s: the plugin declares an unknown type %u",
-		                      label, key->name, key->type);
+		return aks__error_set(err, AKS_ECONFIG,
+		                      "%s.%s: the plugin declares an unknown type %u", label,
+		                      key->name, key->type);
 	}
 }
 
@@ -267,18 +283,21 @@ static int unknown_key(const aks_node *k, const char *label, const aks_config_ke
 	aks_autofree char *known = known_keys(keys);
 	if (hint)
 		return aks__error_set(err, AKS_ECONFIG,
-		                      POS_FMT "unknown key '%s' in the %s block; did you mean '%s'?",
+		                      POS_FMT
+		                      "unknown key '%s' in the %s block; did you mean '%s'?",
 		                      POS_ARGS(k), k->value, label, hint);
-	return aks__error_set(err, AKS_ECONFIG, POS_FMT "unknown key '%s' in the %s block (known keys: %s)",
+	return aks__error_set(err, AKS_ECONFIG,
+	                      POS_FMT "unknown key '%s' in the %s block (known keys: %s)",
 	                      POS_ARGS(k), k->value, label, known ? known : "?");
 }
 
-int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block,
-                      const char *label, aks_config **out, aks_error **err)
+int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block, const char *label,
+                      aks_config **out, aks_error **err)
 {
 	const aks_config_key *keys = desc->config_keys;
 	if (block && !aks__node_is_null(block) && block->kind != AKS_NODE_MAPPING)
-		return aks__error_set(err, AKS_ECONFIG, POS_FMT "the %s block must be a mapping, got %s",
+		return aks__error_set(err, AKS_ECONFIG,
+		                      POS_FMT "the %s block must be a mapping, got %s",
 		                      POS_ARGS(block), label, node_kind_name(block));
 	if (aks__node_is_null(block))
 		block = NULL;
@@ -316,12 +335,13 @@ int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block,
 		if (v->key->required) {
 			if (block)
 				rc = aks__error_set(err, AKS_ECONFIG,
-				                    POS_FMT "the %s block is missing the required key '%s'",
+				                    POS_FMT
+				                    "the %s block is missing the required key '%s'",
 				                    POS_ARGS(block), label, v->key->name);
 			else
 				rc = aks__error_set(err, AKS_ECONFIG,
-				                    "the %s block is missing the required key '%s'", label,
-				                    v->key->name);
+				                    "the %s block is missing the required key '%s'",
+				                    label, v->key->name);
 			continue;
 		}
 		/* The default is YAML text; convert it like a value. */
@@ -434,25 +454,27 @@ int aks__schema_check(const aks_plugin_descriptor *desc, const char *file, aks_e
 	if (!keys)
 		return AKS_OK;
 	if (keys[0].struct_version < 1 || keys[0].struct_size < sizeof(aks_config_key))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': config schema entries have version %u and size %u "
-		                      "(expected version >= 1 and size >= %zu)",
-		                      file, keys[0].struct_version, keys[0].struct_size,
-		                      sizeof(aks_config_key));
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': config schema entries have version %u and size %u "
+		    "(expected version >= 1 and size >= %zu)",
+		    file, keys[0].struct_version, keys[0].struct_size, sizeof(aks_config_key));
 	for (size_t i = 0; aks__schema_key(keys, i)->name; i++) {
 		const aks_config_key *k = aks__schema_key(keys, i);
 		if (!*k->name)
-			return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': config key %zu has an empty name",
-			                      file, i);
+			return aks__error_set(err, AKS_EPLUGIN,
+			                      "plugin '%s': config key %zu has an empty name", file,
+			                      i);
 		for (size_t j = 0; j < i; j++)
 			if (strcmp(aks__schema_key(keys, j)->name, k->name) == 0)
-				return aks__error_set(err, AKS_EPLUGIN,
-				                      "plugin '%s': config key '%s' is declared twice", file,
-				                      k->name);
+				return aks__error_set(
+				    err, AKS_EPLUGIN,
+				    "plugin '%s': config key '%s' is declared twice", file,
+				    k->name);
 		if (k->type < AKS_CONFIG_STRING || k->type > AKS_CONFIG_JSON)
 			return aks__error_set(err, AKS_EPLUGIN,
-			                      "plugin '%s': config key '%s' has unknown type %u", file,
-			                      k->name, k->type);
+			                      "plugin '%s': config key '%s' has unknown type %u",
+			                      file, k->name, k->type);
 		if (k->required)
 			continue;
 		const char *text = k->default_value ? k->default_value : "null";
@@ -466,7 +488,8 @@ int aks__schema_check(const aks_plugin_descriptor *desc, const char *file, aks_e
 		value_clear(&v);
 		if (rc < 0) {
 			rc = aks__error_set(err, AKS_EPLUGIN,
-			                    "plugin '%s': the default of config key '%s' (%s) is not a valid %s: %s",
+			                    "plugin '%s': the default of config key '%s' (%s) is "
+			                    "not a valid %s: %s",
 			                    file, k->name, text, aks__config_type_name(k->type),
 			                    aks_error_message(e));
 			aks_error_free(e);

@@ -13,8 +13,8 @@
  * descriptor's schema and builds the typed config. `label` names the block
  * in messages, e.g. "local_subprocess".
  */
-int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block,
-                      const char *label, aks_config **out, aks_error **err);
+int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block, const char *label,
+                      aks_config **out, aks_error **err);
 
 /* The accessors of the host services table. */
 int aks__config_string(const aks_config *cfg, const char *key, const char **out);
@@ -28,8 +28,6 @@ int aks__config_json(const aks_config *cfg, const char *key, const char **out);
 /* The i-th key of a schema array (entries may be larger than ours). */
 const aks_config_key *aks__schema_key(const aks_config_key *keys, size_t i);
 const char *aks__config_type_name(uint32_t type);
-
-
 
 /* Checks a plugin's declared schema: entry sizes, unique names, known types,
  * and that every default converts to its key's type. `file` is for messages. */

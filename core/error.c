@@ -80,40 +80,69 @@ AKS_EXPORT void aks_error_free(aks_error *err)
 AKS_EXPORT const char *aks_strerror(int code)
 {
 	switch (code) {
-	case AKS_OK: return "success";
-	case AKS_ERROR: return "sandbox error";
-	case AKS_ECONFIG: return "configuration error";
-	case AKS_ECAPABILITY: return "capability not supported";
-	case AKS_EPOLICY: return "policy error";
-	case AKS_ETIMEOUT: return "timed out";
-	case AKS_EPROVISION: return "provisioning failed";
-	case AKS_EGONE: return "sandbox is gone";
-	case AKS_ESESSION_NOT_FOUND: return "sandbox session not found";
-	case AKS_EBROKER: return "broker error";
-	case AKS_ENOTFOUND: return "not found";
-	case AKS_EPLUGIN: return "plugin error";
-	case AKS_EINVAL: return "invalid argument";
-	case AKS_ENOMEM: return "out of memory";
-	case AKS_ELIMIT: return "limit exceeded";
-	case AKS_ECANCELLED: return "cancelled";
-	case AKS_EIO: return "input/output error";
-	default: return "unknown error";
+	case AKS_OK:
+		return "success";
+	case AKS_ERROR:
+		return "sandbox error";
+	case AKS_ECONFIG:
+		return "configuration error";
+	case AKS_ECAPABILITY:
+		return "capability not supported";
+	case AKS_EPOLICY:
+		return "policy error";
+	case AKS_ETIMEOUT:
+		return "timed out";
+	case AKS_EPROVISION:
+		return "provisioning failed";
+	case AKS_EGONE:
+		return "sandbox is gone";
+	case AKS_ESESSION_NOT_FOUND:
+		return "sandbox session not found";
+	case AKS_EBROKER:
+		return "broker error";
+	case AKS_ENOTFOUND:
+		return "not found";
+	case AKS_EPLUGIN:
+		return "plugin error";
+	case AKS_EINVAL:
+		return "invalid argument";
+	case AKS_ENOMEM:
+		return "out of memory";
+	case AKS_ELIMIT:
+		return "limit exceeded";
+	case AKS_ECANCELLED:
+		return "cancelled";
+	case AKS_EIO:
+		return "input/output error";
+	default:
+		return "unknown error";
 	}
 }
 
 AKS_EXPORT const char *aks_error_type_name(int code)
 {
 	switch (code) {
-	case AKS_ECONFIG: return "SandboxConfigError";
-	case AKS_ECAPABILITY: return "SandboxCapabilityError";
-	case AKS_EPOLICY: return "SandboxPolicyError";
-	case AKS_ETIMEOUT: return "SandboxTimeoutError";
-	case AKS_EPROVISION: return "SandboxProvisionError";
-	case AKS_EGONE: return "SandboxGoneError";
-	case AKS_ESESSION_NOT_FOUND: return "SandboxSessionNotFoundError";
-	case AKS_EBROKER: return "ExecutionBrokerError";
-	case AKS_ENOTFOUND: return "FileNotFoundError";
-	case AKS_OK: return NULL;
-	default: return "SandboxError";
+	case AKS_ECONFIG:
+		return "SandboxConfigError";
+	case AKS_ECAPABILITY:
+		return "SandboxCapabilityError";
+	case AKS_EPOLICY:
+		return "SandboxPolicyError";
+	case AKS_ETIMEOUT:
+		return "SandboxTimeoutError";
+	case AKS_EPROVISION:
+		return "SandboxProvisionError";
+	case AKS_EGONE:
+		return "SandboxGoneError";
+	case AKS_ESESSION_NOT_FOUND:
+		return "SandboxSessionNotFoundError";
+	case AKS_EBROKER:
+		return "ExecutionBrokerError";
+	case AKS_ENOTFOUND:
+		return "FileNotFoundError";
+	case AKS_OK:
+		return NULL;
+	default:
+		return "SandboxError";
 	}
 }

@@ -48,18 +48,23 @@ static struct aks_plugin *registry;
 
 /* Plugins this project ships, so "not found" can name the package to install. */
 static const char *const in_tree_plugins[] = {
-    "local_subprocess", "docker", "kubernetes", "e2b",   "daytona",
-    "ec2_ssm",          "bubblewrap", "nats",   "redis", "signed_token", NULL,
+    "local_subprocess", "docker", "kubernetes", "e2b",          "daytona", "ec2_ssm",
+    "bubblewrap",       "nats",   "redis",      "signed_token", NULL,
 };
 
 const char *aks__plugin_kind_name(uint32_t kind)
 {
 	switch (kind) {
-	case AKS_PLUGIN_PROVIDER: return "provider";
-	case AKS_PLUGIN_TRANSPORT: return "transport";
-	case AKS_PLUGIN_STORE: return "store";
-	case AKS_PLUGIN_RESOLVER: return "resolver";
-	default: return "unknown";
+	case AKS_PLUGIN_PROVIDER:
+		return "provider";
+	case AKS_PLUGIN_TRANSPORT:
+		return "transport";
+	case AKS_PLUGIN_STORE:
+		return "store";
+	case AKS_PLUGIN_RESOLVER:
+		return "resolver";
+	default:
+		return "unknown";
 	}
 }
 
@@ -160,15 +165,17 @@ static int check_file(const char *file, aks_error **err)
 	if (!S_ISREG(st.st_mode))
 		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s' is not a regular file", file);
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "refusing to load plugin '%s': it is writable by group or others "
-		                      "(mode %04o); run 'chmod go-w %s'",
-		                      file, (unsigned)(st.st_mode & 07777), file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "refusing to load plugin '%s': it is writable by group or others "
+		    "(mode %04o); run 'chmod go-w %s'",
+		    file, (unsigned)(st.st_mode & 07777), file);
 	if (st.st_uid != 0 && st.st_uid != geteuid())
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "refusing to load plugin '%s': it is owned by uid %u, not by root "
-		                      "or by this user",
-		                      file, (unsigned)st.st_uid);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "refusing to load plugin '%s': it is owned by uid %u, not by root "
+		    "or by this user",
+		    file, (unsigned)st.st_uid);
 	return AKS_OK;
 }
 
@@ -178,16 +185,18 @@ static int dlopen_error(const char *file, aks_error **err)
 	if (!why)
 		why = "unknown dynamic loader error";
 	if (strstr(why, "cannot open shared object file"))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "cannot load plugin '%s': %s; a shared library the plugin needs is "
-		                      "missing: install it (check with 'ldd %s')",
-		                      file, why, file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "cannot load plugin '%s': %s; a shared library the plugin needs is "
+		    "missing: install it (check with 'ldd %s')",
+		    file, why, file);
 	if (strstr(why, "undefined symbol"))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "cannot load plugin '%s': %s; the plugin needs a symbol no loaded "
-		                      "library provides: it was built against another version of a "
-		                      "library, or without -no-undefined (check with 'ldd -r %s')",
-		                      file, why, file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "cannot load plugin '%s': %s; the plugin needs a symbol no loaded "
+		    "library provides: it was built against another version of a "
+		    "library, or without -no-undefined (check with 'ldd -r %s')",
+		    file, why, file);
 	return aks__error_set(err, AKS_EPLUGIN,
 	                      "cannot load plugin '%s': %s; a missing shared library is the usual "
 	                      "cause (check with 'ldd %s')",
@@ -200,8 +209,8 @@ static int dlopen_error(const char *file, aks_error **err)
 static int check_capabilities(const char *file, const aks_capabilities *caps, aks_error **err)
 {
 	if (!caps)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': provider declares no capabilities",
-		                      file);
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': provider declares no capabilities", file);
 	if (caps->struct_version < 1 || caps->struct_size < sizeof(aks_capabilities))
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': capabilities record has version %u and size %u "
@@ -209,21 +218,23 @@ static int check_capabilities(const char *file, const aks_capabilities *caps, ak
 		                      file, caps->struct_version, caps->struct_size,
 		                      sizeof(aks_capabilities));
 	if (caps->isolation > AKS_ISOLATION_WASM)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': unknown isolation tier %u", file,
-		                      caps->isolation);
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': unknown isolation tier %u",
+		                      file, caps->isolation);
 	bool python = false;
 	for (size_t i = 0; caps->languages && caps->languages[i]; i++)
 		python = python || strcmp(caps->languages[i], "python") == 0;
 	if (!python)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': provider does not declare the mandatory language "
-		                      "'python'",
-		                      file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': provider does not declare the mandatory language "
+		    "'python'",
+		    file);
 	if (!caps->provisions && !caps->attaches_external)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': provider neither provisions nor attaches to external "
-		                      "environments",
-		                      file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': provider neither provisions nor attaches to external "
+		    "environments",
+		    file);
 	return AKS_OK;
 }
 
@@ -237,14 +248,14 @@ static int missing_op(const char *file, const char *op, aks_error **err)
 static int check_provider(const char *file, const aks_provider_ops *ops, aks_error **err)
 {
 	if (!ops)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': provider has no operations table",
-		                      file);
-	if (ops->struct_version < 1 || ops->struct_size < AKS_PROVIDER_OPS_MIN_SIZE)
 		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': provider operations table has version %u and size %u "
-		                      "(expected version >= 1 and size >= %zu)",
-		                      file, ops->struct_version, ops->struct_size,
-		                      (size_t)AKS_PROVIDER_OPS_MIN_SIZE);
+		                      "plugin '%s': provider has no operations table", file);
+	if (ops->struct_version < 1 || ops->struct_size < AKS_PROVIDER_OPS_MIN_SIZE)
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': provider operations table has version %u and size %u "
+		    "(expected version >= 1 and size >= %zu)",
+		    file, ops->struct_version, ops->struct_size, (size_t)AKS_PROVIDER_OPS_MIN_SIZE);
 	int rc = check_capabilities(file, ops->capabilities, err);
 	if (rc < 0)
 		return rc;
@@ -260,10 +271,11 @@ static int check_provider(const char *file, const aks_provider_ops *ops, aks_err
 	if (!sb)
 		return missing_op(file, "sandbox", err);
 	if (sb->struct_version < 1 || sb->struct_size < sizeof(aks_sandbox_ops))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': sandbox operations table has version %u and size %u "
-		                      "(expected version >= 1 and size >= %zu)",
-		                      file, sb->struct_version, sb->struct_size, sizeof(aks_sandbox_ops));
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': sandbox operations table has version %u and size %u "
+		    "(expected version >= 1 and size >= %zu)",
+		    file, sb->struct_version, sb->struct_size, sizeof(aks_sandbox_ops));
 	if (!sb->id)
 		return missing_op(file, "id", err);
 	if (!sb->execute_code)
@@ -276,18 +288,18 @@ static int check_provider(const char *file, const aks_provider_ops *ops, aks_err
 static int check_resolver(const char *file, const aks_resolver_ops *ops, aks_error **err)
 {
 	if (!ops)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': resolver has no operations table",
-		                      file);
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': resolver has no operations table", file);
 	if (ops->struct_version < 1 || ops->struct_size < sizeof(aks_resolver_ops))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': resolver operations table has version %u and size %u "
-		                      "(expected version >= 1 and size >= %zu)",
-		                      file, ops->struct_version, ops->struct_size,
-		                      sizeof(aks_resolver_ops));
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': resolver operations table has version %u and size %u "
+		    "(expected version >= 1 and size >= %zu)",
+		    file, ops->struct_version, ops->struct_size, sizeof(aks_resolver_ops));
 	if (!ops->init)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': resolver is missing the mandatory operation 'init'",
-		                      file);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': resolver is missing the mandatory operation 'init'", file);
 	if (!ops->resolve)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s': resolver is missing the mandatory operation "
@@ -299,29 +311,30 @@ static int check_resolver(const char *file, const aks_resolver_ops *ops, aks_err
 static int check_store(const char *file, const aks_store_ops *ops, aks_error **err)
 {
 	if (!ops)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': store has no operations table",
-		                      file);
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s': store has no operations table", file);
 	/* The optional slots at the end (put_expiring) may be missing from a smaller table. */
 	size_t least = offsetof(aks_store_ops, put_expiring);
 	if (ops->struct_version < 1 || ops->struct_size < least)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': store operations table has version %u and size %u "
-		                      "(expected version >= 1 and size >= %zu)",
-		                      file, ops->struct_version, ops->struct_size, least);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': store operations table has version %u and size %u "
+		    "(expected version >= 1 and size >= %zu)",
+		    file, ops->struct_version, ops->struct_size, least);
 	/* Every slot of a store is mandatory: name the first one missing. */
 	const struct {
 		const char *name;
 		bool set;
-	} slots[] = {{"init", ops->init},       {"update", ops->update},
-	             {"get", ops->get},         {"scan", ops->scan},
-	             {"namespaces", ops->namespaces}, {"lock", ops->lock},
+	} slots[] = {{"init", ops->init},    {"update", ops->update},         {"get", ops->get},
+	             {"scan", ops->scan},    {"namespaces", ops->namespaces}, {"lock", ops->lock},
 	             {"unlock", ops->unlock}};
 	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
 		if (!slots[i].set)
-			return aks__error_set(err, AKS_EPLUGIN,
-			                      "plugin '%s': store is missing the mandatory operation "
-			                      "'%s'",
-			                      file, slots[i].name);
+			return aks__error_set(
+			    err, AKS_EPLUGIN,
+			    "plugin '%s': store is missing the mandatory operation "
+			    "'%s'",
+			    file, slots[i].name);
 	return AKS_OK;
 }
 
@@ -340,8 +353,12 @@ static int check_transport(const char *file, const aks_transport_ops *ops, aks_e
 	const struct {
 		const char *name;
 		bool set;
-	} slots[] = {{"init", ops->init},   {"send", ops->send}, {"consumer_open", ops->consumer_open},
-	             {"fetch", ops->fetch}, {"ack", ops->ack},   {"nack", ops->nack},
+	} slots[] = {{"init", ops->init},
+	             {"send", ops->send},
+	             {"consumer_open", ops->consumer_open},
+	             {"fetch", ops->fetch},
+	             {"ack", ops->ack},
+	             {"nack", ops->nack},
 	             {"consumer_close", ops->consumer_close}};
 	for (size_t i = 0; i < sizeof(slots) / sizeof(slots[0]); i++)
 		if (!slots[i].set)
@@ -356,46 +373,53 @@ static int check_descriptor(const char *file, const aks_plugin_descriptor *d, ak
 {
 	if (!d)
 		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': aks_plugin_entry() returned no descriptor", file);
+		                      "plugin '%s': aks_plugin_entry() returned no descriptor",
+		                      file);
 	/* The ABI fields come first; read nothing else until they are checked. */
 	if (d->struct_version < 1 || d->struct_size < offsetof(aks_plugin_descriptor, kind))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': descriptor has version %u and size %u (expected "
-		                      "version >= 1 and size >= %zu); rebuild it against the aksandbox "
-		                      "SDK",
-		                      file, d->struct_version, d->struct_size,
-		                      sizeof(aks_plugin_descriptor));
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': descriptor has version %u and size %u (expected "
+		    "version >= 1 and size >= %zu); rebuild it against the aksandbox "
+		    "SDK",
+		    file, d->struct_version, d->struct_size, sizeof(aks_plugin_descriptor));
 	if (d->abi_major != AKS_ABI_MAJOR)
 		return aks__error_set(err, AKS_EPLUGIN,
 		                      "plugin '%s' was built for plugin ABI %u.%u, but this host "
 		                      "implements ABI %d.%d; rebuild it against aksandbox-sdk %d.x",
-		                      file, d->abi_major, d->abi_minor, AKS_ABI_MAJOR, AKS_ABI_MINOR,
-		                      AKS_ABI_MAJOR);
+		                      file, d->abi_major, d->abi_minor, AKS_ABI_MAJOR,
+		                      AKS_ABI_MINOR, AKS_ABI_MAJOR);
 	if (d->abi_minor > AKS_ABI_MINOR)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s' needs plugin ABI %u.%u, but this host implements ABI "
-		                      "%d.%d; upgrade aksandbox or rebuild the plugin against this SDK",
-		                      file, d->abi_major, d->abi_minor, AKS_ABI_MAJOR, AKS_ABI_MINOR);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s' needs plugin ABI %u.%u, but this host implements ABI "
+		    "%d.%d; upgrade aksandbox or rebuild the plugin against this SDK",
+		    file, d->abi_major, d->abi_minor, AKS_ABI_MAJOR, AKS_ABI_MINOR);
 	if (d->struct_size < sizeof(aks_plugin_descriptor))
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin '%s': descriptor has size %u, expected at least %zu for "
-		                      "ABI %u.%u",
-		                      file, d->struct_size, sizeof(aks_plugin_descriptor), d->abi_major,
-		                      d->abi_minor);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s': descriptor has size %u, expected at least %zu for "
+		    "ABI %u.%u",
+		    file, d->struct_size, sizeof(aks_plugin_descriptor), d->abi_major,
+		    d->abi_minor);
 	if (!d->name || !*d->name)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no name", file);
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no name",
+		                      file);
 	if (!d->version || !*d->version)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no version", file);
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no version",
+		                      file);
 	if (!d->license || !*d->license)
-		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no license", file);
+		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no license",
+		                      file);
 	aks_autofree char *expected = name_from_file(file);
 	if (!expected)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	if (strcmp(expected, d->name) != 0)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "plugin file '%s' declares the name '%s'; a plugin's name must "
-		                      "match its file name ('%s')",
-		                      file, d->name, expected);
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin file '%s' declares the name '%s'; a plugin's name must "
+		    "match its file name ('%s')",
+		    file, d->name, expected);
 	if (d->kind < AKS_PLUGIN_PROVIDER || d->kind > AKS_PLUGIN_RESOLVER)
 		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': unknown plugin kind %u", file,
 		                      d->kind);
@@ -430,7 +454,8 @@ static int load_file(const char *file, struct aks_plugin **out, aks_error **err)
 	if (!handle)
 		return dlopen_error(file, err);
 	dlerror();
-	aks_plugin_entry_fn entry = (aks_plugin_entry_fn)(uintptr_t)dlsym(handle, "aks_plugin_entry");
+	aks_plugin_entry_fn entry =
+	    (aks_plugin_entry_fn)(uintptr_t)dlsym(handle, "aks_plugin_entry");
 	if (!entry) {
 		dlclose(handle);
 		return aks__error_set(err, AKS_EPLUGIN,
@@ -475,15 +500,17 @@ static int not_found(const char *name, char **dirs, aks_error **err)
 	char pkg[128];
 	int rc;
 	if (aks__plugin_package(name, pkg, sizeof(pkg)))
-		rc = aks__error_set(err, AKS_EPLUGIN,
-		                    "plugin '%s' not found; searched: %s; it is shipped in the package "
-		                    "'%s': install it",
-		                    name, searched.data, pkg);
+		rc = aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s' not found; searched: %s; it is shipped in the package "
+		    "'%s': install it",
+		    name, searched.data, pkg);
 	else
-		rc = aks__error_set(err, AKS_EPLUGIN,
-		                    "plugin '%s' not found; searched: %s; install it into %s, add its "
-		                    "directory to AKS_PLUGIN_PATH, or give the path to the .so",
-		                    name, searched.data, AKS_PLUGINDIR);
+		rc = aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "plugin '%s' not found; searched: %s; install it into %s, add its "
+		    "directory to AKS_PLUGIN_PATH, or give the path to the .so",
+		    name, searched.data, AKS_PLUGINDIR);
 	aks__buf_free(&searched);
 	return rc;
 }
@@ -493,16 +520,17 @@ static int resolve(const char *type, char **out_file, aks_error **err)
 	if (strchr(type, '/')) {
 		char *real = realpath(type, NULL);
 		if (!real)
-			return aks__error_set(err, AKS_EPLUGIN, "plugin file '%s' not found: %s", type,
-			                      strerror(errno));
+			return aks__error_set(err, AKS_EPLUGIN, "plugin file '%s' not found: %s",
+			                      type, strerror(errno));
 		*out_file = real;
 		return AKS_OK;
 	}
 	if (!valid_name(type))
-		return aks__error_set(err, AKS_ECONFIG,
-		                      "'%s' is neither a plugin name (lowercase letters, digits and '_') "
-		                      "nor a path to a .so",
-		                      type);
+		return aks__error_set(
+		    err, AKS_ECONFIG,
+		    "'%s' is neither a plugin name (lowercase letters, digits and '_') "
+		    "nor a path to a .so",
+		    type);
 	char **dirs = search_dirs();
 	if (!dirs)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");

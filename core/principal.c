@@ -16,7 +16,7 @@ struct aks_principal_builder {
 	aks_principal pub;
 	bool set;
 	char *subject;
-	char **groups;      /* NULL-terminated */
+	char **groups; /* NULL-terminated */
 	size_t group_count;
 	char **credentials; /* NULL-terminated key, value pairs */
 	size_t credential_count;
@@ -116,15 +116,14 @@ int aks__principal_add_credential(aks_principal_builder *b, const char *key, con
 /* ---- resolvers ---- */
 
 struct aks_resolver {
-	const char *name;             /* "agent" or the plugin's */
-	const aks_resolver_ops *ops;  /* NULL for the built-in agent resolver */
+	const char *name;            /* "agent" or the plugin's */
+	const aks_resolver_ops *ops; /* NULL for the built-in agent resolver */
 	aks_resolver_impl *impl;
 	aks_config *defaults;
 };
 
-AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request,
-                                         const char *conversation_id, const char *agent,
-                                         const char *const *attributes)
+AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request, const char *conversation_id,
+                                         const char *agent, const char *const *attributes)
 {
 	memset(request, 0, sizeof(*request));
 	request->struct_version = AKS_RESOLVE_REQUEST_VERSION;
@@ -196,8 +195,8 @@ AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_re
 			                    "principal resolver '%s' returned no principal",
 			                    resolver->name);
 		if (rc < 0 && err && !*err)
-			aks__error_set(err, rc, "principal resolver '%s' failed: %s", resolver->name,
-			               aks_strerror(rc));
+			aks__error_set(err, rc, "principal resolver '%s' failed: %s",
+			               resolver->name, aks_strerror(rc));
 	}
 	if (rc < 0) {
 		aks_resolved_principal_free(p);

@@ -42,8 +42,8 @@ struct aks_sandbox {
 
 static int capability_error(const aks_provider *prov, const char *capability, aks_error **err)
 {
-	return aks__error_set(err, AKS_ECAPABILITY, "%s does not support capability: %s", prov->name,
-	                      capability);
+	return aks__error_set(err, AKS_ECAPABILITY, "%s does not support capability: %s",
+	                      prov->name, capability);
 }
 
 /* Normalises what a plugin returned: an error code always has a message, and
@@ -57,16 +57,15 @@ static int plugin_status(const aks_provider *prov, const char *op, int rc, aks_e
 			aks_error_free(*err);
 			*err = NULL;
 		}
-		return aks__error_set(err, AKS_ERROR, "%s: %s returned an invalid status %d", prov->name,
-		                      op, rc);
+		return aks__error_set(err, AKS_ERROR, "%s: %s returned an invalid status %d",
+		                      prov->name, op, rc);
 	}
 	if (err && !*err)
 		aks__error_set(err, rc, "%s: %s failed: %s", prov->name, op, aks_strerror(rc));
 	return rc;
 }
 
-AKS_EXPORT int aks_config_default_block(const aks_plugin *plugin, aks_config **out,
-                                        aks_error **err)
+AKS_EXPORT int aks_config_default_block(const aks_plugin *plugin, aks_config **out, aks_error **err)
 {
 	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(plugin);
 	if (!d || !out)
@@ -95,9 +94,10 @@ AKS_EXPORT int aks_config_load_block(const aks_plugin *plugin, const char *yaml_
 		     i += 2)
 			block = aks__node_get(profiles->items[i + 1], d->name);
 		if (!block) {
-			rc = aks__error_set(err, AKS_ECONFIG,
-			                    "%s: no '%s' block under sandbox: or sandbox.profiles.*",
-			                    yaml_path, d->name);
+			rc =
+			    aks__error_set(err, AKS_ECONFIG,
+			                   "%s: no '%s' block under sandbox: or sandbox.profiles.*",
+			                   yaml_path, d->name);
 			aks__node_free(root);
 			return rc;
 		}
@@ -164,8 +164,9 @@ AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provi
 
 AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov)
 {
-	if (!prov || prov->ops->struct_size < offsetof(aks_provider_ops, instance_description) +
-	                                           sizeof(prov->ops->instance_description) ||
+	if (!prov ||
+	    prov->ops->struct_size < offsetof(aks_provider_ops, instance_description) +
+	                                 sizeof(prov->ops->instance_description) ||
 	    !prov->ops->instance_description)
 		return "";
 	const char *d = prov->ops->instance_description(prov->impl);
@@ -194,7 +195,8 @@ static int wrap_sandbox(aks_provider *prov, aks_sandbox_impl *impl, aks_sandbox 
                         aks_error **err)
 {
 	if (!impl)
-		return aks__error_set(err, AKS_EPLUGIN, "%s: returned no sandbox handle", prov->name);
+		return aks__error_set(err, AKS_EPLUGIN, "%s: returned no sandbox handle",
+		                      prov->name);
 	aks_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb) {
 		prov->sandbox_ops->close(impl);
@@ -215,7 +217,8 @@ AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call, aks
 	if (!prov->caps->provisions || !prov->ops->create)
 		return capability_error(prov, "provisions", err);
 	aks_sandbox_impl *impl = NULL;
-	int rc = plugin_status(prov, "create", prov->ops->create(prov->impl, call, &impl, err), err);
+	int rc =
+	    plugin_status(prov, "create", prov->ops->create(prov->impl, call, &impl, err), err);
 	if (rc < 0)
 		return rc;
 	return wrap_sandbox(prov, impl, out, err);
@@ -236,8 +239,8 @@ AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, c
 	return wrap_sandbox(prov, impl, out, err);
 }
 
-AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id, const aks_call *call,
-                                    aks_error **err)
+AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id,
+                                    const aks_call *call, aks_error **err)
 {
 	if (!prov || !sandbox_id || !call)
 		return aks__error_set(err, AKS_EINVAL, "aks_provider_destroy: missing argument");
@@ -330,9 +333,10 @@ static int op_download(aks_sandbox *sb, const void *arg, const aks_call *call, a
 {
 	int rc = sb->prov->sandbox_ops->download_file(sb->impl, arg, call, r, err);
 	if (rc == AKS_OK && aks_result_get_file_count(r) != 1)
-		return aks__error_set(err, AKS_EPLUGIN,
-		                      "%s: download_file succeeded but returned %zu files instead of 1",
-		                      sb->prov->name, aks_result_get_file_count(r));
+		return aks__error_set(
+		    err, AKS_EPLUGIN,
+		    "%s: download_file succeeded but returned %zu files instead of 1",
+		    sb->prov->name, aks_result_get_file_count(r));
 	return rc;
 }
 
@@ -376,8 +380,7 @@ AKS_EXPORT int aks_sandbox_execute_command(aks_sandbox *sb, const char *command,
 }
 
 AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb, const char *const *packages,
-                                            const aks_call *call, aks_result **out,
-                                            aks_error **err)
+                                            const aks_call *call, aks_result **out, aks_error **err)
 {
 	CHECK_ARGS(sb && packages && call && out, "aks_sandbox_install_packages");
 	if (!sb->prov->caps->package_install || !sb->prov->sandbox_ops->install_packages)
@@ -391,10 +394,10 @@ AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path, const 
 	CHECK_ARGS(sb && path && (data || !len) && call, "aks_sandbox_upload_file");
 	if (!sb->prov->caps->files || !sb->prov->sandbox_ops->upload_file)
 		return capability_error(sb->prov, "files", err);
-	return plugin_status(sb->prov, "upload_file",
-	                     sb->prov->sandbox_ops->upload_file(sb->impl, path, data ? data : "", len,
-	                                                        call, err),
-	                     err);
+	return plugin_status(
+	    sb->prov, "upload_file",
+	    sb->prov->sandbox_ops->upload_file(sb->impl, path, data ? data : "", len, call, err),
+	    err);
 }
 
 AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path, const aks_call *call,

@@ -144,13 +144,14 @@ int aks__result_write(aks_result *r, int stream, const void *data, size_t len, a
 		return AKS_OK;
 	case AKS_STREAM_FILE: {
 		if (r->file_count == 0)
-			return aks__error_set(err, AKS_EINVAL,
-			                      "result_write: no file was added with result_add_file");
+			return aks__error_set(
+			    err, AKS_EINVAL,
+			    "result_write: no file was added with result_add_file");
 		result_file *f = &r->files[r->file_count - 1];
 		if (len > r->file_cap || f->data.len > r->file_cap - len)
-			return aks__error_set(err, AKS_ELIMIT,
-			                      "file '%s' is larger than the %zu-byte download limit",
-			                      f->path, r->file_cap);
+			return aks__error_set(
+			    err, AKS_ELIMIT, "file '%s' is larger than the %zu-byte download limit",
+			    f->path, r->file_cap);
 		if (aks__buf_append(&f->data, data, len) < 0)
 			return aks__error_set(err, AKS_ENOMEM, "out of memory reading file '%s'",
 			                      f->path);

@@ -76,7 +76,8 @@ struct json_object *aks__session_to_json(const aks_session_rec *r)
 	                       r->sandbox_id ? json_object_new_string(r->sandbox_id) : NULL);
 	json_object_object_add(o, "created_at", json_object_new_double(r->created_at));
 	json_object_object_add(o, "last_used_at", json_object_new_double(r->last_used_at));
-	json_object_object_add(o, "status", json_object_new_string(r->closed ? "closed" : "active"));
+	json_object_object_add(o, "status",
+	                       json_object_new_string(r->closed ? "closed" : "active"));
 	/* Only while there is one: records without it read as they always did. */
 	if (r->reset_notice)
 		json_object_object_add(o, "reset_notice", json_object_new_string(r->reset_notice));
@@ -171,8 +172,8 @@ static int find_in(aks_state_store *st, const char *ns, const char *id, aks_sess
 	return rc;
 }
 
-int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id,
-                          aks_session_rec *out, aks_error **err)
+int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id, aks_session_rec *out,
+                          aks_error **err)
 {
 	return find_in(st, ns, id, out, err);
 }
@@ -198,11 +199,12 @@ int aks__sessions_new(aks_state_store *st, const aks_settings *s, const char *co
 	static const char *const scopes[] = {"per_session", "per_call", "per_runtime"};
 	int scope = aks_profile_get_scope(p);
 	if (scope != AKS_SCOPE_PER_SESSION)
-		return aks__error_set(err, AKS_ECONFIG,
-		                      "cannot mint a new sandbox session for profile '%s': scope '%s' "
-		                      "does not support explicit sessions (per_call is ephemeral per "
-		                      "execution; per_runtime is a single shared session)",
-		                      aks_profile_get_name(p), scopes[scope]);
+		return aks__error_set(
+		    err, AKS_ECONFIG,
+		    "cannot mint a new sandbox session for profile '%s': scope '%s' "
+		    "does not support explicit sessions (per_call is ephemeral per "
+		    "execution; per_runtime is a single shared session)",
+		    aks_profile_get_name(p), scopes[scope]);
 	char id[33];
 	if ((rc = aks__uuid4_hex(id, err)) < 0)
 		return rc;

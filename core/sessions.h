@@ -18,8 +18,8 @@
 
 /* One sandbox session (the seeds' SandboxSession). */
 typedef struct aks_session_rec {
-	char *id;            /* uuid4 hex, or default:<profile> */
-	char *name;          /* may be NULL */
+	char *id;   /* uuid4 hex, or default:<profile> */
+	char *name; /* may be NULL */
 	char *profile;
 	char *provider_type; /* the profile's type when the session was made */
 	char *sandbox_id;    /* the provider's reconnect handle; NULL until created */
@@ -56,8 +56,8 @@ int aks__sessions_find(aks_state_store *st, const char *conversation, const char
                        aks_session_rec *out, aks_error **err);
 
 /* The same in one namespace only (the registry of a profile's scope). */
-int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id,
-                          aks_session_rec *out, aks_error **err);
+int aks__sessions_find_in(aks_state_store *st, const char *ns, const char *id, aks_session_rec *out,
+                          aks_error **err);
 
 /* Inserts or replaces the session in `ns`. */
 int aks__sessions_save(aks_state_store *st, const char *ns, const aks_session_rec *rec,

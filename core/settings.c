@@ -50,8 +50,8 @@ static int fail(aks_error **err, const aks_node *n, const char *path, const char
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
 	if (path)
-		return aks__error_set(err, AKS_ECONFIG, "%s: %s: %s", where(n, pos, sizeof(pos)), path,
-		                      msg);
+		return aks__error_set(err, AKS_ECONFIG, "%s: %s: %s", where(n, pos, sizeof(pos)),
+		                      path, msg);
 	return aks__error_set(err, AKS_ECONFIG, "%s: %s", where(n, pos, sizeof(pos)), msg);
 }
 
@@ -59,8 +59,9 @@ static const char *kind_name(const aks_node *n)
 {
 	if (aks__node_is_null(n))
 		return "null";
-	return n->kind == AKS_NODE_SCALAR ? "a scalar" : n->kind == AKS_NODE_SEQUENCE ? "a list"
-	                                                                              : "a mapping";
+	return n->kind == AKS_NODE_SCALAR     ? "a scalar"
+	       : n->kind == AKS_NODE_SEQUENCE ? "a list"
+	                                      : "a mapping";
 }
 
 /* path + "." + key, in a caller buffer. */
@@ -103,8 +104,8 @@ static int check_keys(const aks_node *map, const char *path, const char *const *
 			}
 		}
 		if (best)
-			return fail(err, k, NULL, "unknown key '%s.%s'; did you mean '%s'?", path, k->value,
-			            best);
+			return fail(err, k, NULL, "unknown key '%s.%s'; did you mean '%s'?", path,
+			            k->value, best);
 		aks_buf list = AKS_BUF_INIT;
 		for (size_t j = 0; known[j]; j++)
 			aks__buf_printf(&list, "%s%s", j ? ", " : "", known[j]);
@@ -117,8 +118,8 @@ static int check_keys(const aks_node *map, const char *path, const char *const *
 }
 
 /* A mapping value, or NULL for absent/null; anything else is an error. */
-static int get_map(const aks_node *parent, const char *key, const char *path,
-                   const aks_node **out, aks_error **err)
+static int get_map(const aks_node *parent, const char *key, const char *path, const aks_node **out,
+                   aks_error **err)
 {
 	const aks_node *n = aks__node_get(parent, key);
 	*out = NULL;
@@ -180,8 +181,8 @@ static int get_number(const aks_node *map, const char *key, const char *path, bo
 	if (integer && v != floor(v))
 		return fail(err, n, path, "'%s' is not a whole number", n->value);
 	if (min_exclusive ? v <= min : v < min)
-		return fail(err, n, path, "must be %s %g, got %s", min_exclusive ? "greater than" : "at least",
-		            min, n->value);
+		return fail(err, n, path, "must be %s %g, got %s",
+		            min_exclusive ? "greater than" : "at least", min, n->value);
 	*out = v;
 	if (is_set)
 		*is_set = true;
@@ -330,8 +331,8 @@ static const char *const egress_names[] = {"allow", "deny", "allowlist", NULL};
 /* The provider blocks the original config schema knows (a profile may carry the
  * one matching its type). */
 static const char *const builtin_provider_names[] = {
-    "local_subprocess", "docker", "e2b", "daytona", "bedrock_agentcore", "kubernetes", "ec2_ssm",
-    NULL};
+    "local_subprocess",  "docker",     "e2b",     "daytona",
+    "bedrock_agentcore", "kubernetes", "ec2_ssm", NULL};
 
 static bool is_builtin_provider(const char *name)
 {
@@ -435,8 +436,8 @@ static bool own_block_key(const char *key, void *ctx)
 static int parse_queue_block(const aks_node *q, const char *path, aks_broker_settings *b,
                              aks_error **err)
 {
-	static const char *const keys[] = {"type", "input", "output", "batch_size", "in_memory",
-	                                   "kafka", "nats", "sqs", NULL};
+	static const char *const keys[] = {"type",  "input", "output", "batch_size", "in_memory",
+	                                   "kafka", "nats",  "sqs",    NULL};
 	static const char *const io_keys[] = {"url", "max_receive_count", "no_of_consumers", NULL};
 	char sub[256];
 	int rc = check_keys(q, path, keys, own_block_key, (void *)aks__node_get(q, "type"), err);
@@ -444,9 +445,10 @@ static int parse_queue_block(const aks_node *q, const char *path, aks_broker_set
 		return rc;
 	const aks_node *type = aks__node_get(q, "type");
 	if (aks__node_is_null(type) || type->kind != AKS_NODE_SCALAR)
-		return fail(err, type ? type : q, join(sub, sizeof(sub), path, "type"),
-		            "is required when the block is declared (in_memory, nats, kafka, sqs, or a "
-		            "plugin)");
+		return fail(
+		    err, type ? type : q, join(sub, sizeof(sub), path, "type"),
+		    "is required when the block is declared (in_memory, nats, kafka, sqs, or a "
+		    "plugin)");
 	for (int i = 0; i < 2; i++) {
 		const char *name = i ? "output" : "input";
 		const aks_node *io = NULL;
@@ -459,15 +461,16 @@ static int parse_queue_block(const aks_node *q, const char *path, aks_broker_set
 		unsigned *consumers = i ? &b->output_consumers : &b->input_consumers;
 		double receive = *max_receive, threads = *consumers;
 		if ((rc = get_number(io, "max_receive_count",
-		                     join(sub, sizeof(sub), iopath, "max_receive_count"), true, 1, false,
-		                     false, &receive, NULL, err)) < 0 ||
+		                     join(sub, sizeof(sub), iopath, "max_receive_count"), true, 1,
+		                     false, false, &receive, NULL, err)) < 0 ||
 		    (rc = get_number(io, "no_of_consumers",
-		                     join(sub, sizeof(sub), iopath, "no_of_consumers"), true, 1, false,
-		                     false, &threads, NULL, err)) < 0)
+		                     join(sub, sizeof(sub), iopath, "no_of_consumers"), true, 1,
+		                     false, false, &threads, NULL, err)) < 0)
 			return rc;
 		if (receive > 1000 || threads > 256)
-			return fail(err, io, iopath,
-			            "max_receive_count is at most 1000 and no_of_consumers at most 256");
+			return fail(
+			    err, io, iopath,
+			    "max_receive_count is at most 1000 and no_of_consumers at most 256");
 		*max_receive = (unsigned)receive;
 		*consumers = (unsigned)threads;
 	}
@@ -490,8 +493,8 @@ static int parse_queue_block(const aks_node *q, const char *path, aks_broker_set
 
 static int parse_store_block(const aks_node *st, const char *path, aks_error **err)
 {
-	static const char *const keys[] = {"type", "retry_count", "delay", "redis", "valkey",
-	                                   "dynamodb", "in_memory", NULL};
+	static const char *const keys[] = {"type",   "retry_count", "delay",     "redis",
+	                                   "valkey", "dynamodb",    "in_memory", NULL};
 	char sub[256];
 	int rc = check_keys(st, path, keys, own_block_key, (void *)aks__node_get(st, "type"), err);
 	if (rc < 0)
@@ -502,8 +505,8 @@ static int parse_store_block(const aks_node *st, const char *path, aks_error **e
 		            "is required when the block is declared (in_memory, redis, valkey, "
 		            "dynamodb, or a plugin)");
 	double v = 0;
-	if ((rc = get_number(st, "retry_count", join(sub, sizeof(sub), path, "retry_count"), true, 0,
-	                     false, false, &v, NULL, err)) < 0 ||
+	if ((rc = get_number(st, "retry_count", join(sub, sizeof(sub), path, "retry_count"), true,
+	                     0, false, false, &v, NULL, err)) < 0 ||
 	    (rc = get_number(st, "delay", join(sub, sizeof(sub), path, "delay"), false, 0, false,
 	                     false, &v, NULL, err)) < 0)
 		return rc;
@@ -525,10 +528,16 @@ static bool removed_broker_key(const char *key, void *ctx)
 
 static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **err)
 {
-	static const char *const keys[] = {
-	    "flavor", "wait_timeout", "wait_poll_interval", "inline_payload_max_bytes",
-	    "response_ttl", "sweep_interval", "worker_timeout_ceiling", "queue", "response_store",
-	    NULL};
+	static const char *const keys[] = {"flavor",
+	                                   "wait_timeout",
+	                                   "wait_poll_interval",
+	                                   "inline_payload_max_bytes",
+	                                   "response_ttl",
+	                                   "sweep_interval",
+	                                   "worker_timeout_ceiling",
+	                                   "queue",
+	                                   "response_store",
+	                                   NULL};
 	const char *path = "sandbox.broker";
 	char sub[256];
 	const aks_node *n = NULL;
@@ -540,17 +549,18 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 		return rc;
 	if (strcmp(b->flavor, "embedded") && strcmp(b->flavor, "thread") &&
 	    strcmp(b->flavor, "queue") && !strchr(b->flavor, '/'))
-		return fail(err, aks__node_get(n, "flavor"), sub,
-		            "unknown sandbox broker flavor '%s'; expected one of ['embedded', 'queue', "
-		            "'thread'] or a path to a broker plugin",
-		            b->flavor);
+		return fail(
+		    err, aks__node_get(n, "flavor"), sub,
+		    "unknown sandbox broker flavor '%s'; expected one of ['embedded', 'queue', "
+		    "'thread'] or a path to a broker plugin",
+		    b->flavor);
 	double v;
 	bool set;
 	if ((rc = get_number(n, "wait_timeout", join(sub, sizeof(sub), path, "wait_timeout"), false,
 	                     0, false, false, &b->wait_timeout, NULL, err)) < 0 ||
 	    (rc = get_number(n, "wait_poll_interval",
-	                     join(sub, sizeof(sub), path, "wait_poll_interval"), false, 0, true, false,
-	                     &b->wait_poll_interval, NULL, err)) < 0 ||
+	                     join(sub, sizeof(sub), path, "wait_poll_interval"), false, 0, true,
+	                     false, &b->wait_poll_interval, NULL, err)) < 0 ||
 	    (rc = get_number(n, "sweep_interval", join(sub, sizeof(sub), path, "sweep_interval"),
 	                     false, 0, true, false, &b->sweep_interval, NULL, err)) < 0)
 		return rc;
@@ -582,7 +592,8 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 	if (strcmp(b->flavor, "queue") == 0) {
 		if (!q)
 			return fail(err, aks__node_get(n, "flavor"), NULL,
-			            "sandbox.broker.flavor 'queue' requires the sandbox.broker.queue block");
+			            "sandbox.broker.flavor 'queue' requires the "
+			            "sandbox.broker.queue block");
 		if (!st)
 			return fail(err, aks__node_get(n, "flavor"), NULL,
 			            "sandbox.broker.flavor 'queue' requires the "
@@ -635,10 +646,12 @@ static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, ak
 	if (rc < 0 ||
 	    (rc = get_enum(pn, "network_egress", join(sub, sizeof(sub), path, "network_egress"),
 	                   egress_names, &egress, err)) < 0 ||
-	    (rc = get_string_list(pn, "network_allow", join(sub, sizeof(sub), path, "network_allow"),
-	                          false, &p->network_allow, err)) < 0 ||
-	    (rc = get_string_list(pn, "fs_allow_read", join(sub, sizeof(sub), path, "fs_allow_read"),
-	                          false, &p->fs_allow_read, err)) < 0 ||
+	    (rc =
+	         get_string_list(pn, "network_allow", join(sub, sizeof(sub), path, "network_allow"),
+	                         false, &p->network_allow, err)) < 0 ||
+	    (rc =
+	         get_string_list(pn, "fs_allow_read", join(sub, sizeof(sub), path, "fs_allow_read"),
+	                         false, &p->fs_allow_read, err)) < 0 ||
 	    (rc = get_string_list(pn, "fs_allow_write",
 	                          join(sub, sizeof(sub), path, "fs_allow_write"), false,
 	                          &p->fs_allow_write, err)) < 0 ||
@@ -668,30 +681,35 @@ static int check_environment(const aks_profile *p, const aks_node *at, aks_error
 	const char *cls = aks_plugin_get_descriptor(p->plugin)->name;
 	if (p->environment == AKS_ENV_ATTACHED) {
 		if (!caps->attaches_external)
-			return fail(err, at, NULL,
-			            "sandbox profile '%s' declares environment: attached, but provider '%s' "
-			            "cannot attach to an existing environment; it only provisions managed "
-			            "sandboxes",
-			            p->name, cls);
+			return fail(
+			    err, at, NULL,
+			    "sandbox profile '%s' declares environment: attached, but provider "
+			    "'%s' "
+			    "cannot attach to an existing environment; it only provisions managed "
+			    "sandboxes",
+			    p->name, cls);
 		if (!p->attach_to || !*p->attach_to)
-			return fail(err, at, NULL,
-			            "sandbox profile '%s' declares environment: attached but no attach_to "
-			            "target is configured",
-			            p->name);
+			return fail(
+			    err, at, NULL,
+			    "sandbox profile '%s' declares environment: attached but no attach_to "
+			    "target is configured",
+			    p->name);
 		return AKS_OK;
 	}
 	if (!caps->provisions)
-		return fail(err, at, NULL,
-		            "sandbox profile '%s' selects attach-only provider '%s', which cannot "
-		            "provision managed sandboxes; set environment: attached (and attach_to) to "
-		            "deliberately connect to an existing environment",
-		            p->name, p->type);
+		return fail(
+		    err, at, NULL,
+		    "sandbox profile '%s' selects attach-only provider '%s', which cannot "
+		    "provision managed sandboxes; set environment: attached (and attach_to) to "
+		    "deliberately connect to an existing environment",
+		    p->name, p->type);
 	if (p->attach_to && *p->attach_to)
-		return fail(err, at, NULL,
-		            "sandbox profile '%s' sets attach_to but environment is 'managed'; set "
-		            "environment: attached to deliberately connect to an existing environment, "
-		            "or remove attach_to",
-		            p->name);
+		return fail(
+		    err, at, NULL,
+		    "sandbox profile '%s' sets attach_to but environment is 'managed'; set "
+		    "environment: attached to deliberately connect to an existing environment, "
+		    "or remove attach_to",
+		    p->name);
 	return AKS_OK;
 }
 
@@ -703,8 +721,8 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 	aks_error *e = NULL;
 	int rc = aks_plugin_load(p->type, AKS_PLUGIN_PROVIDER, &p->plugin, &e);
 	if (rc < 0) {
-		rc = aks__error_set(err, rc, "%s: %s.type: %s", where(type_node, pos, sizeof(pos)), path,
-		                    aks_error_message(e));
+		rc = aks__error_set(err, rc, "%s: %s.type: %s", where(type_node, pos, sizeof(pos)),
+		                    path, aks_error_message(e));
 		aks_error_free(e);
 		return rc;
 	}
@@ -715,22 +733,24 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 	for (size_t i = 0; pn && i + 1 < pn->count; i += 2) {
 		const char *k = pn->items[i]->value;
 		if (is_builtin_provider(k) && strcmp(k, name) != 0)
-			return fail(err, pn->items[i], NULL,
-			            "%s.%s: this block does not apply: the profile's type is '%s' (its "
-			            "block is '%s')",
-			            path, k, p->type, name);
+			return fail(
+			    err, pn->items[i], NULL,
+			    "%s.%s: this block does not apply: the profile's type is '%s' (its "
+			    "block is '%s')",
+			    path, k, p->type, name);
 	}
 	if (!block && is_builtin_provider(name))
-		return fail(err, type_node, NULL,
-		            "sandbox profile '%s' selects built-in provider '%s' but its '%s' config "
-		            "block is missing",
-		            p->name, name, name);
+		return fail(
+		    err, type_node, NULL,
+		    "sandbox profile '%s' selects built-in provider '%s' but its '%s' config "
+		    "block is missing",
+		    p->name, name, name);
 	if (!block && params && !aks__node_is_null(params))
 		block = params; /* bring-your-own plugins read `params`, as in the original */
 	else if (block && params && !aks__node_is_null(params) && !is_builtin_provider(name))
 		return fail(err, params, NULL,
-		            "%s: set the plugin's options in either '%s' or 'params', not both", path,
-		            name);
+		            "%s: set the plugin's options in either '%s' or 'params', not both",
+		            path, name);
 	rc = aks__config_build(aks_plugin_get_descriptor(p->plugin), block,
 	                       join(sub, sizeof(sub), path, block == params ? "params" : name),
 	                       &p->block, err);
@@ -747,18 +767,19 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 		p->attach_to = strdup(aks__node_get(params, "attach_to")->value);
 	rc = aks_provider_open(p->plugin, p->block, &p->provider, &e);
 	if (rc < 0) {
-		rc = aks__error_set(err, rc, "%s: sandbox profile '%s': provider '%s' failed to start: %s",
-		                    where(type_node, pos, sizeof(pos)), p->name, name,
-		                    aks_error_message(e));
+		rc = aks__error_set(
+		    err, rc, "%s: sandbox profile '%s': provider '%s' failed to start: %s",
+		    where(type_node, pos, sizeof(pos)), p->name, name, aks_error_message(e));
 		aks_error_free(e);
 		return rc;
 	}
-	rc = check_environment(p, aks__node_get(pn, "environment") ? aks__node_get(pn, "environment")
-	                                                            : type_node,
-	                       err);
+	rc = check_environment(
+	    p, aks__node_get(pn, "environment") ? aks__node_get(pn, "environment") : type_node,
+	    err);
 	if (rc < 0)
 		return rc;
-	p->unenforced = aks__policy_unenforced(&p->policy, aks_provider_get_capabilities(p->provider));
+	p->unenforced =
+	    aks__policy_unenforced(&p->policy, aks_provider_get_capabilities(p->provider));
 	return AKS_OK;
 }
 
@@ -785,9 +806,10 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 	int rc = AKS_OK;
 	const aks_node *type = aks__node_get(pn, "type");
 	if (aks__node_is_null(type) || type->kind != AKS_NODE_SCALAR || !*type->value)
-		rc = fail(err, type ? type : pn, join(sub, sizeof(sub), path, "type"),
-		          "is required: a provider plugin name (e.g. local_subprocess) or a path to a "
-		          ".so");
+		rc = fail(
+		    err, type ? type : pn, join(sub, sizeof(sub), path, "type"),
+		    "is required: a provider plugin name (e.g. local_subprocess) or a path to a "
+		    ".so");
 	else if (!(p->type = strdup(type->value)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 	struct block_names names = {NULL, NULL};
@@ -804,8 +826,9 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 		rc = get_enum(pn, "environment", join(sub, sizeof(sub), path, "environment"),
 		              environment_names, &p->environment, err);
 	if (rc == AKS_OK && !sugar) {
-		if ((rc = get_number(pn, "idle_timeout", join(sub, sizeof(sub), path, "idle_timeout"),
-		                     true, 0, true, false, &idle, NULL, err)) == AKS_OK)
+		if ((rc = get_number(pn, "idle_timeout",
+		                     join(sub, sizeof(sub), path, "idle_timeout"), true, 0, true,
+		                     false, &idle, NULL, err)) == AKS_OK)
 			p->idle_timeout = (int64_t)idle;
 		char ipath[300];
 		if (rc == AKS_OK)
@@ -819,19 +842,22 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 			              identity_names, &p->identity_mode, err);
 		char ppath[300];
 		if (rc == AKS_OK)
-			rc = get_map(pn, "policy", join(ppath, sizeof(ppath), path, "policy"), &policy,
-			             err);
+			rc = get_map(pn, "policy", join(ppath, sizeof(ppath), path, "policy"),
+			             &policy, err);
 		if (rc == AKS_OK)
 			rc = parse_policy(policy, ppath, p, err);
 		const aks_node *params = NULL;
 		if (rc == AKS_OK)
-			rc = get_map(pn, "params", join(sub, sizeof(sub), path, "params"), &params, err);
+			rc = get_map(pn, "params", join(sub, sizeof(sub), path, "params"), &params,
+			             err);
 	}
 	if (rc == AKS_OK && !p->policy.network_allow) {
 		/* Keep the policy's lists non-NULL even when the block omitted them. */
 		if (!(p->network_allow = calloc(1, sizeof(char *))) ||
-		    !(p->fs_allow_read = p->fs_allow_read ? p->fs_allow_read : calloc(1, sizeof(char *))) ||
-		    !(p->fs_allow_write = p->fs_allow_write ? p->fs_allow_write : calloc(1, sizeof(char *))))
+		    !(p->fs_allow_read =
+		          p->fs_allow_read ? p->fs_allow_read : calloc(1, sizeof(char *))) ||
+		    !(p->fs_allow_write =
+		          p->fs_allow_write ? p->fs_allow_write : calloc(1, sizeof(char *))))
 			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 		p->policy.network_allow = (const char *const *)p->network_allow;
 		p->policy.fs_allow_read = (const char *const *)p->fs_allow_read;
@@ -863,16 +889,16 @@ static int add_profile(aks_settings *s, aks_profile *p, aks_error **err)
 /* ---- plugins chosen by a top-level key (principal_resolver, state_store) ---- */
 
 typedef struct plugin_choice {
-	const char *key;      /* under sandbox. */
-	int kind;             /* aks_plugin_kind */
-	const char *what;     /* "a resolver plugin", for messages */
-	const char *builtin;  /* the built-in's name: null and this name select it */
-	bool sugar;           /* `KEY: NAME` reads its options from sandbox.NAME */
+	const char *key;     /* under sandbox. */
+	int kind;            /* aks_plugin_kind */
+	const char *what;    /* "a resolver plugin", for messages */
+	const char *builtin; /* the built-in's name: null and this name select it */
+	bool sugar;          /* `KEY: NAME` reads its options from sandbox.NAME */
 	/* results */
-	const aks_node *type;        /* the node naming it (NULL: the built-in by default) */
-	const aks_node *block;       /* its options, or NULL */
+	const aks_node *type;  /* the node naming it (NULL: the built-in by default) */
+	const aks_node *block; /* its options, or NULL */
 	bool is_builtin;
-	const aks_plugin *plugin;    /* loaded, when not the built-in and `load` */
+	const aks_plugin *plugin; /* loaded, when not the built-in and `load` */
 } plugin_choice;
 
 static int parse_plugin_choice(const aks_node *sb, bool load, plugin_choice *c, aks_error **err)
@@ -890,7 +916,8 @@ static int parse_plugin_choice(const aks_node *sb, bool load, plugin_choice *c, 
 		/* {type: NAME, NAME: {...}}: the plugin with its own options. */
 		c->type = aks__node_get(n, "type");
 		if (aks__node_is_null(c->type) || c->type->kind != AKS_NODE_SCALAR)
-			return fail(err, c->type ? c->type : n, join(sub, sizeof(sub), path, "type"),
+			return fail(err, c->type ? c->type : n,
+			            join(sub, sizeof(sub), path, "type"),
 			            "is required: %s name or a path to a .so", c->what);
 		char *own = type_plugin_name(c->type->value);
 		const char *keys[] = {"type", own, NULL};
@@ -901,8 +928,9 @@ static int parse_plugin_choice(const aks_node *sb, bool load, plugin_choice *c, 
 		if (rc < 0)
 			return rc;
 	} else if (n->kind != AKS_NODE_SCALAR) {
-		return fail(err, n, path, "expected %s name, a path, or a mapping with type; got %s",
-		            c->what, kind_name(n));
+		return fail(err, n, path,
+		            "expected %s name, a path, or a mapping with type; got %s", c->what,
+		            kind_name(n));
 	} else if (c->sugar) {
 		char *own = type_plugin_name(n->value);
 		if (!own)
@@ -927,8 +955,15 @@ static int parse_plugin_choice(const aks_node *sb, bool load, plugin_choice *c, 
 
 static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
 {
-	plugin_choice c = {"principal_resolver", AKS_PLUGIN_RESOLVER, "a resolver plugin",
-	                   "agent", true, NULL, NULL, false, NULL};
+	plugin_choice c = {"principal_resolver",
+	                   AKS_PLUGIN_RESOLVER,
+	                   "a resolver plugin",
+	                   "agent",
+	                   true,
+	                   NULL,
+	                   NULL,
+	                   false,
+	                   NULL};
 	int rc = parse_plugin_choice(sb, load, &c, err);
 	if (rc < 0)
 		return rc;
@@ -961,8 +996,9 @@ static int parse_resolver(aks_settings *s, const aks_node *sb, bool load, aks_er
 /* Validates the choice and the block; the runtime opens the store (aks_runtime_open). */
 static int parse_state_store(aks_settings *s, const aks_node *sb, bool load, aks_error **err)
 {
-	plugin_choice c = {"state_store", AKS_PLUGIN_STORE, "a store plugin", "file", false,
-	                   NULL, NULL, false, NULL};
+	plugin_choice c = {
+	    "state_store", AKS_PLUGIN_STORE, "a store plugin", "file", false, NULL, NULL, false,
+	    NULL};
 	int rc = parse_plugin_choice(sb, load, &c, err);
 	if (rc < 0)
 		return rc;
@@ -996,8 +1032,8 @@ static int load_block_plugin(const aks_node *block, const char *path, int kind,
 		return rc;
 	}
 	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(*plugin);
-	return aks__config_build(d, aks__node_get(block, d->name), join(sub, sizeof(sub), path, d->name),
-	                         cfg, err);
+	return aks__config_build(d, aks__node_get(block, d->name),
+	                         join(sub, sizeof(sub), path, d->name), cfg, err);
 }
 
 /*
@@ -1013,12 +1049,14 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 	const aks_node *b = aks__node_get(sb, "broker");
 	const aks_node *q = aks__node_get(b, "queue"), *st = aks__node_get(b, "response_store");
 	const aks_node *qt = aks__node_get(q, "type"), *stt = aks__node_get(st, "type");
-	bool q_mem = strcmp(qt->value, "in_memory") == 0, st_mem = strcmp(stt->value, "in_memory") == 0;
+	bool q_mem = strcmp(qt->value, "in_memory") == 0,
+	     st_mem = strcmp(stt->value, "in_memory") == 0;
 	if (q_mem != st_mem)
-		return fail(err, q_mem ? stt : qt, NULL,
-		            "the in_memory sandbox transport and the in_memory response store are only "
-		            "valid together (the single-process test topology); pair a broker transport "
-		            "(sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
+		return fail(
+		    err, q_mem ? stt : qt, NULL,
+		    "the in_memory sandbox transport and the in_memory response store are only "
+		    "valid together (the single-process test topology); pair a broker transport "
+		    "(sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
 	if (!load)
 		return AKS_OK;
 	if (q_mem) {
@@ -1028,8 +1066,9 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 		int rc = aks__config_build(s->queue_desc, aks__node_get(q, "in_memory"),
 		                           "sandbox.broker.queue.in_memory", &s->queue_block, err);
 		if (rc == AKS_OK)
-			rc = aks__config_build(s->response_desc, NULL, "sandbox.broker.response_store",
-			                       &s->response_block, err);
+			rc = aks__config_build(s->response_desc, NULL,
+			                       "sandbox.broker.response_store", &s->response_block,
+			                       err);
 		return rc;
 	}
 	int rc = load_block_plugin(q, "sandbox.broker.queue", AKS_PLUGIN_TRANSPORT,
@@ -1053,10 +1092,18 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 
 /* ---- the whole block ---- */
 
-static const char *const sandbox_keys[] = {
-    "enabled", "agents",    "default_profile", "principal_resolver", "tool_output_max_chars",
-    "broker",  "profiles",  "type",            "scope",              "environment",
-    "state_store", NULL};
+static const char *const sandbox_keys[] = {"enabled",
+                                           "agents",
+                                           "default_profile",
+                                           "principal_resolver",
+                                           "tool_output_max_chars",
+                                           "broker",
+                                           "profiles",
+                                           "type",
+                                           "scope",
+                                           "environment",
+                                           "state_store",
+                                           NULL};
 
 int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings **out,
                             aks_error **err)
@@ -1084,7 +1131,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	int rc = AKS_OK;
 	const aks_node *sb = NULL;
 	if (root && root->kind != AKS_NODE_MAPPING)
-		rc = fail(err, root, NULL, "a config file must be a mapping, got %s", kind_name(root));
+		rc = fail(err, root, NULL, "a config file must be a mapping, got %s",
+		          kind_name(root));
 	if (rc == AKS_OK)
 		rc = get_map(root, "sandbox", "sandbox", &sb, err);
 
@@ -1094,9 +1142,10 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	char *sugar_own = sugar_type && sugar_type->kind == AKS_NODE_SCALAR
 	                      ? type_plugin_name(sugar_type->value)
 	                      : NULL;
-	char *resolver_own = resolver && resolver->kind == AKS_NODE_SCALAR && !aks__node_is_null(resolver)
-	                         ? type_plugin_name(resolver->value)
-	                         : NULL;
+	char *resolver_own =
+	    resolver && resolver->kind == AKS_NODE_SCALAR && !aks__node_is_null(resolver)
+	        ? type_plugin_name(resolver->value)
+	        : NULL;
 	struct block_names names = {sugar_own, resolver_own};
 	if (rc == AKS_OK)
 		rc = check_keys(sb, "sandbox", sandbox_keys, provider_block_key, &names, err);
@@ -1110,9 +1159,9 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	if (rc == AKS_OK)
 		rc = get_string(sb, "default_profile", "sandbox.default_profile", false,
 		                &s->default_profile, err);
-	if (rc == AKS_OK && (rc = get_number(sb, "tool_output_max_chars",
-	                                     "sandbox.tool_output_max_chars", true, 1, false, false,
-	                                     &chars, NULL, err)) == AKS_OK)
+	if (rc == AKS_OK &&
+	    (rc = get_number(sb, "tool_output_max_chars", "sandbox.tool_output_max_chars", true, 1,
+	                     false, false, &chars, NULL, err)) == AKS_OK)
 		s->tool_output_max_chars = (int64_t)chars;
 	if (rc == AKS_OK)
 		rc = parse_broker(sb, &s->broker, err);
@@ -1129,8 +1178,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		rc = get_map(sb, "profiles", "sandbox.profiles", &profiles, err);
 	for (size_t i = 0; rc == AKS_OK && profiles && i + 1 < profiles->count; i += 2) {
 		aks_profile *p = NULL;
-		rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false, load, &p,
-		                   err);
+		rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false, load,
+		                   &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}

@@ -17,9 +17,9 @@ enum {
 };
 
 typedef struct aks_broker_settings {
-	char *flavor;                  /* embedded | thread | queue | plugin */
-	double wait_timeout;           /* seconds; 0 = always promote */
-	double wait_poll_interval;     /* seconds */
+	char *flavor;              /* embedded | thread | queue | plugin */
+	double wait_timeout;       /* seconds; 0 = always promote */
+	double wait_poll_interval; /* seconds */
 	int64_t inline_payload_max_bytes;
 	int64_t response_ttl;          /* seconds */
 	double sweep_interval;         /* seconds */
@@ -34,17 +34,17 @@ typedef struct aks_broker_settings {
 
 struct aks_profile {
 	char *name;
-	char *type;             /* as written: a plugin name or a path */
-	int scope;              /* aks_scope */
-	int environment;        /* aks_environment */
-	int64_t idle_timeout;   /* seconds */
-	int identity_mode;      /* aks_identity_mode */
+	char *type;           /* as written: a plugin name or a path */
+	int scope;            /* aks_scope */
+	int environment;      /* aks_environment */
+	int64_t idle_timeout; /* seconds */
+	int identity_mode;    /* aks_identity_mode */
 	aks_policy policy;
-	char **network_allow;   /* owned arrays behind policy's pointers */
+	char **network_allow; /* owned arrays behind policy's pointers */
 	char **fs_allow_read;
 	char **fs_allow_write;
-	char *params_json;      /* params block as JSON ("{}" when absent) */
-	char *attach_to;        /* from the provider block or params, or NULL */
+	char *params_json; /* params block as JSON ("{}" when absent) */
+	char *attach_to;   /* from the provider block or params, or NULL */
 	const aks_plugin *plugin;
 	aks_config *block;      /* validated provider block */
 	aks_provider *provider; /* the instance */
@@ -53,19 +53,19 @@ struct aks_profile {
 };
 
 struct aks_settings {
-	char *file;             /* NULL for the embedded default */
+	char *file; /* NULL for the embedded default */
 	bool enabled;
-	char **agents;          /* NULL = every agent; else NULL-terminated */
+	char **agents; /* NULL = every agent; else NULL-terminated */
 	char *default_profile;
 	int64_t tool_output_max_chars;
 	aks_broker_settings broker;
-	char *resolver_type;    /* NULL = the built-in agent resolver */
+	char *resolver_type; /* NULL = the built-in agent resolver */
 	const aks_plugin *resolver_plugin;
 	aks_config *resolver_block;
 	aks_resolver *resolver;
-	char *store_type;             /* NULL = the built-in file store by default */
+	char *store_type;               /* NULL = the built-in file store by default */
 	const aks_plugin *store_plugin; /* NULL = the built-in file store */
-	aks_config *store_block;      /* validated against the store's schema */
+	aks_config *store_block;        /* validated against the store's schema */
 	/* flavor queue, enabled: the transport and response store (descriptors of the loaded
 	 * plugins, or of the built-in in_memory pair, whose plugins are NULL) and their options */
 	const aks_plugin_descriptor *queue_desc;

@@ -134,11 +134,12 @@ static int compare_names(const void *a, const void *b)
 	return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-AKS_EXPORT int aks_settings_find_profile(const aks_settings *s, const char *name,
-                                         aks_profile **out, aks_error **err)
+AKS_EXPORT int aks_settings_find_profile(const aks_settings *s, const char *name, aks_profile **out,
+                                         aks_error **err)
 {
 	if (!s || !out)
-		return aks__error_set(err, AKS_EINVAL, "aks_settings_find_profile: missing argument");
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_settings_find_profile: missing argument");
 	if (!s->enabled)
 		return aks__error_set(err, AKS_ECONFIG, "sandbox capability is disabled");
 	if (!name)
@@ -158,8 +159,9 @@ AKS_EXPORT int aks_settings_find_profile(const aks_settings *s, const char *name
 	qsort(names, s->profile_count, sizeof(*names), compare_names);
 	char *list = aks__py_list_repr(names);
 	free(names);
-	int rc = aks__error_set(err, AKS_ECONFIG, "unknown sandbox profile '%s'; configured profiles: %s",
-	                        name, list ? list : "[]");
+	int rc = aks__error_set(err, AKS_ECONFIG,
+	                        "unknown sandbox profile '%s'; configured profiles: %s", name,
+	                        list ? list : "[]");
 	free(list);
 	return rc;
 }
@@ -224,17 +226,19 @@ AKS_EXPORT int aks_profile_check_policy(aks_profile *p, aks_error **err)
 	if (!p || !p->provider)
 		return aks__error_set(err, AKS_EINVAL, "aks_profile_check_policy: no provider");
 	/* Recomputed on every request: the instance decides, and timeout never counts. */
-	unsigned mask = aks__policy_unenforced(&p->policy, aks_provider_get_capabilities(p->provider));
+	unsigned mask =
+	    aks__policy_unenforced(&p->policy, aks_provider_get_capabilities(p->provider));
 	if (!mask)
 		return AKS_OK;
 	char *dims = aks__dims_repr(mask);
 	const char *provider = aks_plugin_get_descriptor(p->plugin)->name;
 	int rc = AKS_OK;
 	if (p->policy.strict)
-		rc = aks__error_set(err, AKS_EPOLICY,
-		                    "provider '%s' cannot enforce policy dimensions %s (strict); relax the "
-		                    "policy or set strict=false",
-		                    provider, dims ? dims : "[]");
+		rc = aks__error_set(
+		    err, AKS_EPOLICY,
+		    "provider '%s' cannot enforce policy dimensions %s (strict); relax the "
+		    "policy or set strict=false",
+		    provider, dims ? dims : "[]");
 	else if (!atomic_exchange(&p->warned, true))
 		aks__log(AKS_LOG_WARNING, "policy",
 		         "Sandbox provider %s (profile %s) cannot enforce policy dimensions %s; "
@@ -252,12 +256,14 @@ AKS_EXPORT int aks_profile_check_principal(const aks_profile *p, const aks_princ
 	if (p->identity_mode != AKS_IDENTITY_USER)
 		return AKS_OK;
 	if (!aks_provider_get_capabilities(p->provider)->principal_user)
-		return aks__error_set(err, AKS_ECAPABILITY, "%s does not support capability: principal_user",
+		return aks__error_set(err, AKS_ECAPABILITY,
+		                      "%s does not support capability: principal_user",
 		                      aks_plugin_get_descriptor(p->plugin)->name);
 	if (!principal || principal->mode != AKS_IDENTITY_USER)
-		return aks__error_set(err, AKS_EPOLICY,
-		                      "profile '%s' requires user identity, but the resolver returned an "
-		                      "agent-mode principal; no user identity is available on the session",
-		                      p->name);
+		return aks__error_set(
+		    err, AKS_EPOLICY,
+		    "profile '%s' requires user identity, but the resolver returned an "
+		    "agent-mode principal; no user identity is available on the session",
+		    p->name);
 	return AKS_OK;
 }

@@ -39,10 +39,10 @@ const char *aks__file_store_dir(const aks_store_impl *fs);
  * the directories opened so far. */
 #define AKS_FS_MAX_LEVELS 8
 typedef struct aks_fs_path {
-	char *rel;                      /* the path under ns/, for messages */
-	char *comp[AKS_FS_MAX_LEVELS];  /* components; the last names the files (or the ns dir) */
+	char *rel;                     /* the path under ns/, for messages */
+	char *comp[AKS_FS_MAX_LEVELS]; /* components; the last names the files (or the ns dir) */
 	int ncomp;
-	int fds[AKS_FS_MAX_LEVELS];     /* fds[i]: the directory holding comp[i]; fds[0] = ns/ */
+	int fds[AKS_FS_MAX_LEVELS]; /* fds[i]: the directory holding comp[i]; fds[0] = ns/ */
 } aks_fs_path;
 
 int aks__fs_path_init(aks_store_impl *fs, const char *ns, const char *key, aks_fs_path *p,

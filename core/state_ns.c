@@ -26,8 +26,8 @@ int aks__store_name_check(const char *what, const char *name, aks_error **err)
 	size_t len = strnlen(name, AKS_STORE_NAME_MAX + 1);
 	if (len > AKS_STORE_NAME_MAX)
 		return aks__error_set(err, AKS_EINVAL,
-		                      "state store: the %s is %zu bytes long; the limit is %d", what,
-		                      strlen(name), AKS_STORE_NAME_MAX);
+		                      "state store: the %s is %zu bytes long; the limit is %d",
+		                      what, strlen(name), AKS_STORE_NAME_MAX);
 	return AKS_OK;
 }
 

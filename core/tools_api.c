@@ -59,7 +59,8 @@ static int open_store(const aks_settings *settings, const char *state_dir, aks_s
                       aks_error **err)
 {
 	if (settings->store_plugin)
-		return aks__store_open_plugin(settings->store_plugin, settings->store_block, out, err);
+		return aks__store_open_plugin(settings->store_plugin, settings->store_block, out,
+		                              err);
 	const char *dir = state_dir;
 	if (!dir && settings->store_block &&
 	    aks__config_string(settings->store_block, "dir", &dir) < 0)

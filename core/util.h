@@ -16,7 +16,10 @@ typedef struct aks_buf {
 	size_t cap;
 } aks_buf;
 
-#define AKS_BUF_INIT {NULL, 0, 0}
+#define AKS_BUF_INIT                                                                               \
+	{                                                                                          \
+		NULL, 0, 0                                                                         \
+	}
 
 int aks__buf_append(aks_buf *b, const void *data, size_t len);
 int aks__buf_printf(aks_buf *b, const char *fmt, ...) AKS_PRINTF(2, 3);

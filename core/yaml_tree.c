@@ -60,8 +60,8 @@ static int parse_error(builder *b)
 		return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
 	return aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: invalid YAML: %s%s%s", b->name,
 	                      (size_t)p->problem_mark.line + 1, (size_t)p->problem_mark.column + 1,
-	                      p->problem ? p->problem : "syntax error",
-	                      p->context ? " " : "", p->context ? p->context : "");
+	                      p->problem ? p->problem : "syntax error", p->context ? " " : "",
+	                      p->context ? p->context : "");
 }
 
 /* Reads the node that starts with `ev` (already taken from the parser). */
@@ -88,8 +88,8 @@ static int build_children(builder *b, aks_node *parent, yaml_event_type_t end, u
 			/* A key: must be a scalar, and unique in this mapping. */
 			if (child->kind != AKS_NODE_SCALAR) {
 				rc = aks__error_set(b->err, AKS_ECONFIG,
-				                    "%s:%u:%u: mapping keys must be scalars", b->name,
-				                    child->line, child->column);
+				                    "%s:%u:%u: mapping keys must be scalars",
+				                    b->name, child->line, child->column);
 				aks__node_free(child);
 				return rc;
 			}
@@ -97,8 +97,8 @@ static int build_children(builder *b, aks_node *parent, yaml_event_type_t end, u
 				if (strcmp(parent->items[i]->value, child->value) == 0) {
 					rc = aks__error_set(
 					    b->err, AKS_ECONFIG,
-					    "%s:%u:%u: duplicate key '%s' (first set at line %u)", b->name,
-					    child->line, child->column, child->value,
+					    "%s:%u:%u: duplicate key '%s' (first set at line %u)",
+					    b->name, child->line, child->column, child->value,
 					    parent->items[i]->line);
 					aks__node_free(child);
 					return rc;
@@ -107,7 +107,8 @@ static int build_children(builder *b, aks_node *parent, yaml_event_type_t end, u
 		}
 		if (node_push(parent, child) < 0) {
 			aks__node_free(child);
-			return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
+			return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s",
+			                      b->name);
 		}
 	}
 }
@@ -116,8 +117,9 @@ static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *
                       aks_node **out)
 {
 	if (depth > AKS_YAML_MAX_DEPTH)
-		return aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: nesting deeper than %d levels",
-		                      b->name, (size_t)ev->start_mark.line + 1,
+		return aks__error_set(b->err, AKS_ECONFIG,
+		                      "%s:%zu:%zu: nesting deeper than %d levels", b->name,
+		                      (size_t)ev->start_mark.line + 1,
 		                      (size_t)ev->start_mark.column + 1, AKS_YAML_MAX_DEPTH);
 	aks_node *n = NULL;
 	int rc = AKS_OK;
@@ -149,13 +151,14 @@ static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *
 		break;
 	case YAML_ALIAS_EVENT:
 		/* Aliases make documents that expand exponentially; configs do not need them. */
-		rc = aks__error_set(b->err, AKS_ECONFIG,
-		                    "%s:%zu:%zu: YAML aliases (*name) are not supported", b->name,
-		                    (size_t)ev->start_mark.line + 1, (size_t)ev->start_mark.column + 1);
+		rc = aks__error_set(
+		    b->err, AKS_ECONFIG, "%s:%zu:%zu: YAML aliases (*name) are not supported",
+		    b->name, (size_t)ev->start_mark.line + 1, (size_t)ev->start_mark.column + 1);
 		break;
 	default:
-		rc = aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: unexpected YAML event", b->name,
-		                    (size_t)ev->start_mark.line + 1, (size_t)ev->start_mark.column + 1);
+		rc = aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: unexpected YAML event",
+		                    b->name, (size_t)ev->start_mark.line + 1,
+		                    (size_t)ev->start_mark.column + 1);
 		break;
 	}
 	if (rc == AKS_ENOMEM)
@@ -168,8 +171,7 @@ static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *
 	return AKS_OK;
 }
 
-int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out,
-                    aks_error **err)
+int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out, aks_error **err)
 {
 	builder b = {.name = name, .err = err};
 	aks_node *root = NULL;
@@ -195,8 +197,8 @@ int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **o
 		if (type == YAML_DOCUMENT_START_EVENT) {
 			if (root) {
 				rc = aks__error_set(err, AKS_ECONFIG,
-				                    "%s:%zu:%zu: only one YAML document is allowed", name,
-				                    (size_t)ev.start_mark.line + 1,
+				                    "%s:%zu:%zu: only one YAML document is allowed",
+				                    name, (size_t)ev.start_mark.line + 1,
 				                    (size_t)ev.start_mark.column + 1);
 				yaml_event_delete(&ev);
 				break;
@@ -255,7 +257,8 @@ int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err)
 		}
 	}
 	if (rc == AKS_OK && ferror(f))
-		rc = aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
+		rc =
+		    aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
 	fclose(f);
 	if (rc == AKS_OK)
 		rc = aks__yaml_parse(text.data ? text.data : "", text.len, path, out, err);

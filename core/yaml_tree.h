@@ -18,16 +18,16 @@ typedef enum aks_node_kind {
 typedef struct aks_node aks_node;
 struct aks_node {
 	aks_node_kind kind;
-	char *value;         /* scalars: the text */
-	bool plain;          /* scalars: unquoted (so `null` and `~` mean null) */
-	unsigned line;       /* 1-based; 0: set by the environment variable named by `file` */
-	unsigned column;     /* 1-based; 0 when line is 0 */
-	const char *file;    /* the node's own owned_file or an ancestor's ("" for a root
-	                      * made from the environment alone) */
-	aks_node **items;    /* sequence items; mappings: key, value, key, value... */
-	size_t count;        /* number of items (mappings: twice the number of pairs) */
-	char *owned_file;    /* set on a document's root, and on each node an environment
-	                      * variable created (so a subtree can be replaced on its own) */
+	char *value;      /* scalars: the text */
+	bool plain;       /* scalars: unquoted (so `null` and `~` mean null) */
+	unsigned line;    /* 1-based; 0: set by the environment variable named by `file` */
+	unsigned column;  /* 1-based; 0 when line is 0 */
+	const char *file; /* the node's own owned_file or an ancestor's ("" for a root
+	                   * made from the environment alone) */
+	aks_node **items; /* sequence items; mappings: key, value, key, value... */
+	size_t count;     /* number of items (mappings: twice the number of pairs) */
+	char *owned_file; /* set on a document's root, and on each node an environment
+	                   * variable created (so a subtree can be replaced on its own) */
 };
 
 /* The deepest nesting accepted; deeper documents are refused, not recursed. */

@@ -30,7 +30,7 @@ static const char *isolation_name(uint32_t tier)
 
 static const char *scope_name(int scope)
 {
-	return scope == AKS_SCOPE_PER_CALL ? "per_call"
+	return scope == AKS_SCOPE_PER_CALL      ? "per_call"
 	       : scope == AKS_SCOPE_PER_RUNTIME ? "per_runtime"
 	                                        : "per_session";
 }
@@ -41,8 +41,10 @@ static struct json_object *dimension(const char *value, bool set, bool enforceab
 {
 	struct json_object *d = json_object_new_object();
 	json_object_object_add(d, "value", json_object_new_string(value));
-	const char *status = !set ? "default" : enforceable ? "enforced" : strict ? "refused"
-	                                                                       : "warned";
+	const char *status = !set          ? "default"
+	                     : enforceable ? "enforced"
+	                     : strict      ? "refused"
+	                                   : "warned";
 	json_object_object_add(d, "status", json_object_new_string(status));
 	if (set && !enforceable && strict)
 		json_object_array_add(refusals, json_object_new_string(name));
@@ -77,8 +79,8 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	json_object_object_add(o, "name", json_object_new_string(aks_profile_get_name(p)));
 	json_object_object_add(
 	    o, "default",
-	    json_object_new_boolean(!strcmp(aks_profile_get_name(p),
-	                                    aks_settings_get_default_profile(settings))));
+	    json_object_new_boolean(
+	        !strcmp(aks_profile_get_name(p), aks_settings_get_default_profile(settings))));
 	json_object_object_add(o, "type", json_object_new_string(aks_profile_get_type(p)));
 	json_object_object_add(o, "plugin", json_object_new_string(d->name));
 	json_object_object_add(o, "version", json_object_new_string(d->version));
@@ -91,9 +93,11 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	const struct {
 		const char *name;
 		bool on;
-	} flags[] = {{"shell", caps->shell},     {"files", caps->files},
+	} flags[] = {{"shell", caps->shell},
+	             {"files", caps->files},
 	             {"package_install", caps->package_install},
-	             {"stateful", caps->stateful}, {"attach", caps->attach}};
+	             {"stateful", caps->stateful},
+	             {"attach", caps->attach}};
 	for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
 		if (flags[i].on)
 			json_object_array_add(can, json_object_new_string(flags[i].name));
@@ -103,15 +107,17 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		json_object_object_add(o, "runs", json_object_new_string(runs));
 	json_object_object_add(o, "isolation",
 	                       json_object_new_string(isolation_name(caps->isolation)));
-	json_object_object_add(o, "scope", json_object_new_string(scope_name(aks_profile_get_scope(p))));
-	json_object_object_add(o, "environment",
-	                       json_object_new_string(aks_profile_get_environment(p) == AKS_ENV_ATTACHED
-	                                                  ? "attached"
-	                                                  : "managed"));
+	json_object_object_add(o, "scope",
+	                       json_object_new_string(scope_name(aks_profile_get_scope(p))));
+	json_object_object_add(
+	    o, "environment",
+	    json_object_new_string(aks_profile_get_environment(p) == AKS_ENV_ATTACHED ? "attached"
+	                                                                              : "managed"));
 	if (aks_profile_get_attach_to(p))
 		json_object_object_add(o, "attach_to",
 		                       json_object_new_string(aks_profile_get_attach_to(p)));
-	json_object_object_add(o, "idle_timeout", json_object_new_int64(aks_profile_get_idle_timeout(p)));
+	json_object_object_add(o, "idle_timeout",
+	                       json_object_new_int64(aks_profile_get_idle_timeout(p)));
 
 	struct json_object *policy = json_object_new_object();
 	static const char *const egress[] = {"allow", "deny", "allowlist"};
@@ -123,11 +129,11 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		snprintf(buf, sizeof(buf), "%s", eg);
 	free(allow);
 	/* An allowlist needs more than deny: the flag a table too old to hold reads as false. */
-	bool allowlist = caps->struct_size >= offsetof(aks_capabilities, policy_network_allowlist) +
-	                                          sizeof(bool) &&
+	bool allowlist = caps->struct_size >=
+	                     offsetof(aks_capabilities, policy_network_allowlist) + sizeof(bool) &&
 	                 caps->policy_network_allowlist;
-	bool network = caps->policy_network &&
-	               (pol->network_egress != AKS_EGRESS_ALLOWLIST || allowlist);
+	bool network =
+	    caps->policy_network && (pol->network_egress != AKS_EGRESS_ALLOWLIST || allowlist);
 	json_object_object_add(policy, "network_egress",
 	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW, network,
 	                                 pol->strict, refusals, "network_egress"));
@@ -137,18 +143,19 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	         wr ? wr : "");
 	free(rd);
 	free(wr);
-	json_object_object_add(policy, "filesystem",
-	                       dimension(buf, fs, caps->policy_filesystem, pol->strict, refusals,
-	                                 "filesystem"));
+	json_object_object_add(
+	    policy, "filesystem",
+	    dimension(buf, fs, caps->policy_filesystem, pol->strict, refusals, "filesystem"));
 	bool res = pol->cpu > 0 || pol->memory_mb > 0;
 	if (res)
-		snprintf(buf, sizeof(buf), "cpu %s%g, memory %s%lld MB", pol->cpu > 0 ? "" : "unset ",
-		         pol->cpu, pol->memory_mb > 0 ? "" : "unset ", (long long)pol->memory_mb);
+		snprintf(buf, sizeof(buf), "cpu %s%g, memory %s%lld MB",
+		         pol->cpu > 0 ? "" : "unset ", pol->cpu, pol->memory_mb > 0 ? "" : "unset ",
+		         (long long)pol->memory_mb);
 	else
 		snprintf(buf, sizeof(buf), "unlimited");
-	json_object_object_add(policy, "resources",
-	                       dimension(buf, res, caps->policy_resources, pol->strict, refusals,
-	                                 "resources"));
+	json_object_object_add(
+	    policy, "resources",
+	    dimension(buf, res, caps->policy_resources, pol->strict, refusals, "resources"));
 	snprintf(buf, sizeof(buf), "%g s", pol->timeout);
 	struct json_object *timeout = json_object_new_object();
 	json_object_object_add(timeout, "value", json_object_new_string(buf));
@@ -181,7 +188,8 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		json_object_array_add(refusals, json_object_new_string("identity"));
 	json_object_object_add(o, "identity", identity);
 
-	json_object_object_add(o, "ok", json_object_new_boolean(json_object_array_length(refusals) == 0));
+	json_object_object_add(o, "ok",
+	                       json_object_new_boolean(json_object_array_length(refusals) == 0));
 	json_object_object_add(o, "refused", refusals);
 	return o;
 }
@@ -202,11 +210,14 @@ static struct json_object *build_report(const aks_settings *s)
 	bool ok = true, default_found = aks_settings_get_profile_count(s) == 0;
 	for (size_t i = 0; i < aks_settings_get_profile_count(s); i++) {
 		aks_profile *p = aks_settings_get_profile(s, i);
-		default_found |= !strcmp(aks_profile_get_name(p), aks_settings_get_default_profile(s));
+		default_found |=
+		    !strcmp(aks_profile_get_name(p), aks_settings_get_default_profile(s));
 		if (!aks_settings_is_enabled(s)) {
 			struct json_object *o = json_object_new_object();
-			json_object_object_add(o, "name", json_object_new_string(aks_profile_get_name(p)));
-			json_object_object_add(o, "type", json_object_new_string(aks_profile_get_type(p)));
+			json_object_object_add(o, "name",
+			                       json_object_new_string(aks_profile_get_name(p)));
+			json_object_object_add(o, "type",
+			                       json_object_new_string(aks_profile_get_type(p)));
 			json_object_array_add(profiles, o);
 			continue;
 		}
@@ -241,7 +252,8 @@ static void print_list(struct json_object *p, const char *name)
 	struct json_object *a = json_object_object_get(p, name);
 	printf("  %-12s ", name);
 	for (size_t i = 0; i < json_object_array_length(a); i++)
-		printf("%s%s", i ? ", " : "", json_object_get_string(json_object_array_get_idx(a, i)));
+		printf("%s%s", i ? ", " : "",
+		       json_object_get_string(json_object_array_get_idx(a, i)));
 	printf("%s\n", json_object_array_length(a) ? "" : "none");
 }
 
@@ -251,10 +263,10 @@ static void print_dimension(struct json_object *policy, const char *name)
 	const char *status = str(d, "status");
 	const char *note = !strcmp(status, "default")    ? "not set"
 	                   : !strcmp(status, "enforced") ? "enforced"
-	                   : !strcmp(status, "refused")  ? "REFUSED: the provider cannot enforce it "
-	                                                   "(strict)"
-	                                                 : "NOT ENFORCED: warned once and allowed "
-	                                                   "(strict: false)";
+	                   : !strcmp(status, "refused") ? "REFUSED: the provider cannot enforce it "
+	                                                  "(strict)"
+	                                                : "NOT ENFORCED: warned once and allowed "
+	                                                  "(strict: false)";
 	if (!strcmp(name, "timeout"))
 		note = "enforced (always)";
 	printf("    %-15s %-32s %s\n", name, str(d, "value"), note);
@@ -277,9 +289,11 @@ static void print_text(struct json_object *r)
 	for (size_t i = 0; i < json_object_array_length(profiles); i++) {
 		struct json_object *p = json_object_array_get_idx(profiles, i);
 		printf("\nprofile '%s'%s\n", str(p, "name"),
-		       json_object_get_boolean(json_object_object_get(p, "default")) ? " (default)" : "");
+		       json_object_get_boolean(json_object_object_get(p, "default")) ? " (default)"
+		                                                                     : "");
 		if (!json_object_object_get(p, "plugin")) {
-			printf("  type         %s (not loaded: the sandbox is disabled)\n", str(p, "type"));
+			printf("  type         %s (not loaded: the sandbox is disabled)\n",
+			       str(p, "type"));
 			continue;
 		}
 		printf("  plugin       %s %s (%s)\n", str(p, "plugin"), str(p, "version"),
@@ -299,8 +313,8 @@ static void print_text(struct json_object *r)
 			printf(": %s%s", !strcmp(str(id, "status"), "refused") ? "REFUSED: " : "",
 			       str(id, "reason"));
 		printf("\n  policy (strict: %s)\n",
-		       json_object_get_boolean(json_object_object_get(
-		           json_object_object_get(p, "policy"), "strict"))
+		       json_object_get_boolean(
+		           json_object_object_get(json_object_object_get(p, "policy"), "strict"))
 		           ? "true"
 		           : "false");
 		struct json_object *policy = json_object_object_get(p, "policy");
@@ -315,7 +329,8 @@ static void print_text(struct json_object *r)
 	}
 	struct json_object *warnings = json_object_object_get(r, "warnings");
 	for (size_t i = 0; i < json_object_array_length(warnings); i++)
-		printf("\nwarning: %s\n", json_object_get_string(json_object_array_get_idx(warnings, i)));
+		printf("\nwarning: %s\n",
+		       json_object_get_string(json_object_array_get_idx(warnings, i)));
 }
 
 int cli_cmd_check(int argc, char *argv[])
@@ -357,9 +372,11 @@ int cli_cmd_check(int argc, char *argv[])
 	struct json_object *report;
 	if (rc < 0) {
 		report = json_object_new_object();
-		json_object_object_add(report, "config", file ? json_object_new_string(file) : NULL);
+		json_object_object_add(report, "config",
+		                       file ? json_object_new_string(file) : NULL);
 		json_object_object_add(report, "ok", json_object_new_boolean(false));
-		json_object_object_add(report, "error", json_object_new_string(aks_error_message(err)));
+		json_object_object_add(report, "error",
+		                       json_object_new_string(aks_error_message(err)));
 	} else {
 		report = build_report(settings);
 	}

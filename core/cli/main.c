@@ -83,8 +83,7 @@ static const struct command commands[] = {
      "  -c, --config FILE  the configuration file (default: as for every command)\n"
      "  --json             print one JSON document instead of text\n"
      "  -h, --help         show this help\n"},
-    {"tool", cli_cmd_tool, "NAME [JSON|-]",
-     "call an agent tool and print its JSON result",
+    {"tool", cli_cmd_tool, "NAME [JSON|-]", "call an agent tool and print its JSON result",
      "Calls the agent tool NAME (run_code, run_command, write_sandbox_file,\n"
      "read_sandbox_file, check_sandbox_task, list_sandbox_sessions,\n"
      "new_sandbox_session, destroy_sandbox_session) with the JSON object of its\n"

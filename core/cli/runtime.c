@@ -59,7 +59,8 @@ int cli_runtime_get_profile(cli_runtime *rt, const char *name, const cli_profile
 	rc = aks_resolver_resolve(aks_settings_get_resolver(rt->settings), &request, &rt->principal,
 	                          &e);
 	if (rc == AKS_OK)
-		rc = aks_profile_check_principal(profile, aks_resolved_principal_get(rt->principal), &e);
+		rc = aks_profile_check_principal(profile, aks_resolved_principal_get(rt->principal),
+		                                 &e);
 	if (rc == AKS_OK)
 		rc = aks_profile_check_policy(profile, &e);
 	if (rc < 0)

@@ -23,9 +23,18 @@ static const aks_config_key keys[] = {
     AKS_CONFIG_END,
 };
 
-static const aks_plugin_descriptor desc = {
-    AKS_DESCRIPTOR_VERSION, sizeof(aks_plugin_descriptor), AKS_ABI_MAJOR, AKS_ABI_MINOR,
-    AKS_PLUGIN_PROVIDER, "fuzz", "1", "MIT", "fuzz", keys, NULL, {NULL, NULL, NULL, NULL}};
+static const aks_plugin_descriptor desc = {AKS_DESCRIPTOR_VERSION,
+                                           sizeof(aks_plugin_descriptor),
+                                           AKS_ABI_MAJOR,
+                                           AKS_ABI_MINOR,
+                                           AKS_PLUGIN_PROVIDER,
+                                           "fuzz",
+                                           "1",
+                                           "MIT",
+                                           "fuzz",
+                                           keys,
+                                           NULL,
+                                           {NULL, NULL, NULL, NULL}};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

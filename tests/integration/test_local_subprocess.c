@@ -257,7 +257,6 @@ static const char *err_of(const aks_result *r)
 	return aks_result_get_stderr(r, NULL);
 }
 
-
 /* Every PID in the file (one a line) is gone; the file holds `expected`. */
 static void assert_pids_gone(const char *path, int expected)
 {

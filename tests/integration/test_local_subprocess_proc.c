@@ -136,7 +136,6 @@ static int run_sh(const char *script, const char *cwd, int64_t timeout_ms, captu
 	return aks_proc_run(&spec, oc);
 }
 
-
 /* Every PID listed in `path` (one a line) must be gone. Returns the count. */
 static int assert_pids_gone(const char *path, int expected)
 {

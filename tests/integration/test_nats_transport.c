@@ -486,7 +486,8 @@ static void test_nack_redelivery(void **state)
 	assert_true(body_is(m, "again"));
 	uint32_t count = m->receive_count;
 	if (count < 2 || count > 3)
-		fail_msg("receive_count %u after one nack (want 2, 3 after a lost delivery)", count);
+		fail_msg("receive_count %u after one nack (want 2, 3 after a lost delivery)",
+		         count);
 	assert_true(dt >= 250);
 	/* delay 0: retry_backoff (1 s). */
 	t0 = now_ms();

@@ -454,7 +454,8 @@ static void test_destroy_waits_for_execution(void **state)
 	free(run.out);
 	/* The destroy returned only after the one-second run had finished. */
 	if (destroy_done < 0.9)
-		fail_msg("destroy returned after %.3fs, before the run it should wait for", destroy_done);
+		fail_msg("destroy returned after %.3fs, before the run it should wait for",
+		         destroy_done);
 	char *list = call_in(fx->rt, "conv-d", "list_sandbox_sessions", "{}");
 	assert_string_equal(list, "{\"sessions\": []}");
 	free(list);

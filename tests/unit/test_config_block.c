@@ -28,9 +28,18 @@ static const aks_config_key required_keys[] = {
     AKS_CONFIG_END,
 };
 
-static aks_plugin_descriptor desc = {
-    AKS_DESCRIPTOR_VERSION, sizeof(aks_plugin_descriptor), AKS_ABI_MAJOR, AKS_ABI_MINOR,
-    AKS_PLUGIN_PROVIDER, "demo", "1.0", "MIT", "demo", keys, NULL, {NULL, NULL, NULL, NULL}};
+static aks_plugin_descriptor desc = {AKS_DESCRIPTOR_VERSION,
+                                     sizeof(aks_plugin_descriptor),
+                                     AKS_ABI_MAJOR,
+                                     AKS_ABI_MINOR,
+                                     AKS_PLUGIN_PROVIDER,
+                                     "demo",
+                                     "1.0",
+                                     "MIT",
+                                     "demo",
+                                     keys,
+                                     NULL,
+                                     {NULL, NULL, NULL, NULL}};
 
 static int build(const aks_plugin_descriptor *d, const char *yaml, aks_config **out,
                  aks_error **err)
@@ -91,16 +100,17 @@ static void test_values(void **state)
 	(void)state;
 	aks_config *cfg = NULL;
 	aks_error *err = NULL;
-	int rc = build(&desc,
-	               "demo:\n"
-	               "  workdir: /tmp/w\n"
-	               "  network_policy: yes\n"
-	               "  retries: -7\n"
-	               "  create_timeout: 2.5\n"
-	               "  env_passthrough: [HOME, 'LANG']\n"
-	               "  labels: {team: core, tier: '1'}\n"
-	               "  security_context: {runAsUser: 1000, readOnly: true, caps: [a], n: null}\n",
-	               &cfg, &err);
+	int rc =
+	    build(&desc,
+	          "demo:\n"
+	          "  workdir: /tmp/w\n"
+	          "  network_policy: yes\n"
+	          "  retries: -7\n"
+	          "  create_timeout: 2.5\n"
+	          "  env_passthrough: [HOME, 'LANG']\n"
+	          "  labels: {team: core, tier: '1'}\n"
+	          "  security_context: {runAsUser: 1000, readOnly: true, caps: [a], n: null}\n",
+	          &cfg, &err);
 	if (rc)
 		fail_msg("%s", aks_error_message(err));
 	const char *s = NULL;
@@ -124,7 +134,8 @@ static void test_values(void **state)
 	assert_string_equal(list[3], "1");
 	assert_null(list[4]);
 	aks__config_json(cfg, "security_context", &s);
-	assert_string_equal(s, "{\"runAsUser\":1000,\"readOnly\":true,\"caps\":[\"a\"],\"n\":null}");
+	assert_string_equal(s,
+	                    "{\"runAsUser\":1000,\"readOnly\":true,\"caps\":[\"a\"],\"n\":null}");
 	aks_config_free(cfg);
 }
 
@@ -149,8 +160,8 @@ static void test_type_errors(void **state)
 	assert_string_equal(msg, "config.yaml:2:12: demo.workdir: expected string, got a mapping");
 	free(msg);
 	msg = build_err(&desc, "demo:\n  network_policy: maybe\n");
-	assert_string_equal(msg,
-	                    "config.yaml:2:19: demo.network_policy: expected boolean, got a scalar");
+	assert_string_equal(
+	    msg, "config.yaml:2:19: demo.network_policy: expected boolean, got a scalar");
 	free(msg);
 	msg = build_err(&desc, "demo:\n  retries: 3.5\n");
 	assert_string_equal(msg, "config.yaml:2:12: demo.retries: '3.5' is not an integer");
@@ -178,8 +189,8 @@ static void test_required(void **state)
 	aks_plugin_descriptor d = desc;
 	d.config_keys = required_keys;
 	char *msg = build_err(&d, "demo: {}\n");
-	assert_string_equal(msg,
-	                    "config.yaml:1:7: the demo block is missing the required key 'attach_to'");
+	assert_string_equal(
+	    msg, "config.yaml:1:7: the demo block is missing the required key 'attach_to'");
 	free(msg);
 	aks_config *cfg = NULL;
 	aks_error *err = NULL;
@@ -217,9 +228,9 @@ static void test_schema_check(void **state)
 	                    "integer: default:1:1: demo.n: 'many' is not an integer");
 	aks_error_free(err);
 	err = NULL;
-	static const aks_config_key twice[] = {
-	    AKS_CONFIG_KEY("n", AKS_CONFIG_INT, false, "1", ""),
-	    AKS_CONFIG_KEY("n", AKS_CONFIG_INT, false, "1", ""), AKS_CONFIG_END};
+	static const aks_config_key twice[] = {AKS_CONFIG_KEY("n", AKS_CONFIG_INT, false, "1", ""),
+	                                       AKS_CONFIG_KEY("n", AKS_CONFIG_INT, false, "1", ""),
+	                                       AKS_CONFIG_END};
 	d.config_keys = twice;
 	assert_int_equal(aks__schema_check(&d, "demo.so", &err), AKS_EPLUGIN);
 	assert_string_equal(aks_error_message(err),

@@ -73,13 +73,13 @@ static void test_leaves_the_rest_alone(void **state)
 	(void)state;
 	const char *same[] = {
 	    "{\"a\": \"plain\"}",
-	    "\"\\\\ud836\\\\udc86\"",  /* escaped backslashes: text, not escapes */
-	    "\"\\ud836\"",             /* a lone high surrogate: json-c's to judge */
-	    "\"\\udc86\\ud836\"",      /* the wrong order */
+	    "\"\\\\ud836\\\\udc86\"", /* escaped backslashes: text, not escapes */
+	    "\"\\ud836\"",            /* a lone high surrogate: json-c's to judge */
+	    "\"\\udc86\\ud836\"",     /* the wrong order */
 	    "{\"\\u0041\": \"\\n\"}", /* other escapes */
-	    "\"\\ud836\\u0041\"",      /* a high surrogate and no low one */
-	    "\"\\ud83",                /* cut short */
-	    "\\ud836\\udc86",          /* outside any string */
+	    "\"\\ud836\\u0041\"",     /* a high surrogate and no low one */
+	    "\"\\ud83",               /* cut short */
+	    "\\ud836\\udc86",         /* outside any string */
 	};
 	for (size_t i = 0; i < sizeof(same) / sizeof(same[0]); i++) {
 		char *fixed = NULL;

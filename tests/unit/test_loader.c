@@ -81,7 +81,8 @@ static void expect_broken(const char *name, const char *expected_template)
 	size_t used = 0;
 	for (const char *t = expected_template; *t && used + PATH_MAX < sizeof(expected);) {
 		if (t[0] == '%' && t[1] == 's') {
-			used += (size_t)snprintf(expected + used, sizeof(expected) - used, "%s", path);
+			used +=
+			    (size_t)snprintf(expected + used, sizeof(expected) - used, "%s", path);
 			t += 2;
 		} else {
 			expected[used++] = *t++;
@@ -130,8 +131,9 @@ static void test_bad_names_and_paths(void **state)
 {
 	(void)state;
 	char *msg = load_err("Docker!", AKS_PLUGIN_PROVIDER, AKS_ECONFIG);
-	assert_string_equal(msg, "'Docker!' is neither a plugin name (lowercase letters, digits and "
-	                         "'_') nor a path to a .so");
+	assert_string_equal(msg,
+	                    "'Docker!' is neither a plugin name (lowercase letters, digits and "
+	                    "'_') nor a path to a .so");
 	free(msg);
 	msg = load_err("/nonexistent/x.so", AKS_PLUGIN_PROVIDER, AKS_EPLUGIN);
 	assert_string_equal(msg,

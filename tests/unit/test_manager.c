@@ -484,8 +484,9 @@ static void test_reset_notice_survives_error(void **state)
 	assert_null(strstr(got, "notice"));
 	free(got);
 	got = call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"idle\"}");
-	assert_non_null(strstr(got, "\"notice\": \"sandbox session 'default:idle' was idle for more "
-	                            "than 10s and has been reset"));
+	assert_non_null(strstr(got,
+	                       "\"notice\": \"sandbox session 'default:idle' was idle for more "
+	                       "than 10s and has been reset"));
 	free(got);
 	got = call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"idle\"}");
 	assert_null(strstr(got, "notice"));

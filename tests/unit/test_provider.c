@@ -65,7 +65,8 @@ static void test_failing_program_is_a_result(void **state)
 	aks_result *r = NULL;
 	aks_error *err = NULL;
 	assert_int_equal(
-	    aks_sandbox_execute_code(f->sb, "__nonzero_exit__", "python", &f->call, &r, &err), AKS_OK);
+	    aks_sandbox_execute_code(f->sb, "__nonzero_exit__", "python", &f->call, &r, &err),
+	    AKS_OK);
 	assert_null(err);
 	assert_int_equal(aks_result_get_exit_code(r), 1);
 	assert_string_equal(aks_result_get_stderr(r, NULL), "simulated non-zero exit");
@@ -80,7 +81,8 @@ static void test_undeclared_language(void **state)
 	assert_int_equal(aks_sandbox_execute_code(f->sb, "puts 1", "ruby", &f->call, &r, &err),
 	                 AKS_ECAPABILITY);
 	assert_null(r);
-	assert_string_equal(aks_error_message(err), "fake does not support capability: language:ruby");
+	assert_string_equal(aks_error_message(err),
+	                    "fake does not support capability: language:ruby");
 	aks_error_free(err);
 }
 
@@ -93,7 +95,8 @@ static void test_null_slot_is_capability_error(void **state)
 	assert_int_equal(aks_sandbox_install_packages(f->sb, pkgs, &f->call, &r, &err),
 	                 AKS_ECAPABILITY);
 	assert_null(r);
-	assert_string_equal(aks_error_message(err), "fake does not support capability: package_install");
+	assert_string_equal(aks_error_message(err),
+	                    "fake does not support capability: package_install");
 	aks_error_free(err);
 }
 
@@ -102,7 +105,8 @@ static void test_files_round_trip(void **state)
 	fixture *f = *state;
 	aks_result *r = NULL;
 	aks_error *err = NULL;
-	assert_int_equal(aks_sandbox_upload_file(f->sb, "f.txt", "da\0ta", 5, &f->call, &err), AKS_OK);
+	assert_int_equal(aks_sandbox_upload_file(f->sb, "f.txt", "da\0ta", 5, &f->call, &err),
+	                 AKS_OK);
 	assert_int_equal(aks_sandbox_download_file(f->sb, "f.txt", &f->call, &r, &err), AKS_OK);
 	size_t len = 0;
 	const char *path = NULL;
@@ -149,7 +153,8 @@ static void test_attach_and_destroy(void **state)
 	                 AKS_EGONE);
 	aks_error_free(err);
 	err = NULL;
-	assert_int_equal(aks_provider_destroy(f->prov, "unknown-sandbox-id", &f->call, &err), AKS_OK);
+	assert_int_equal(aks_provider_destroy(f->prov, "unknown-sandbox-id", &f->call, &err),
+	                 AKS_OK);
 }
 
 static void test_argument_errors(void **state)
@@ -157,7 +162,8 @@ static void test_argument_errors(void **state)
 	fixture *f = *state;
 	aks_result *r = NULL;
 	aks_error *err = NULL;
-	assert_int_equal(aks_sandbox_execute_code(f->sb, NULL, NULL, &f->call, &r, &err), AKS_EINVAL);
+	assert_int_equal(aks_sandbox_execute_code(f->sb, NULL, NULL, &f->call, &r, &err),
+	                 AKS_EINVAL);
 	assert_string_equal(aks_error_message(err), "aks_sandbox_execute_code: missing argument");
 	aks_error_free(err);
 }

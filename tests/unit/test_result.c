@@ -98,7 +98,8 @@ static void test_errors(void **state)
 {
 	(void)state;
 	aks_error *err = NULL;
-	assert_int_equal(aks__error_set(&err, AKS_EPOLICY, "path '%s' escapes", "../x"), AKS_EPOLICY);
+	assert_int_equal(aks__error_set(&err, AKS_EPOLICY, "path '%s' escapes", "../x"),
+	                 AKS_EPOLICY);
 	assert_int_equal(aks_error_code(err), AKS_EPOLICY);
 	/* The first error wins: later ones do not overwrite it. */
 	aks__error_set(&err, AKS_EIO, "second");

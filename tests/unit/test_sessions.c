@@ -82,9 +82,9 @@ static void test_new_find_list_remove(void **state)
 	fixture *fx = *state;
 	aks_session_rec rec, found;
 	aks_error *err = NULL;
-	assert_int_equal(aks__sessions_new(fx->store, fx->settings, "conv-a", NULL, "uv-project",
-	                                   &rec, &err),
-	                 AKS_OK);
+	assert_int_equal(
+	    aks__sessions_new(fx->store, fx->settings, "conv-a", NULL, "uv-project", &rec, &err),
+	    AKS_OK);
 	assert_int_equal(strlen(rec.id), 32);
 	assert_string_equal(rec.profile, "work");
 	assert_string_equal(rec.provider_type, "local_subprocess");
@@ -137,8 +137,11 @@ static void test_runtime_sessions_are_shared(void **state)
 	assert_int_equal(aks_settings_find_profile(fx->settings, "shared", &shared, &err), AKS_OK);
 	const char *ns = aks__session_ns(shared, "conv-a");
 	assert_string_equal(ns, AKS_STORE_NS_RUNTIME);
-	aks_session_rec rec = {.id = "default:shared", .profile = "shared",
-	                       .provider_type = "local_subprocess", .created_at = 1, .last_used_at = 1};
+	aks_session_rec rec = {.id = "default:shared",
+	                       .profile = "shared",
+	                       .provider_type = "local_subprocess",
+	                       .created_at = 1,
+	                       .last_used_at = 1};
 	assert_int_equal(aks__sessions_save(fx->store, ns, &rec, &err), AKS_OK);
 	aks_session_rec found;
 	assert_int_equal(aks__sessions_find(fx->store, "conv-b", "default:shared", &found, &err),
@@ -163,10 +166,11 @@ static void test_only_per_session_profiles_mint(void **state)
 	assert_int_equal(
 	    aks__sessions_new(fx->store, fx->settings, "conv-a", "shared", NULL, &rec, &err),
 	    AKS_ECONFIG);
-	assert_string_equal(aks_error_message(err),
-	                    "cannot mint a new sandbox session for profile 'shared': scope "
-	                    "'per_runtime' does not support explicit sessions (per_call is ephemeral "
-	                    "per execution; per_runtime is a single shared session)");
+	assert_string_equal(
+	    aks_error_message(err),
+	    "cannot mint a new sandbox session for profile 'shared': scope "
+	    "'per_runtime' does not support explicit sessions (per_call is ephemeral "
+	    "per execution; per_runtime is a single shared session)");
 	aks_error_free(err);
 	err = NULL;
 	assert_int_equal(

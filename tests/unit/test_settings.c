@@ -31,7 +31,8 @@ static int setup(void **state)
 	/* The stub providers (docker, kubernetes, ec2_ssm, ...) join the path. */
 	const char *build = getenv("AKS_TEST_BUILDDIR"), *path = getenv("AKS_PLUGIN_PATH");
 	char *joined = NULL;
-	if (!build || asprintf(&joined, "%s/tests/plugins/stubs/.libs:%s", build, path ? path : "") < 0)
+	if (!build ||
+	    asprintf(&joined, "%s/tests/plugins/stubs/.libs:%s", build, path ? path : "") < 0)
 		return -1;
 	setenv("AKS_PLUGIN_PATH", joined, 1);
 	free(joined);
@@ -254,9 +255,10 @@ static void test_key_and_type_errors(void **state)
 	             "config.yaml:2:26: sandbox.tool_output_max_chars: must be at least 1, got 0");
 	EXPECT_ERROR("sandbox:\n  agents: coder\n",
 	             "config.yaml:2:11: sandbox.agents: expected a list of strings, got a scalar");
-	EXPECT_ERROR("sandbox:\n  broker: {flavor: fast}\n",
-	             "config.yaml:2:20: sandbox.broker.flavor: unknown sandbox broker flavor 'fast'; "
-	             "expected one of ['embedded', 'queue', 'thread'] or a path to a broker plugin");
+	EXPECT_ERROR(
+	    "sandbox:\n  broker: {flavor: fast}\n",
+	    "config.yaml:2:20: sandbox.broker.flavor: unknown sandbox broker flavor 'fast'; "
+	    "expected one of ['embedded', 'queue', 'thread'] or a path to a broker plugin");
 	EXPECT_ERROR("sandbox:\n  broker: {wait_timeout: -1}\n",
 	             "config.yaml:2:26: sandbox.broker.wait_timeout: must be at least 0, got -1");
 	EXPECT_ERROR("sandbox:\n  broker: {flavor: queue}\n",
@@ -266,11 +268,12 @@ static void test_key_and_type_errors(void **state)
 	             "config.yaml:3:12: sandbox.broker.queue.type: is required when the block is "
 	             "declared (in_memory, nats, kafka, sqs, or a plugin)");
 	/* the pairing rule (reference §5.5), located at the store's type */
-	EXPECT_ERROR("sandbox:\n  broker:\n    flavor: queue\n    queue: {type: in_memory}\n"
-	             "    response_store: {type: redis}\n",
-	             "config.yaml:5:28: the in_memory sandbox transport and the in_memory response "
-	             "store are only valid together (the single-process test topology); pair a broker "
-	             "transport (sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
+	EXPECT_ERROR(
+	    "sandbox:\n  broker:\n    flavor: queue\n    queue: {type: in_memory}\n"
+	    "    response_store: {type: redis}\n",
+	    "config.yaml:5:28: the in_memory sandbox transport and the in_memory response "
+	    "store are only valid together (the single-process test topology); pair a broker "
+	    "transport (sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
 }
 
 static void test_profile_errors(void **state)
@@ -291,27 +294,32 @@ static void test_profile_errors(void **state)
 	                     "      local_subprocess: {}\n"),
 	             "config.yaml:6:24: sandbox.profiles.p.identity.mode: 'admin' is not one of: "
 	             "agent, user");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {network_egress: block}\n"
-	                     "      local_subprocess: {}\n"),
-	             "config.yaml:6:32: sandbox.profiles.p.policy.network_egress: 'block' is not one "
-	             "of: allow, deny, allowlist");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      policy: {network_egress: block}\n"
+	            "      local_subprocess: {}\n"),
+	    "config.yaml:6:32: sandbox.profiles.p.policy.network_egress: 'block' is not one "
+	    "of: allow, deny, allowlist");
 	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {timeout: -5}\n"
 	                     "      local_subprocess: {}\n"),
 	             "config.yaml:6:25: sandbox.profiles.p.policy.timeout: must be greater than 0, "
 	             "got -5");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      policy: {memory_mb: 0}\n"
-	                     "      local_subprocess: {}\n"),
-	             "config.yaml:6:27: sandbox.profiles.p.policy.memory_mb: must be greater than 0, "
-	             "got 0");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      idle_timeout: 0\n"
-	                     "      local_subprocess: {}\n"),
-	             "config.yaml:6:21: sandbox.profiles.p.idle_timeout: must be greater than 0, got 0");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      polcy: {}\n"
-	                     "      local_subprocess: {}\n"),
-	             "config.yaml:6:7: unknown key 'sandbox.profiles.p.polcy'; did you mean 'policy'?");
-	EXPECT_ERROR(PROFILE("      scope: per_call\n"),
-	             "config.yaml:5:7: sandbox.profiles.p.type: is required: a provider plugin name "
-	             "(e.g. local_subprocess) or a path to a .so");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      policy: {memory_mb: 0}\n"
+	            "      local_subprocess: {}\n"),
+	    "config.yaml:6:27: sandbox.profiles.p.policy.memory_mb: must be greater than 0, "
+	    "got 0");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      idle_timeout: 0\n"
+	            "      local_subprocess: {}\n"),
+	    "config.yaml:6:21: sandbox.profiles.p.idle_timeout: must be greater than 0, got 0");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      polcy: {}\n"
+	            "      local_subprocess: {}\n"),
+	    "config.yaml:6:7: unknown key 'sandbox.profiles.p.polcy'; did you mean 'policy'?");
+	EXPECT_ERROR(
+	    PROFILE("      scope: per_call\n"),
+	    "config.yaml:5:7: sandbox.profiles.p.type: is required: a provider plugin name "
+	    "(e.g. local_subprocess) or a path to a .so");
 	EXPECT_ERROR(PROFILE("      type: local_subprocess\n"),
 	             "config.yaml:5:13: sandbox profile 'p' selects built-in provider "
 	             "'local_subprocess' but its 'local_subprocess' config block is missing");
@@ -319,12 +327,14 @@ static void test_profile_errors(void **state)
 	                     "      docker: {image: x}\n"),
 	             "config.yaml:7:7: sandbox.profiles.p.docker: this block does not apply: the "
 	             "profile's type is 'local_subprocess' (its block is 'local_subprocess')");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {wrkdir: /x}\n"),
-	             "config.yaml:6:26: unknown key 'wrkdir' in the "
-	             "sandbox.profiles.p.local_subprocess block; did you mean 'workdir'?");
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {env: [a]}\n"),
-	             "config.yaml:6:31: sandbox.profiles.p.local_subprocess.env: expected mapping of "
-	             "strings, got a list");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      local_subprocess: {wrkdir: /x}\n"),
+	    "config.yaml:6:26: unknown key 'wrkdir' in the "
+	    "sandbox.profiles.p.local_subprocess block; did you mean 'workdir'?");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      local_subprocess: {env: [a]}\n"),
+	    "config.yaml:6:31: sandbox.profiles.p.local_subprocess.env: expected mapping of "
+	    "strings, got a list");
 	char *msg = load_err_env(PROFILE("      type: acme_cloud\n"), no_env, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "config.yaml:5:13: sandbox.profiles.p.type: plugin "
 	                            "'acme_cloud' not found; searched: "));
@@ -384,18 +394,20 @@ static void test_environment_matrix(void **state)
 	const char *head = "sandbox:\n  enabled: true\n  profiles:\n    p:\n";
 	char yaml[1024];
 #define PROFILE(body) (snprintf(yaml, sizeof(yaml), "%s%s", head, body), yaml)
-	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      environment: attached\n"
-	                     "      local_subprocess: {}\n"),
-	             "config.yaml:6:20: sandbox profile 'p' declares environment: attached, but "
-	             "provider 'local_subprocess' cannot attach to an existing environment; it only "
-	             "provisions managed sandboxes");
+	EXPECT_ERROR(
+	    PROFILE("      type: local_subprocess\n      environment: attached\n"
+	            "      local_subprocess: {}\n"),
+	    "config.yaml:6:20: sandbox profile 'p' declares environment: attached, but "
+	    "provider 'local_subprocess' cannot attach to an existing environment; it only "
+	    "provisions managed sandboxes");
 	EXPECT_ERROR(PROFILE("      type: docker\n      environment: attached\n      docker: {}\n"),
 	             "config.yaml:6:20: sandbox profile 'p' declares environment: attached but no "
 	             "attach_to target is configured");
-	EXPECT_ERROR(PROFILE("      type: ec2_ssm\n      ec2_ssm: {attach_to: i-0123}\n"),
-	             "config.yaml:5:13: sandbox profile 'p' selects attach-only provider 'ec2_ssm', "
-	             "which cannot provision managed sandboxes; set environment: attached (and "
-	             "attach_to) to deliberately connect to an existing environment");
+	EXPECT_ERROR(
+	    PROFILE("      type: ec2_ssm\n      ec2_ssm: {attach_to: i-0123}\n"),
+	    "config.yaml:5:13: sandbox profile 'p' selects attach-only provider 'ec2_ssm', "
+	    "which cannot provision managed sandboxes; set environment: attached (and "
+	    "attach_to) to deliberately connect to an existing environment");
 	EXPECT_ERROR(PROFILE("      type: docker\n      docker: {attach_to: c1}\n"),
 	             "config.yaml:5:13: sandbox profile 'p' sets attach_to but environment is "
 	             "'managed'; set environment: attached to deliberately connect to an existing "
@@ -444,13 +456,14 @@ static void test_policy_gate(void **state)
 {
 	(void)state;
 	aks_log_set_level(AKS_LOG_WARNING);
-	aks_settings *s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
-	                          "    strict: {type: local_subprocess, local_subprocess: {},\n"
-	                          "             policy: {network_egress: deny, memory_mb: 64}}\n"
-	                          "    lenient: {type: local_subprocess, local_subprocess: {},\n"
-	                          "              policy: {network_egress: deny, strict: false}}\n"
-	                          "    timeout_only: {type: local_subprocess, local_subprocess: {},\n"
-	                          "                   policy: {timeout: 1}}\n");
+	aks_settings *s =
+	    load_ok("sandbox:\n  enabled: true\n  profiles:\n"
+	            "    strict: {type: local_subprocess, local_subprocess: {},\n"
+	            "             policy: {network_egress: deny, memory_mb: 64}}\n"
+	            "    lenient: {type: local_subprocess, local_subprocess: {},\n"
+	            "              policy: {network_egress: deny, strict: false}}\n"
+	            "    timeout_only: {type: local_subprocess, local_subprocess: {},\n"
+	            "                   policy: {timeout: 1}}\n");
 	aks_profile *p = NULL;
 	aks_error *err = NULL;
 	assert_int_equal(aks_settings_find_profile(s, "strict", &p, &err), AKS_OK);
@@ -467,8 +480,9 @@ static void test_policy_gate(void **state)
 	/* strict: false passes, with exactly one warning over many calls. */
 	assert_int_equal(aks_settings_find_profile(s, "lenient", &p, &err), AKS_OK);
 	char *text = capture_stderr(ten_checks, p);
-	const char *warning = "Sandbox provider local_subprocess (profile lenient) cannot enforce "
-	                      "policy dimensions ['network_egress']; proceeding because strict=false";
+	const char *warning =
+	    "Sandbox provider local_subprocess (profile lenient) cannot enforce "
+	    "policy dimensions ['network_egress']; proceeding because strict=false";
 	const char *first = strstr(text, warning);
 	assert_non_null(first);
 	assert_null(strstr(first + 1, warning));
@@ -477,12 +491,13 @@ static void test_policy_gate(void **state)
 
 	/* An egress allowlist needs policy_network_allowlist, not only policy_network:
 	 * docker enforces deny but no allowlist; e2b enforces both. */
-	s = load_ok("sandbox:\n  enabled: true\n  profiles:\n"
-	            "    dk_allow: {type: docker, docker: {},\n"
-	            "               policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n"
-	            "    dk_deny: {type: docker, docker: {}, policy: {network_egress: deny}}\n"
-	            "    e2b_allow: {type: e2b, e2b: {},\n"
-	            "                policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n");
+	s = load_ok(
+	    "sandbox:\n  enabled: true\n  profiles:\n"
+	    "    dk_allow: {type: docker, docker: {},\n"
+	    "               policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n"
+	    "    dk_deny: {type: docker, docker: {}, policy: {network_egress: deny}}\n"
+	    "    e2b_allow: {type: e2b, e2b: {},\n"
+	    "                policy: {network_egress: allowlist, network_allow: [pypi.org]}}\n");
 	assert_int_equal(aks_settings_find_profile(s, "dk_allow", &p, &err), AKS_OK);
 	assert_int_equal(aks_profile_check_policy(p, &err), AKS_EPOLICY);
 	assert_string_equal(aks_error_message(err),
@@ -521,9 +536,10 @@ static void test_principal_gate(void **state)
 	err = NULL;
 	assert_int_equal(aks_settings_find_profile(s, "cluster", &p, &err), AKS_OK);
 	assert_int_equal(aks_profile_check_principal(p, &agent, &err), AKS_EPOLICY);
-	assert_string_equal(aks_error_message(err),
-	                    "profile 'cluster' requires user identity, but the resolver returned an "
-	                    "agent-mode principal; no user identity is available on the session");
+	assert_string_equal(
+	    aks_error_message(err),
+	    "profile 'cluster' requires user identity, but the resolver returned an "
+	    "agent-mode principal; no user identity is available on the session");
 	aks_error_free(err);
 	err = NULL;
 	assert_int_equal(aks_profile_check_principal(p, &user, &err), AKS_OK);
@@ -533,7 +549,8 @@ static void test_principal_gate(void **state)
 	aks_resolve_request req;
 	aks_resolve_request_init(&req, "conv-1", "coder", NULL);
 	aks_resolved_principal *rp = NULL;
-	assert_int_equal(aks_resolver_resolve(aks_settings_get_resolver(s), &req, &rp, &err), AKS_OK);
+	assert_int_equal(aks_resolver_resolve(aks_settings_get_resolver(s), &req, &rp, &err),
+	                 AKS_OK);
 	assert_int_equal(aks_resolved_principal_get(rp)->mode, AKS_IDENTITY_AGENT);
 	assert_string_equal(aks_resolved_principal_get(rp)->subject, "coder");
 	aks_resolved_principal_free(rp);

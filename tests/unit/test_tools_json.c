@@ -321,9 +321,10 @@ static void test_pending_and_files(void **state)
 	ASSERT_JSON(aks__tool_json_written("a.txt", "s1", "reset"),
 	            "{\"path\": \"a.txt\", \"written\": true, "
 	            "\"sandbox_session_id\": \"s1\", \"notice\": \"reset\"}");
-	ASSERT_JSON(aks__tool_json_read("a.txt", "h\xc3\xa9\xff", 4, 0, "default:default", NULL, 8000),
-	            "{\"path\": \"a.txt\", \"content\": \"h\\u00e9\\ufffd\", "
-	            "\"sandbox_session_id\": \"default:default\"}");
+	ASSERT_JSON(
+	    aks__tool_json_read("a.txt", "h\xc3\xa9\xff", 4, 0, "default:default", NULL, 8000),
+	    "{\"path\": \"a.txt\", \"content\": \"h\\u00e9\\ufffd\", "
+	    "\"sandbox_session_id\": \"default:default\"}");
 	ASSERT_JSON(aks__tool_json_read("a.txt", "", 0, 0, "s", NULL, 8000),
 	            "{\"path\": \"a.txt\", \"content\": \"\", \"sandbox_session_id\": \"s\"}");
 	ASSERT_JSON(aks__tool_json_read("big.txt", "line1\nline2\n", 12, 0, "s", NULL, 6),

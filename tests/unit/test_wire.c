@@ -254,10 +254,18 @@ static void test_completion_record(void **state)
 static void test_error_types(void **state)
 {
 	(void)state;
-	int codes[] = {
-	    AKS_ECONFIG, AKS_ECAPABILITY,        AKS_EPOLICY, AKS_ETIMEOUT, AKS_EPROVISION,
-	    AKS_EGONE,   AKS_ESESSION_NOT_FOUND, AKS_EBROKER, AKS_ENOTFOUND, AKS_ELIMIT,
-	    AKS_ECANCELLED, AKS_EPLUGIN};
+	int codes[] = {AKS_ECONFIG,
+	               AKS_ECAPABILITY,
+	               AKS_EPOLICY,
+	               AKS_ETIMEOUT,
+	               AKS_EPROVISION,
+	               AKS_EGONE,
+	               AKS_ESESSION_NOT_FOUND,
+	               AKS_EBROKER,
+	               AKS_ENOTFOUND,
+	               AKS_ELIMIT,
+	               AKS_ECANCELLED,
+	               AKS_EPLUGIN};
 	for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++)
 		assert_int_equal(aks__wire_error_code(aks__wire_error_type(codes[i])), codes[i]);
 	assert_string_equal(aks__wire_error_type(AKS_ETIMEOUT), "SandboxTimeoutError");

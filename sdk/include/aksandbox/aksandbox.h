@@ -57,8 +57,7 @@ typedef struct aks_plugin aks_plugin;
  * `kind` is the aks_plugin_kind expected, or 0 for any. Loading the same
  * file twice returns the same plugin.
  */
-AKS_EXPORT int aks_plugin_load(const char *type, int kind, const aks_plugin **out,
-                               aks_error **err);
+AKS_EXPORT int aks_plugin_load(const char *type, int kind, const aks_plugin **out, aks_error **err);
 AKS_EXPORT const aks_plugin_descriptor *aks_plugin_get_descriptor(const aks_plugin *plugin);
 /* The absolute path of the file the plugin was loaded from. */
 AKS_EXPORT const char *aks_plugin_get_file(const aks_plugin *plugin);
@@ -126,8 +125,8 @@ AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *
 typedef struct aks_provider aks_provider;
 typedef struct aks_sandbox aks_sandbox;
 
-#define AKS_DEFAULT_STREAM_CAP ((size_t)4 << 20) /* bytes kept per stream */
-#define AKS_DEFAULT_FILE_CAP ((size_t)64 << 20)  /* largest download */
+#define AKS_DEFAULT_STREAM_CAP ((size_t)4 << 20)  /* bytes kept per stream */
+#define AKS_DEFAULT_FILE_CAP   ((size_t)64 << 20) /* largest download */
 
 /* Instantiates a provider plugin with its validated config block. The config
  * is borrowed and must outlive the provider. */
@@ -142,13 +141,11 @@ AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov);
 AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov);
 /* Bytes of stdout and of stderr kept per result (the rest is counted and
  * reported as cut), and the largest file a download may return. */
-AKS_EXPORT void aks_provider_set_limits(aks_provider *prov, size_t stream_cap,
-                                        size_t file_cap);
-AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call,
-                                   aks_sandbox **out, aks_error **err);
-AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id,
-                                   const aks_call *call, aks_sandbox **out,
+AKS_EXPORT void aks_provider_set_limits(aks_provider *prov, size_t stream_cap, size_t file_cap);
+AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call, aks_sandbox **out,
                                    aks_error **err);
+AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, const aks_call *call,
+                                   aks_sandbox **out, aks_error **err);
 AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id,
                                     const aks_call *call, aks_error **err);
 /* Releases the instance; every sandbox handle must be closed first. */
@@ -162,23 +159,18 @@ AKS_EXPORT const char *aks_sandbox_get_id(const aks_sandbox *sb);
  * it was killed (aks_result_timed_out() is true). On other errors *out is
  * NULL. A failing program is AKS_OK with a non-zero exit code.
  */
-AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code,
-                                        const char *language, const aks_call *call,
-                                        aks_result **out, aks_error **err);
+AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code, const char *language,
+                                        const aks_call *call, aks_result **out, aks_error **err);
 AKS_EXPORT int aks_sandbox_execute_command(aks_sandbox *sb, const char *command,
-                                           const aks_call *call, aks_result **out,
-                                           aks_error **err);
-AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb,
-                                            const char *const *packages,
+                                           const aks_call *call, aks_result **out, aks_error **err);
+AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb, const char *const *packages,
                                             const aks_call *call, aks_result **out,
                                             aks_error **err);
-AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path,
-                                       const void *data, size_t len,
-                                       const aks_call *call, aks_error **err);
+AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path, const void *data,
+                                       size_t len, const aks_call *call, aks_error **err);
 /* On success the result holds exactly one file. */
-AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path,
-                                         const aks_call *call, aks_result **out,
-                                         aks_error **err);
+AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path, const aks_call *call,
+                                         aks_result **out, aks_error **err);
 /* Releases the handle; backend state stays for a later attach. */
 AKS_EXPORT void aks_sandbox_close(aks_sandbox *sb);
 
@@ -200,9 +192,8 @@ AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_re
                                     aks_resolved_principal **out, aks_error **err);
 AKS_EXPORT void aks_resolver_close(aks_resolver *resolver);
 /* Fills a request; attributes may be NULL. */
-AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request,
-                                         const char *conversation_id, const char *agent,
-                                         const char *const *attributes);
+AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request, const char *conversation_id,
+                                         const char *agent, const char *const *attributes);
 /* The principal, valid as long as the resolved principal. */
 AKS_EXPORT const aks_principal *aks_resolved_principal_get(const aks_resolved_principal *p);
 AKS_EXPORT void aks_resolved_principal_free(aks_resolved_principal *p);
@@ -224,9 +215,9 @@ typedef enum aks_environment {
 } aks_environment;
 
 /* Policy dimensions (aks_profile_get_unenforced). */
-#define AKS_POLICY_NETWORK 1u
+#define AKS_POLICY_NETWORK    1u
 #define AKS_POLICY_FILESYSTEM 2u
-#define AKS_POLICY_RESOURCES 4u
+#define AKS_POLICY_RESOURCES  4u
 
 /*
  * The config file to use: `explicit_path` if given; else $AKSANDBOX_CONFIG;
@@ -244,8 +235,8 @@ AKS_EXPORT char *aks_settings_find_file(const char *explicit_path);
  * schema and its provider instance opened. Errors name file, line, column (or
  * the environment variable) and the key path.
  */
-AKS_EXPORT int aks_settings_load(const char *path, const char *const *envp,
-                                 aks_settings **out, aks_error **err);
+AKS_EXPORT int aks_settings_load(const char *path, const char *const *envp, aks_settings **out,
+                                 aks_error **err);
 AKS_EXPORT void aks_settings_free(aks_settings *settings);
 AKS_EXPORT const char *aks_settings_get_file(const aks_settings *settings);
 AKS_EXPORT bool aks_settings_is_enabled(const aks_settings *settings);
@@ -308,8 +299,7 @@ AKS_EXPORT const char *aks_result_get_notice(const aks_result *r);
 AKS_EXPORT const char *aks_result_get_provider_data(const aks_result *r);
 AKS_EXPORT size_t aks_result_get_file_count(const aks_result *r);
 AKS_EXPORT const unsigned char *aks_result_get_file(const aks_result *r, size_t index,
-                                                    const char **path,
-                                                    const char **mime_type,
+                                                    const char **path, const char **mime_type,
                                                     size_t *len);
 AKS_EXPORT void aks_result_free(aks_result *r);
 
@@ -336,21 +326,21 @@ typedef struct aks_runtime aks_runtime;
  * it) and must not call aks_runtime_call_tool for the same session. With broker.flavor
  * `queue` the operations run in worker processes and no output is streamed.
  */
-typedef void (*aks_tool_output_fn)(void *userdata, const char *tool, int stream,
-                                   const void *data, size_t len);
+typedef void (*aks_tool_output_fn)(void *userdata, const char *tool, int stream, const void *data,
+                                   size_t len);
 
 /* Who calls a tool. Every call belongs to a conversation, whose sandbox
  * sessions no other conversation can address. */
 typedef struct aks_tool_context {
-	uint32_t struct_version;        /* AKS_TOOL_CONTEXT_VERSION */
-	uint32_t struct_size;           /* sizeof(aks_tool_context) */
-	const char *conversation_id;    /* required; ids starting with '@' are reserved */
-	const char *agent;              /* the agent's name, or NULL */
-	const char *const *attributes;  /* NULL-terminated key, value pairs for the resolver */
-	aks_cancel *cancel;             /* NULL: not cancellable */
+	uint32_t struct_version;       /* AKS_TOOL_CONTEXT_VERSION */
+	uint32_t struct_size;          /* sizeof(aks_tool_context) */
+	const char *conversation_id;   /* required; ids starting with '@' are reserved */
+	const char *agent;             /* the agent's name, or NULL */
+	const char *const *attributes; /* NULL-terminated key, value pairs for the resolver */
+	aks_cancel *cancel;            /* NULL: not cancellable */
 	/* Version 2: */
-	aks_tool_output_fn on_output;   /* NULL: output only in the result */
-	void *output_userdata;          /* passed to on_output */
+	aks_tool_output_fn on_output; /* NULL: output only in the result */
+	void *output_userdata;        /* passed to on_output */
 } aks_tool_context;
 
 /* 2 added on_output and output_userdata; a version 1 struct (struct_size up to `cancel`)
@@ -364,8 +354,8 @@ AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *convers
 /* Opens a runtime. `settings` is borrowed and must outlive it; `state_dir`
  * NULL is the default state directory ($AKS_STATE_DIR, ...). A disabled
  * sandbox opens no state. */
-AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir,
-                                aks_runtime **out, aks_error **err);
+AKS_EXPORT int aks_runtime_open(aks_settings *settings, const char *state_dir, aks_runtime **out,
+                                aks_error **err);
 AKS_EXPORT void aks_runtime_close(aks_runtime *rt);
 /*
  * Calls a tool by name with JSON arguments (an object; NULL or "" for none).
@@ -374,8 +364,7 @@ AKS_EXPORT void aks_runtime_close(aks_runtime *rt);
  * only for API misuse (*out_json is then NULL) or when memory ran out.
  */
 AKS_EXPORT int aks_runtime_call_tool(aks_runtime *rt, const char *tool, const char *args_json,
-                                     const aks_tool_context *ctx, char **out_json,
-                                     aks_error **err);
+                                     const aks_tool_context *ctx, char **out_json, aks_error **err);
 /* The tools' argument schemas, a JSON array of {name, description,
  * parameters} (malloc'ed; NULL when out of memory). */
 AKS_EXPORT char *aks_runtime_tool_schemas(const aks_runtime *rt);
@@ -401,8 +390,7 @@ AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
  * AKS_EINVAL for a bad interval or when the reaper is already running; AKS_OK
  * without a thread when the sandbox is disabled.
  */
-AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds,
-                                        aks_error **err);
+AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds, aks_error **err);
 
 /* ---- the queue worker ----------------------------------------------------------- */
 
@@ -416,10 +404,10 @@ AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds
 typedef struct aks_worker_options {
 	uint32_t struct_version; /* AKS_WORKER_OPTIONS_VERSION */
 	uint32_t struct_size;    /* sizeof(aks_worker_options) */
-	bool once;         /* return once both queues are drained, instead of at `stop` */
-	double stop_grace; /* seconds in-flight operations get to finish after `stop` is
-	                    * triggered, before they are cancelled and handed back for
-	                    * redelivery (<= 0: 30) */
+	bool once;               /* return once both queues are drained, instead of at `stop` */
+	double stop_grace;       /* seconds in-flight operations get to finish after `stop` is
+	                          * triggered, before they are cancelled and handed back for
+	                          * redelivery (<= 0: 30) */
 } aks_worker_options;
 
 #define AKS_WORKER_OPTIONS_VERSION 1

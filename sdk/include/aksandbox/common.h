@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 #if defined(__GNUC__) && __GNUC__ >= 4
-#define AKS_EXPORT __attribute__((visibility("default")))
+#define AKS_EXPORT            __attribute__((visibility("default")))
 #define AKS_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
 #else
 #define AKS_EXPORT
@@ -31,22 +31,22 @@ extern "C" {
  */
 typedef enum aks_status {
 	AKS_OK = 0,
-	AKS_ERROR = -1,             /* machinery failure with no better code */
-	AKS_ECONFIG = -2,           /* bad configuration, unknown profile/type */
-	AKS_ECAPABILITY = -3,       /* operation or language not declared */
-	AKS_EPOLICY = -4,           /* policy cannot be enforced, path escape */
-	AKS_ETIMEOUT = -5,          /* the deadline passed; the program was killed */
-	AKS_EPROVISION = -6,        /* create or attach failed */
-	AKS_EGONE = -7,             /* attach target vanished (self-heal signal) */
-	AKS_ESESSION_NOT_FOUND = -8,/* unknown sandbox_session_id */
-	AKS_EBROKER = -9,           /* transport or delivery failure */
-	AKS_ENOTFOUND = -10,        /* a file (or other named object) does not exist */
-	AKS_EPLUGIN = -11,          /* plugin cannot be found, loaded or validated */
-	AKS_EINVAL = -12,           /* bad argument */
-	AKS_ENOMEM = -13,           /* allocation failed */
-	AKS_ELIMIT = -14,           /* a size limit was exceeded */
-	AKS_ECANCELLED = -15,       /* the caller cancelled the call */
-	AKS_EIO = -16               /* an operating-system call failed */
+	AKS_ERROR = -1,              /* machinery failure with no better code */
+	AKS_ECONFIG = -2,            /* bad configuration, unknown profile/type */
+	AKS_ECAPABILITY = -3,        /* operation or language not declared */
+	AKS_EPOLICY = -4,            /* policy cannot be enforced, path escape */
+	AKS_ETIMEOUT = -5,           /* the deadline passed; the program was killed */
+	AKS_EPROVISION = -6,         /* create or attach failed */
+	AKS_EGONE = -7,              /* attach target vanished (self-heal signal) */
+	AKS_ESESSION_NOT_FOUND = -8, /* unknown sandbox_session_id */
+	AKS_EBROKER = -9,            /* transport or delivery failure */
+	AKS_ENOTFOUND = -10,         /* a file (or other named object) does not exist */
+	AKS_EPLUGIN = -11,           /* plugin cannot be found, loaded or validated */
+	AKS_EINVAL = -12,            /* bad argument */
+	AKS_ENOMEM = -13,            /* allocation failed */
+	AKS_ELIMIT = -14,            /* a size limit was exceeded */
+	AKS_ECANCELLED = -15,        /* the caller cancelled the call */
+	AKS_EIO = -16                /* an operating-system call failed */
 #ifdef AKS_ENUM_SENTINELS
 	,
 	AKS_STATUS_LAST = -17

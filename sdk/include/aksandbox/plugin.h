@@ -85,15 +85,14 @@ typedef struct aks_config_key {
 	const char *help;          /* one line for `aksandbox providers` */
 } aks_config_key;
 
-#define AKS_CONFIG_KEY(name_, type_, required_, default_, help_)            \
-	{                                                                    \
-		AKS_CONFIG_KEY_VERSION, sizeof(aks_config_key), (name_), (type_), \
-		    (required_), (default_), (help_)                             \
+#define AKS_CONFIG_KEY(name_, type_, required_, default_, help_)                                   \
+	{                                                                                          \
+		AKS_CONFIG_KEY_VERSION, sizeof(aks_config_key), (name_), (type_), (required_),     \
+		    (default_), (help_)                                                            \
 	}
-#define AKS_CONFIG_END                                                         \
-	{                                                                      \
-		AKS_CONFIG_KEY_VERSION, sizeof(aks_config_key), NULL, 0, false, NULL, \
-		    NULL                                                       \
+#define AKS_CONFIG_END                                                                             \
+	{                                                                                          \
+		AKS_CONFIG_KEY_VERSION, sizeof(aks_config_key), NULL, 0, false, NULL, NULL         \
 	}
 
 /* ---- the descriptor ------------------------------------------------------- */
@@ -101,18 +100,18 @@ typedef struct aks_config_key {
 #define AKS_DESCRIPTOR_VERSION 1
 
 typedef struct aks_plugin_descriptor {
-	uint32_t struct_version;          /* AKS_DESCRIPTOR_VERSION */
-	uint32_t struct_size;             /* sizeof(aks_plugin_descriptor) */
-	uint32_t abi_major;               /* AKS_ABI_MAJOR at build time */
-	uint32_t abi_minor;               /* AKS_ABI_MINOR at build time */
-	uint32_t kind;                    /* aks_plugin_kind */
-	const char *name;                 /* must equal the file's base name */
-	const char *version;              /* the plugin's own version */
-	const char *license;              /* SPDX identifier */
-	const char *summary;              /* one line */
+	uint32_t struct_version;           /* AKS_DESCRIPTOR_VERSION */
+	uint32_t struct_size;              /* sizeof(aks_plugin_descriptor) */
+	uint32_t abi_major;                /* AKS_ABI_MAJOR at build time */
+	uint32_t abi_minor;                /* AKS_ABI_MINOR at build time */
+	uint32_t kind;                     /* aks_plugin_kind */
+	const char *name;                  /* must equal the file's base name */
+	const char *version;               /* the plugin's own version */
+	const char *license;               /* SPDX identifier */
+	const char *summary;               /* one line */
 	const aks_config_key *config_keys; /* schema of the config block, or NULL */
-	const void *ops;                  /* kind-specific table (provider.h) */
-	void *reserved[4];                /* zero */
+	const void *ops;                   /* kind-specific table (provider.h) */
+	void *reserved[4];                 /* zero */
 } aks_plugin_descriptor;
 
 /* The one symbol a plugin exports. */
@@ -125,16 +124,25 @@ typedef const aks_plugin_descriptor *(*aks_plugin_entry_fn)(void);
  *   AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, "myprov", "1.0", "MIT",
  *                     "my backend", myprov_keys, &myprov_ops);
  */
-#define AKS_PLUGIN_DEFINE(kind_, name_, version_, license_, summary_, keys_, ops_) \
-	static const aks_plugin_descriptor aks_plugin_descriptor_ = {            \
-	    AKS_DESCRIPTOR_VERSION, sizeof(aks_plugin_descriptor), AKS_ABI_MAJOR,  \
-	    AKS_ABI_MINOR, (kind_), (name_), (version_), (license_), (summary_),  \
-	    (keys_), (ops_), {NULL, NULL, NULL, NULL}};                            \
-	AKS_EXPORT const aks_plugin_descriptor *aks_plugin_entry(void);          \
-	AKS_EXPORT const aks_plugin_descriptor *aks_plugin_entry(void)           \
-	{                                                                        \
-		return &aks_plugin_descriptor_;                                  \
-	}                                                                        \
+#define AKS_PLUGIN_DEFINE(kind_, name_, version_, license_, summary_, keys_, ops_)                 \
+	static const aks_plugin_descriptor aks_plugin_descriptor_ = {                              \
+	    AKS_DESCRIPTOR_VERSION,                                                                \
+	    sizeof(aks_plugin_descriptor),                                                         \
+	    AKS_ABI_MAJOR,                                                                         \
+	    AKS_ABI_MINOR,                                                                         \
+	    (kind_),                                                                               \
+	    (name_),                                                                               \
+	    (version_),                                                                            \
+	    (license_),                                                                            \
+	    (summary_),                                                                            \
+	    (keys_),                                                                               \
+	    (ops_),                                                                                \
+	    {NULL, NULL, NULL, NULL}};                                                             \
+	AKS_EXPORT const aks_plugin_descriptor *aks_plugin_entry(void);                            \
+	AKS_EXPORT const aks_plugin_descriptor *aks_plugin_entry(void)                             \
+	{                                                                                          \
+		return &aks_plugin_descriptor_;                                                    \
+	}                                                                                          \
 	struct aks_plugin_define_needs_a_semicolon_
 
 /* ---- host services -------------------------------------------------------- */
@@ -170,13 +178,11 @@ typedef struct aks_host_api {
 	uint32_t struct_size;    /* sizeof(aks_host_api) of the host */
 
 	/* Logging. `plugin` is the plugin's name. Never write to stdout. */
-	void (*log)(int level, const char *plugin, const char *fmt, ...)
-	    AKS_PRINTF(3, 4);
+	void (*log)(int level, const char *plugin, const char *fmt, ...) AKS_PRINTF(3, 4);
 
 	/* Errors. error_set() stores a new error in *err when err != NULL and
 	 * *err == NULL, and returns `code` so it can be used in a return. */
-	int (*error_set)(aks_error **err, int code, const char *fmt, ...)
-	    AKS_PRINTF(3, 4);
+	int (*error_set)(aks_error **err, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
 	int (*error_code)(const aks_error *err);
 	const char *(*error_message)(const aks_error *err);
 	void (*error_free)(aks_error *err);
@@ -192,10 +198,8 @@ typedef struct aks_host_api {
 	int (*config_bool)(const aks_config *cfg, const char *key, bool *out);
 	int (*config_int)(const aks_config *cfg, const char *key, int64_t *out);
 	int (*config_double)(const aks_config *cfg, const char *key, double *out);
-	int (*config_list)(const aks_config *cfg, const char *key,
-	                   const char *const **out);
-	int (*config_map)(const aks_config *cfg, const char *key,
-	                  const char *const **out);
+	int (*config_list)(const aks_config *cfg, const char *key, const char *const **out);
+	int (*config_map)(const aks_config *cfg, const char *key, const char *const **out);
 	int (*config_json)(const aks_config *cfg, const char *key, const char **out);
 
 	/* Results. result_write() keeps at most the host's per-stream cap of
@@ -230,7 +234,7 @@ typedef struct aks_host_api {
 } aks_host_api;
 
 /* True when the host's table is large enough to hold `member`. */
-#define AKS_HOST_HAS(host, member)                                             \
+#define AKS_HOST_HAS(host, member)                                                                 \
 	((host)->struct_size >= offsetof(aks_host_api, member) + sizeof((host)->member))
 
 #ifdef __cplusplus

@@ -50,21 +50,21 @@ typedef enum aks_isolation {
 
 /* What a provider supports (the seeds' SandboxCapabilities). */
 typedef struct aks_capabilities {
-	uint32_t struct_version; /* AKS_CAPABILITIES_VERSION */
-	uint32_t struct_size;    /* sizeof(aks_capabilities) */
-	uint32_t isolation;      /* aks_isolation; required */
+	uint32_t struct_version;      /* AKS_CAPABILITIES_VERSION */
+	uint32_t struct_size;         /* sizeof(aks_capabilities) */
+	uint32_t isolation;           /* aks_isolation; required */
 	const char *const *languages; /* NULL-terminated; must include "python" */
-	bool shell;              /* execute_command */
-	bool files;              /* upload_file and download_file */
-	bool package_install;    /* install_packages */
-	bool stateful;           /* interpreter state persists across calls */
-	bool attach;             /* reconnect to a live sandbox by id */
-	bool provisions;         /* can create environments (false: attach-only) */
-	bool attaches_external;  /* can bind to an environment it did not create */
-	bool principal_user;     /* enforces a user identity */
-	bool policy_network;     /* enforces egress policy */
-	bool policy_filesystem;  /* enforces filesystem policy */
-	bool policy_resources;   /* enforces cpu and memory limits */
+	bool shell;                   /* execute_command */
+	bool files;                   /* upload_file and download_file */
+	bool package_install;         /* install_packages */
+	bool stateful;                /* interpreter state persists across calls */
+	bool attach;                  /* reconnect to a live sandbox by id */
+	bool provisions;              /* can create environments (false: attach-only) */
+	bool attaches_external;       /* can bind to an environment it did not create */
+	bool principal_user;          /* enforces a user identity */
+	bool policy_network;          /* enforces egress policy */
+	bool policy_filesystem;       /* enforces filesystem policy */
+	bool policy_resources;        /* enforces cpu and memory limits */
 	/* Enforces an egress allowlist (network_egress allowlist with network_allow),
 	 * not only deny. Without it an allowlist counts as the network_egress dimension
 	 * the provider cannot enforce, so it is refused at config load under strict. */
@@ -84,30 +84,27 @@ typedef enum aks_egress {
 typedef struct aks_policy {
 	uint32_t struct_version;
 	uint32_t struct_size;
-	uint32_t network_egress;            /* aks_egress */
-	const char *const *network_allow;   /* NULL-terminated domains / CIDRs */
-	const char *const *fs_allow_read;   /* NULL-terminated; empty = default */
-	const char *const *fs_allow_write;  /* NULL-terminated */
-	double cpu;                         /* cores; 0 = unset */
-	int64_t memory_mb;                  /* 0 = unset */
-	double timeout;                     /* seconds per execution; 0 = none */
-	bool strict;                        /* fail closed on unenforceable parts */
+	uint32_t network_egress;           /* aks_egress */
+	const char *const *network_allow;  /* NULL-terminated domains / CIDRs */
+	const char *const *fs_allow_read;  /* NULL-terminated; empty = default */
+	const char *const *fs_allow_write; /* NULL-terminated */
+	double cpu;                        /* cores; 0 = unset */
+	int64_t memory_mb;                 /* 0 = unset */
+	double timeout;                    /* seconds per execution; 0 = none */
+	bool strict;                       /* fail closed on unenforceable parts */
 } aks_policy;
 
-typedef enum aks_identity_mode {
-	AKS_IDENTITY_AGENT = 0,
-	AKS_IDENTITY_USER = 1
-} aks_identity_mode;
+typedef enum aks_identity_mode { AKS_IDENTITY_AGENT = 0, AKS_IDENTITY_USER = 1 } aks_identity_mode;
 
 #define AKS_PRINCIPAL_VERSION 1
 
 typedef struct aks_principal {
 	uint32_t struct_version;
 	uint32_t struct_size;
-	uint32_t mode;                    /* aks_identity_mode */
-	const char *subject;              /* agent name or resolved user id */
-	const char *const *groups;        /* NULL-terminated */
-	const char *const *credentials;   /* NULL-terminated key, value pairs */
+	uint32_t mode;                  /* aks_identity_mode */
+	const char *subject;            /* agent name or resolved user id */
+	const char *const *groups;      /* NULL-terminated */
+	const char *const *credentials; /* NULL-terminated key, value pairs */
 } aks_principal;
 
 /* ---- the per-call context ------------------------------------------------- */
@@ -115,13 +112,13 @@ typedef struct aks_principal {
 #define AKS_CALL_VERSION 1
 
 struct aks_call {
-	uint32_t struct_version;     /* AKS_CALL_VERSION */
-	uint32_t struct_size;        /* sizeof(aks_call) */
-	int64_t deadline_ms;         /* CLOCK_MONOTONIC ms; 0 = no deadline */
-	double timeout;              /* the seconds the deadline stands for */
+	uint32_t struct_version; /* AKS_CALL_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_call) */
+	int64_t deadline_ms;     /* CLOCK_MONOTONIC ms; 0 = no deadline */
+	double timeout;          /* the seconds the deadline stands for */
 	const aks_principal *principal;
 	const aks_policy *policy;
-	void *host_private;          /* cancellation state; plugins do not touch */
+	void *host_private; /* cancellation state; plugins do not touch */
 };
 
 /* ---- provider and sandbox operation tables -------------------------------- */
@@ -141,28 +138,25 @@ typedef struct aks_sandbox_ops {
 
 	/* Mandatory, for language "python" at least. An undeclared language is
 	 * AKS_ECAPABILITY. */
-	int (*execute_code)(aks_sandbox_impl *sb, const char *code,
-	                    const char *language, const aks_call *call,
-	                    aks_result *out, aks_error **err);
+	int (*execute_code)(aks_sandbox_impl *sb, const char *code, const char *language,
+	                    const aks_call *call, aks_result *out, aks_error **err);
 
 	/* Optional (capability `shell`). Runs `command` with a POSIX shell. */
-	int (*execute_command)(aks_sandbox_impl *sb, const char *command,
-	                       const aks_call *call, aks_result *out,
-	                       aks_error **err);
+	int (*execute_command)(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+	                       aks_result *out, aks_error **err);
 
 	/* Optional (capability `files`). Paths are relative to the workspace; a
 	 * path that escapes it is AKS_EPOLICY. Upload creates parent directories.
 	 * Download adds one file to `out` (result_add_file + AKS_STREAM_FILE
 	 * writes); a missing file is AKS_ENOTFOUND. */
-	int (*upload_file)(aks_sandbox_impl *sb, const char *path, const void *data,
-	                   size_t len, const aks_call *call, aks_error **err);
-	int (*download_file)(aks_sandbox_impl *sb, const char *path,
-	                     const aks_call *call, aks_result *out, aks_error **err);
+	int (*upload_file)(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+	                   const aks_call *call, aks_error **err);
+	int (*download_file)(aks_sandbox_impl *sb, const char *path, const aks_call *call,
+	                     aks_result *out, aks_error **err);
 
 	/* Optional (capability `package_install`). */
 	int (*install_packages)(aks_sandbox_impl *sb, const char *const *packages,
-	                        const aks_call *call, aks_result *out,
-	                        aks_error **err);
+	                        const aks_call *call, aks_result *out, aks_error **err);
 
 	/* Mandatory. Releases the handle but keeps backend state, so a later
 	 * attach works. Called exactly once per handle. */
@@ -180,8 +174,8 @@ typedef struct aks_provider_ops {
 
 	/* Mandatory. Builds one provider instance from its validated config block.
 	 * Keep it cheap: connect to backends lazily. */
-	int (*init)(const aks_host_api *host, const aks_config *config,
-	            aks_provider_impl **out, aks_error **err);
+	int (*init)(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
+	            aks_error **err);
 
 	/* Optional. Releases the instance; called once, after every sandbox
 	 * handle of the instance has been closed. */
@@ -195,18 +189,18 @@ typedef struct aks_provider_ops {
 	/* Mandatory unless capabilities->provisions is false. Provisions a new
 	 * sandbox honouring call->policy and call->principal; a dimension it
 	 * declared but cannot honour for this request is AKS_EPOLICY. */
-	int (*create)(aks_provider_impl *prov, const aks_call *call,
-	              aks_sandbox_impl **out, aks_error **err);
+	int (*create)(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+	              aks_error **err);
 
 	/* Optional (capability `attach`). Reconnects to a live sandbox; a target
 	 * that no longer exists is AKS_EGONE (the self-heal signal). */
-	int (*attach)(aks_provider_impl *prov, const char *sandbox_id,
-	              const aks_call *call, aks_sandbox_impl **out, aks_error **err);
+	int (*attach)(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+	              aks_sandbox_impl **out, aks_error **err);
 
 	/* Mandatory. Permanently disposes a sandbox. Idempotent: an unknown id is
 	 * not an error. */
-	int (*destroy)(aks_provider_impl *prov, const char *sandbox_id,
-	               const aks_call *call, aks_error **err);
+	int (*destroy)(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+	               aks_error **err);
 
 	/* Mandatory. The operations on a sandbox handle. */
 	const aks_sandbox_ops *sandbox;

@@ -30,11 +30,11 @@ extern "C" {
 
 /* What the host knows about a call. Everything is borrowed for the call. */
 typedef struct aks_resolve_request {
-	uint32_t struct_version;        /* AKS_RESOLVE_REQUEST_VERSION */
-	uint32_t struct_size;           /* sizeof(aks_resolve_request) */
-	const char *conversation_id;    /* never NULL; may be "" */
-	const char *agent;              /* the agent name; "agent" when none */
-	const char *const *attributes;  /* NULL-terminated key, value pairs from the caller */
+	uint32_t struct_version;       /* AKS_RESOLVE_REQUEST_VERSION */
+	uint32_t struct_size;          /* sizeof(aks_resolve_request) */
+	const char *conversation_id;   /* never NULL; may be "" */
+	const char *agent;             /* the agent name; "agent" when none */
+	const char *const *attributes; /* NULL-terminated key, value pairs from the caller */
 } aks_resolve_request;
 
 /* Completed privately by each resolver plugin. */
@@ -47,8 +47,8 @@ typedef struct aks_resolver_ops {
 	uint32_t struct_size;    /* sizeof(aks_resolver_ops) */
 
 	/* Mandatory. Builds the resolver from its validated config block. */
-	int (*init)(const aks_host_api *host, const aks_config *config,
-	            aks_resolver_impl **out, aks_error **err);
+	int (*init)(const aks_host_api *host, const aks_config *config, aks_resolver_impl **out,
+	            aks_error **err);
 
 	/* Optional. */
 	void (*fini)(aks_resolver_impl *resolver);

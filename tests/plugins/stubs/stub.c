@@ -21,7 +21,7 @@ static const char *const stub_languages[] = {"python", NULL};
 
 /* Capability rows of the matrix, in aks_capabilities order from `shell`. */
 #define STUB_CAPS(iso, shell_, files_, pkg, stateful_, attach_, prov, ext, user, net, fs, res,     \
-                  allow)                                                                   \
+                  allow)                                                                           \
 	{                                                                                          \
 		.struct_version = AKS_CAPABILITIES_VERSION,                                        \
 		.struct_size = sizeof(aks_capabilities), .isolation = (iso),                       \
@@ -42,9 +42,9 @@ static const aks_config_key stub_keys[] = {
                    "existing container id (environment: attached)"),
     AKS_CONFIG_END,
 };
-static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, false, true, true, true,
-    false); /* egress deny only */
+static const aks_capabilities stub_caps =
+    STUB_CAPS(AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, false, true, true,
+              true, false); /* egress deny only */
 #elif defined(STUB_KUBERNETES)
 #define STUB_NAME "kubernetes"
 static const aks_config_key stub_keys[] = {
@@ -70,9 +70,9 @@ static const aks_config_key stub_keys[] = {
                    "seconds to wait for a pod to run"),
     AKS_CONFIG_END,
 };
-static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, true, false, true, true,
-    false); /* network: per instance, with network_policy */
+static const aks_capabilities stub_caps =
+    STUB_CAPS(AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, true, true, false, true,
+              true, false); /* network: per instance, with network_policy */
 #elif defined(STUB_E2B)
 #define STUB_NAME "e2b"
 static const aks_config_key stub_keys[] = {
@@ -81,9 +81,9 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_KEY("template", AKS_CONFIG_STRING, false, "base", "sandbox template"),
     AKS_CONFIG_END,
 };
-static const aks_capabilities stub_caps = STUB_CAPS(AKS_ISOLATION_MICRO_VM, true, true, true, true,
-                                                    true, true, false, false, true, false, false,
-                                                    true); /* allow_out lists */
+static const aks_capabilities stub_caps =
+    STUB_CAPS(AKS_ISOLATION_MICRO_VM, true, true, true, true, true, true, false, false, true, false,
+              false, true); /* allow_out lists */
 #elif defined(STUB_DAYTONA)
 #define STUB_NAME "daytona"
 static const aks_config_key stub_keys[] = {
@@ -95,9 +95,9 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_KEY("env_vars", AKS_CONFIG_STRING_MAP, false, "{}", "sandbox environment"),
     AKS_CONFIG_END,
 };
-static const aks_capabilities stub_caps = STUB_CAPS(
-    AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, false, false, true, false, true,
-    true); /* network_allow_list */
+static const aks_capabilities stub_caps =
+    STUB_CAPS(AKS_ISOLATION_CONTAINER, true, true, true, false, true, true, false, false, true,
+              false, true, true); /* network_allow_list */
 #elif defined(STUB_EC2_SSM)
 #define STUB_NAME "ec2_ssm"
 static const aks_config_key stub_keys[] = {
@@ -106,9 +106,9 @@ static const aks_config_key stub_keys[] = {
     AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL, "EC2 instance id"),
     AKS_CONFIG_END,
 };
-static const aks_capabilities stub_caps = STUB_CAPS(AKS_ISOLATION_NONE, true, false, false, false,
-                                                    true, false, true, true, false, false, false,
-                                                    false);
+static const aks_capabilities stub_caps =
+    STUB_CAPS(AKS_ISOLATION_NONE, true, false, false, false, true, false, true, true, false, false,
+              false, false);
 #else
 #error "define one of STUB_DOCKER, STUB_KUBERNETES, STUB_E2B, STUB_DAYTONA, STUB_EC2_SSM"
 #endif
