@@ -9,8 +9,8 @@
  *  - the commands (cmd_*.c): argument parsing and output, one file per verb.
  *  - util.c: error records, output writing, shell quoting.
  */
-#ifndef AKS_CLI_H
-#define AKS_CLI_H
+#ifndef AKS_CORE_CLI_CLI_H
+#define AKS_CORE_CLI_CLI_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -133,4 +133,4 @@ void cli_usage_hint(const char *command);
 int cli_option_error(int argc, char *argv[], int c);
 void cli_print_help(const char *command);
 
-#endif /* AKS_CLI_H */
+#endif /* AKS_CORE_CLI_CLI_H */

@@ -15,8 +15,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../mcp/mcp.h"
 #include "cli.h"
+#include "mcp/mcp.h"
 
 /* How often the idle reaper runs while the server is up. */
 #define MCP_REAP_INTERVAL 60.0

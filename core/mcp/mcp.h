@@ -17,8 +17,8 @@
  * `_meta["io.modelcontextprotocol/protocolVersion"]` (2026-07-28) is served
  * statelessly.
  */
-#ifndef AKS_MCP_H
-#define AKS_MCP_H
+#ifndef AKS_CORE_MCP_MCP_H
+#define AKS_CORE_MCP_MCP_H
 
 #include <signal.h>
 #include <stdbool.h>
@@ -153,4 +153,4 @@ void aks__mcp_server_free(aks__mcp_server *s);
  */
 int aks__mcp_serve_fd(aks__mcp_server *s, int fd, size_t max_line, volatile sig_atomic_t *stop);
 
-#endif /* AKS_MCP_H */
+#endif /* AKS_CORE_MCP_MCP_H */

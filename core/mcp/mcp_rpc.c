@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../json_fix.h"
 #include "mcp.h"
+#include "util/json_fix.h"
 
 /* Newest first. 2025-03-26 and 2024-11-05 differ from 2025-11-25 in nothing
  * this server uses except structuredContent (and batches, which 2025-03-26

@@ -27,7 +27,7 @@
 #include <aksandbox/aksandbox.h>
 #include <aksandbox/transport.h>
 
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "tests/bench/bench_util.h"
 
 static const aks_transport_ops *ops;

@@ -36,9 +36,9 @@
 #include <hiredis/hiredis.h>
 #include <json-c/json.h>
 
-#include "core/config_block.h"
-#include "core/state_store.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
+#include "core/store/store.h"
 
 static char g_dir[256], g_sock[300];
 static int g_port;

@@ -31,7 +31,7 @@
 
 #include <json-c/json.h>
 
-#include "core/state_store.h"
+#include "core/store/store.h"
 
 static double now_ms(void)
 {

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config_block.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,9 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/config_env.h"
-#include "core/settings.h"
-#include "core/yaml_tree.h"
+#include "core/config/env.h"
+#include "core/config/settings.h"
+#include "core/config/yaml_tree.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -18,7 +18,7 @@
 
 #include <json-c/json.h>
 
-#include "core/tools_json.h"
+#include "core/tools/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base64.h"
-#include "core/wire.h"
+#include "core/queue/wire.h"
+#include "core/util/base64.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -37,7 +37,7 @@
 #include <aksandbox/aksandbox.h>
 #include <aksandbox/transport.h>
 
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "plugins/nats/codec.h"
 
 extern char **environ;

@@ -36,10 +36,10 @@
 
 #include <aksandbox/aksandbox.h>
 
-#include "core/config_block.h"
-#include "core/host_api.h"
-#include "core/state_store.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
+#include "core/plugin/host_api.h"
+#include "core/store/store.h"
 
 /* ---- the server ---- */
 

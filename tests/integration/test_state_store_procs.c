@@ -32,7 +32,7 @@
 #include <cmocka.h>
 #include <json-c/json.h>
 
-#include "core/state_store.h"
+#include "core/store/store.h"
 
 static char base[512];
 static char store_dir[600];

@@ -25,7 +25,7 @@
 #include <aksandbox/aksandbox.h>
 
 /* The host's own accessors, to read back what the stub's config block holds. */
-#include "core/config_block.h"
+#include "core/config/block.h"
 
 /* ---- expectations ------------------------------------------------------------------ */
 

@@ -20,8 +20,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/host_api.h"
-#include "core/result.h"
+#include "core/plugin/host_api.h"
+#include "core/plugin/result.h"
 #include "test_agent_harness.h"
 
 static aks_result *run_shell(th_agent *t, const char *cmd, double timeout, aks_agent_exit *ex,

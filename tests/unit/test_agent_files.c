@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "agent/sha256.h"
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "test_agent_harness.h"
 
 static uint8_t *pattern(size_t len, uint32_t seed)

@@ -21,7 +21,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "test_agent_harness.h"
 
 static const char *agent_path(void)

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/host_api.h"
-#include "core/result.h"
+#include "core/plugin/host_api.h"
+#include "core/plugin/result.h"
 #include "test_agent_harness.h"
 
 typedef struct outcome {

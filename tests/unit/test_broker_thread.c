@@ -22,8 +22,8 @@
 
 #include <json-c/json.h>
 
-#include "core/broker_thread.h"
-#include "core/manager.h"
+#include "core/session/broker_thread.h"
+#include "core/session/manager.h"
 
 static const char *const no_env[] = {NULL};
 

@@ -8,8 +8,8 @@
 
 #include <cmocka.h>
 
-#include "core/config_block.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
 
 static const aks_config_key keys[] = {
     AKS_CONFIG_KEY("workdir", AKS_CONFIG_STRING, false, NULL, "base directory"),

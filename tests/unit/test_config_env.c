@@ -11,9 +11,9 @@
 
 #include <cmocka.h>
 
-#include "core/config_env.h"
-#include "core/util.h"
-#include "core/yaml_tree.h"
+#include "core/config/env.h"
+#include "core/config/yaml_tree.h"
+#include "core/util/util.h"
 
 static aks_node *doc(const char *text)
 {

@@ -26,8 +26,8 @@
 #include <aksandbox/aksandbox.h>
 
 #include "aks_container.h"
-#include "core/host_api.h"
-#include "core/result.h"
+#include "core/plugin/host_api.h"
+#include "core/plugin/result.h"
 
 /* ---- the path rule ---- */
 

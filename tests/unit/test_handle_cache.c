@@ -1,4 +1,4 @@
-/* Unit tests: sandbox handles kept between a process's operations (core/handle_cache.h).
+/* Unit tests: sandbox handles kept between a process's operations (core/plugin/handle_cache.h).
  *
  * The cache itself, over local_subprocess handles: take hands a handle out once, put keeps
  * it, a second handle on one sandbox is closed, the size limit closes the least recently
@@ -28,7 +28,7 @@
 
 #include <aksandbox/aksandbox.h>
 
-#include "core/handle_cache.h"
+#include "core/plugin/handle_cache.h"
 
 static const char *const no_env[] = {NULL};
 

@@ -1,5 +1,5 @@
 /* Unit tests: the workaround for json-c's misreading of surrogate-pair escapes
- * (core/json_fix.h). Every character beyond the Basic Multilingual Plane, sent as a
+ * (core/util/json_fix.h). Every character beyond the Basic Multilingual Plane, sent as a
  * "\uD8xx\uDCxx" pair the way Python's json.dumps and our own writer send it, must read back
  * as itself through the tool arguments and the queue's wire format; nothing that is not a
  * valid pair inside a string may change. */
@@ -18,9 +18,9 @@
 
 #include <json-c/json.h>
 
-#include "core/json_fix.h"
-#include "core/tools_json.h"
-#include "core/wire.h"
+#include "core/queue/wire.h"
+#include "core/tools/json.h"
+#include "core/util/json_fix.h"
 
 static size_t utf8_of(unsigned long cp, char out[5])
 {

@@ -27,7 +27,7 @@
 
 #include <cmocka.h>
 
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "k8s_plugin.h"
 
 /* ---- SHA-1 and base64, for Sec-WebSocket-Accept -----------------------------------------------

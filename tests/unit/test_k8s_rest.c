@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "core/host_api.h"
+#include "core/plugin/host_api.h"
 #include "k8s_plugin.h"
 
 /* ---- a one-request-at-a-time HTTP server ----------------------------------------------- */

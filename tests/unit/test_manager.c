@@ -21,7 +21,7 @@
 
 #include <json-c/json.h>
 
-#include "core/manager.h"
+#include "core/session/manager.h"
 
 static const char *const no_env[] = {NULL};
 

@@ -1,4 +1,4 @@
-/* Unit tests: the built-in in_memory store (core/store_memory.c), driven through its
+/* Unit tests: the built-in in_memory store (core/store/memory_store.c), driven through its
  * aks_store_ops with the host's services table, as the host drives a store. Covers the store
  * contract of <aksandbox/store.h> (the checks of sdk/check/checks_store.c, which need a
  * loaded .so, are repeated here): update/get/scan/namespaces, names kept apart, atomic
@@ -24,9 +24,9 @@
 
 #include <aksandbox/store.h>
 
-#include "core/config_block.h"
-#include "core/host_api.h"
-#include "core/store_memory.h"
+#include "core/config/block.h"
+#include "core/plugin/host_api.h"
+#include "core/store/memory_store.h"
 
 /* ---- helpers ------------------------------------------------------------------------- */
 

@@ -1,4 +1,4 @@
-/* Unit tests: the built-in in_memory transport (core/transport_memory.c), driven through its
+/* Unit tests: the built-in in_memory transport (core/queue/transport_memory.c), driven through its
  * aks_transport_ops with the host's services table, as the queue broker drives a transport.
  * Each test proves one guarantee of <aksandbox/transport.h>: per-group FIFO with one message
  * in flight per group under concurrent consumers, groups in parallel, redelivery after
@@ -23,10 +23,10 @@
 
 #include <aksandbox/transport.h>
 
-#include "core/config_block.h"
-#include "core/host_api.h"
-#include "core/transport.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
+#include "core/plugin/host_api.h"
+#include "core/queue/transport.h"
 
 /* ---- a host whose log the tests can read ------------------------------------------------ */
 

@@ -29,8 +29,8 @@
 
 #include <json-c/json.h>
 
-#include "core/manager.h"
-#include "core/result.h"
+#include "core/plugin/result.h"
+#include "core/session/manager.h"
 
 #define WAIT_MS 20000 /* the longest any test waits for an effect (valgrind is slow) */
 

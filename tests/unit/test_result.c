@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "core/result.h"
+#include "core/plugin/result.h"
 
 static void test_streams_bounded(void **state)
 {

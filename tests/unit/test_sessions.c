@@ -14,7 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "core/sessions.h"
+#include "core/session/sessions.h"
 
 static char dir[] = "/tmp/aks-sessions-XXXXXX";
 static const char *const no_env[] = {NULL};

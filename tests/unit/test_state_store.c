@@ -1,4 +1,4 @@
-/* Unit tests: the state store (core/state_store.h) over the built-in file store: records named
+/* Unit tests: the state store (core/store/store.h) over the built-in file store: records named
  * by (namespace, key), transactions, get, scan, the namespace listing, named locks, the name
  * encoding, bad names, corrupt records, bounds, permissions, leftovers of killed processes,
  * nested calls and threads. Layout checked: ns/<N>.d/<K>.json (docs/state-store.md). */
@@ -30,7 +30,7 @@
 
 #include <aksandbox/aksandbox.h>
 
-#include "core/state_store.h"
+#include "core/store/store.h"
 
 /* ---- fixtures and helpers ---- */
 

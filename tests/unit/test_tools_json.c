@@ -20,8 +20,8 @@
 
 #include <json-c/json.h>
 
-#include "core/result.h"
-#include "core/tools_json.h"
+#include "core/plugin/result.h"
+#include "core/tools/json.h"
 
 /* Compares and frees a builder's output. */
 #define ASSERT_JSON(expr, expected)                                                                \

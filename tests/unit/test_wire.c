@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/base64.h"
-#include "core/result.h"
-#include "core/wire.h"
+#include "core/plugin/result.h"
+#include "core/queue/wire.h"
+#include "core/util/base64.h"
 
 /* The reference's binary-fidelity bytes. */
 static const unsigned char binary[] = {0x00, 0xFF, 0x80, 0x0A, 0x0D, 0xC8};

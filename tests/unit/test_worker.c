@@ -1,4 +1,4 @@
-/* Unit tests: the queue worker's runtime (core/worker.c, reference §5.6) over the built-in
+/* Unit tests: the queue worker's runtime (core/queue/worker.c, reference §5.6) over the built-in
  * in_memory transport and response store, with a stand-in for the engine: the round trip of
  * a request to its stored record, per-group order under several consumers, both
  * permanent-failure paths, store failures retried without re-running the operation, record
@@ -28,16 +28,16 @@
 
 #include <json-c/json.h>
 
-#include "core/config_block.h"
-#include "core/result.h"
-#include "core/sessions.h"
-#include "core/state_store.h"
-#include "core/store_memory.h"
-#include "core/tools_json.h"
-#include "core/transport.h"
-#include "core/wire.h"
-#include "core/worker.h"
-#include "core/yaml_tree.h"
+#include "core/config/block.h"
+#include "core/config/yaml_tree.h"
+#include "core/plugin/result.h"
+#include "core/queue/transport.h"
+#include "core/queue/wire.h"
+#include "core/queue/worker.h"
+#include "core/session/sessions.h"
+#include "core/store/memory_store.h"
+#include "core/store/store.h"
+#include "core/tools/json.h"
 
 #define WAIT_MS 20000 /* the longest any test waits for a record (valgrind is slow) */
 

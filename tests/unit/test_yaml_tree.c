@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "core/yaml_tree.h"
+#include "core/config/yaml_tree.h"
 
 static aks_node *parse_ok(const char *text)
 {

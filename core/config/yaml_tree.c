@@ -1,0 +1,309 @@
+/*
+ * core/config/yaml_tree.c - libyaml event stream to aks_node tree.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <yaml.h>
+
+#include "config/yaml_tree.h"
+#include "util/util.h"
+
+typedef struct builder {
+	yaml_parser_t parser;
+	const char *name;
+	aks_error **err;
+} builder;
+
+static aks_node *node_new(aks_node_kind kind, const yaml_mark_t *mark, const char *file)
+{
+	aks_node *n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->kind = kind;
+	n->line = (unsigned)mark->line + 1;
+	n->column = (unsigned)mark->column + 1;
+	n->file = file;
+	return n;
+}
+
+void aks__node_free(aks_node *node)
+{
+	if (!node)
+		return;
+	for (size_t i = 0; i < node->count; i++)
+		aks__node_free(node->items[i]);
+	free(node->items);
+	free(node->value);
+	free(node->owned_file);
+	free(node);
+}
+
+static int node_push(aks_node *parent, aks_node *child)
+{
+	aks_node **items = realloc(parent->items, (parent->count + 1) * sizeof(*items));
+	if (!items)
+		return AKS_ENOMEM;
+	parent->items = items;
+	items[parent->count++] = child;
+	return AKS_OK;
+}
+
+static int parse_error(builder *b)
+{
+	const yaml_parser_t *p = &b->parser;
+	if (p->error == YAML_MEMORY_ERROR)
+		return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
+	return aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: invalid YAML: %s%s%s", b->name,
+	                      (size_t)p->problem_mark.line + 1, (size_t)p->problem_mark.column + 1,
+	                      p->problem ? p->problem : "syntax error", p->context ? " " : "",
+	                      p->context ? p->context : "");
+}
+
+/* Reads the node that starts with `ev` (already taken from the parser). */
+static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *file,
+                      aks_node **out);
+
+static int build_children(builder *b, aks_node *parent, yaml_event_type_t end, unsigned depth,
+                          const char *file)
+{
+	for (;;) {
+		yaml_event_t ev;
+		if (!yaml_parser_parse(&b->parser, &ev))
+			return parse_error(b);
+		if (ev.type == end) {
+			yaml_event_delete(&ev);
+			return AKS_OK;
+		}
+		aks_node *child = NULL;
+		int rc = build_node(b, &ev, depth + 1, file, &child);
+		yaml_event_delete(&ev);
+		if (rc < 0)
+			return rc;
+		if (parent->kind == AKS_NODE_MAPPING && parent->count % 2 == 0) {
+			/* A key: must be a scalar, and unique in this mapping. */
+			if (child->kind != AKS_NODE_SCALAR) {
+				rc = aks__error_set(b->err, AKS_ECONFIG,
+				                    "%s:%u:%u: mapping keys must be scalars",
+				                    b->name, child->line, child->column);
+				aks__node_free(child);
+				return rc;
+			}
+			for (size_t i = 0; i < parent->count; i += 2) {
+				if (strcmp(parent->items[i]->value, child->value) == 0) {
+					rc = aks__error_set(
+					    b->err, AKS_ECONFIG,
+					    "%s:%u:%u: duplicate key '%s' (first set at line %u)",
+					    b->name, child->line, child->column, child->value,
+					    parent->items[i]->line);
+					aks__node_free(child);
+					return rc;
+				}
+			}
+		}
+		if (node_push(parent, child) < 0) {
+			aks__node_free(child);
+			return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s",
+			                      b->name);
+		}
+	}
+}
+
+static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *file,
+                      aks_node **out)
+{
+	if (depth > AKS_YAML_MAX_DEPTH)
+		return aks__error_set(b->err, AKS_ECONFIG,
+		                      "%s:%zu:%zu: nesting deeper than %d levels", b->name,
+		                      (size_t)ev->start_mark.line + 1,
+		                      (size_t)ev->start_mark.column + 1, AKS_YAML_MAX_DEPTH);
+	aks_node *n = NULL;
+	int rc = AKS_OK;
+	switch (ev->type) {
+	case YAML_SCALAR_EVENT:
+		n = node_new(AKS_NODE_SCALAR, &ev->start_mark, file);
+		if (!n || !(n->value = strndup((const char *)ev->data.scalar.value,
+		                               ev->data.scalar.length))) {
+			rc = AKS_ENOMEM;
+			break;
+		}
+		n->plain = ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+		break;
+	case YAML_SEQUENCE_START_EVENT:
+		n = node_new(AKS_NODE_SEQUENCE, &ev->start_mark, file);
+		if (!n) {
+			rc = AKS_ENOMEM;
+			break;
+		}
+		rc = build_children(b, n, YAML_SEQUENCE_END_EVENT, depth, file);
+		break;
+	case YAML_MAPPING_START_EVENT:
+		n = node_new(AKS_NODE_MAPPING, &ev->start_mark, file);
+		if (!n) {
+			rc = AKS_ENOMEM;
+			break;
+		}
+		rc = build_children(b, n, YAML_MAPPING_END_EVENT, depth, file);
+		break;
+	case YAML_ALIAS_EVENT:
+		/* Aliases make documents that expand exponentially; configs do not need them. */
+		rc = aks__error_set(
+		    b->err, AKS_ECONFIG, "%s:%zu:%zu: YAML aliases (*name) are not supported",
+		    b->name, (size_t)ev->start_mark.line + 1, (size_t)ev->start_mark.column + 1);
+		break;
+	default:
+		rc = aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: unexpected YAML event",
+		                    b->name, (size_t)ev->start_mark.line + 1,
+		                    (size_t)ev->start_mark.column + 1);
+		break;
+	}
+	if (rc == AKS_ENOMEM)
+		aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
+	if (rc < 0) {
+		aks__node_free(n);
+		return rc;
+	}
+	*out = n;
+	return AKS_OK;
+}
+
+int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out, aks_error **err)
+{
+	builder b = {.name = name, .err = err};
+	aks_node *root = NULL;
+	char *file = strdup(name);
+	if (!file || !yaml_parser_initialize(&b.parser)) {
+		free(file);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory parsing %s", name);
+	}
+	yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, len);
+	int rc = AKS_OK;
+	bool in_document = false;
+	for (;;) {
+		yaml_event_t ev;
+		if (!yaml_parser_parse(&b.parser, &ev)) {
+			rc = parse_error(&b);
+			break;
+		}
+		yaml_event_type_t type = ev.type;
+		if (type == YAML_STREAM_END_EVENT) {
+			yaml_event_delete(&ev);
+			break;
+		}
+		if (type == YAML_DOCUMENT_START_EVENT) {
+			if (root) {
+				rc = aks__error_set(err, AKS_ECONFIG,
+				                    "%s:%zu:%zu: only one YAML document is allowed",
+				                    name, (size_t)ev.start_mark.line + 1,
+				                    (size_t)ev.start_mark.column + 1);
+				yaml_event_delete(&ev);
+				break;
+			}
+			in_document = true;
+		} else if (in_document && type != YAML_DOCUMENT_END_EVENT && !root) {
+			rc = build_node(&b, &ev, 0, file, &root);
+			if (rc < 0) {
+				yaml_event_delete(&ev);
+				break;
+			}
+		}
+		yaml_event_delete(&ev);
+	}
+	yaml_parser_delete(&b.parser);
+	if (rc < 0) {
+		aks__node_free(root);
+		free(file);
+		return rc;
+	}
+	if (!root) {
+		yaml_mark_t start = {0, 0, 0};
+		root = node_new(AKS_NODE_MAPPING, &start, file);
+		if (!root) {
+			free(file);
+			return aks__error_set(err, AKS_ENOMEM, "out of memory parsing %s", name);
+		}
+	}
+	root->owned_file = file;
+	*out = root;
+	return AKS_OK;
+}
+
+/* Config files are small; refuse anything absurd rather than read it all. */
+#define AKS_YAML_MAX_FILE (16u << 20)
+
+int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return aks__error_set(err, errno == ENOENT ? AKS_ENOTFOUND : AKS_ECONFIG,
+		                      "cannot open '%s': %s", path, strerror(errno));
+	aks_buf text = AKS_BUF_INIT;
+	char chunk[8192];
+	size_t n;
+	int rc = AKS_OK;
+	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
+		if (text.len + n > AKS_YAML_MAX_FILE) {
+			rc = aks__error_set(err, AKS_ECONFIG, "'%s' is larger than %u bytes", path,
+			                    AKS_YAML_MAX_FILE);
+			break;
+		}
+		if (aks__buf_append(&text, chunk, n) < 0) {
+			rc = aks__error_set(err, AKS_ENOMEM, "out of memory reading '%s'", path);
+			break;
+		}
+	}
+	if (rc == AKS_OK && ferror(f))
+		rc =
+		    aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
+	fclose(f);
+	if (rc == AKS_OK)
+		rc = aks__yaml_parse(text.data ? text.data : "", text.len, path, out, err);
+	aks__buf_free(&text);
+	return rc;
+}
+
+const aks_node *aks__node_get(const aks_node *map, const char *key)
+{
+	if (!map || map->kind != AKS_NODE_MAPPING)
+		return NULL;
+	for (size_t i = 0; i + 1 < map->count; i += 2)
+		if (strcmp(map->items[i]->value, key) == 0)
+			return map->items[i + 1];
+	return NULL;
+}
+
+bool aks__node_is_null(const aks_node *node)
+{
+	if (!node)
+		return true;
+	if (node->kind != AKS_NODE_SCALAR || !node->plain)
+		return false;
+	const char *v = node->value;
+	return !*v || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+	       strcmp(v, "NULL") == 0;
+}
+
+size_t aks__node_pairs(const aks_node *map)
+{
+	return map && map->kind == AKS_NODE_MAPPING ? map->count / 2 : 0;
+}
+
+const char *aks__node_where(const aks_node *node, char *buf, size_t size)
+{
+	if (!buf || size == 0)
+		return "";
+	if (!node)
+		snprintf(buf, size, "<unknown>");
+	else if (node->line == 0 && node->file && *node->file)
+		snprintf(buf, size, "environment variable %s", node->file);
+	else if (node->line == 0)
+		snprintf(buf, size, "the environment");
+	else
+		snprintf(buf, size, "%s:%u:%u", node->file ? node->file : "<unknown>", node->line,
+		         node->column);
+	return buf;
+}

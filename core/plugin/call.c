@@ -1,0 +1,71 @@
+/*
+ * core/plugin/call.c - per-call context: deadline, policy, principal.
+ */
+#include "config.h"
+
+#include <pthread.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+int64_t aks__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static const char *const no_strings[] = {NULL};
+
+AKS_EXPORT void aks_policy_init(aks_policy *policy)
+{
+	memset(policy, 0, sizeof(*policy));
+	policy->struct_version = AKS_POLICY_VERSION;
+	policy->struct_size = sizeof(*policy);
+	policy->network_egress = AKS_EGRESS_ALLOW;
+	policy->network_allow = no_strings;
+	policy->fs_allow_read = no_strings;
+	policy->fs_allow_write = no_strings;
+	policy->timeout = 120.0;
+	policy->strict = true;
+}
+
+AKS_EXPORT void aks_principal_init(aks_principal *principal, const char *subject)
+{
+	memset(principal, 0, sizeof(*principal));
+	principal->struct_version = AKS_PRINCIPAL_VERSION;
+	principal->struct_size = sizeof(*principal);
+	principal->mode = AKS_IDENTITY_AGENT;
+	principal->subject = subject ? subject : "agent";
+	principal->groups = no_strings;
+	principal->credentials = no_strings;
+}
+
+/* Used when a call is made without a policy or principal. */
+static aks_policy default_policy;
+static aks_principal default_principal;
+
+static void init_defaults(void)
+{
+	aks_policy_init(&default_policy);
+	aks_principal_init(&default_principal, "agent");
+}
+
+AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *policy,
+                              const aks_principal *principal, aks_cancel *cancel)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, init_defaults);
+	memset(call, 0, sizeof(*call));
+	call->struct_version = AKS_CALL_VERSION;
+	call->struct_size = sizeof(*call);
+	if (timeout > 0) {
+		call->timeout = timeout;
+		/* Round up so a sub-millisecond timeout still has a deadline. */
+		call->deadline_ms = aks__now_ms() + (int64_t)(timeout * 1000.0 + 0.999);
+	}
+	call->policy = policy ? policy : &default_policy;
+	call->principal = principal ? principal : &default_principal;
+	call->host_private = cancel;
+}

@@ -1,0 +1,15 @@
+/*
+ * core/plugin/loader.h - finding, loading and validating plugins.
+ */
+#ifndef AKS_CORE_PLUGIN_LOADER_H
+#define AKS_CORE_PLUGIN_LOADER_H
+
+#include "internal.h"
+
+/* "provider", "transport", ... for messages. */
+const char *aks__plugin_kind_name(uint32_t kind);
+
+/* The package that ships an in-tree plugin ("aksandbox-plugin-docker"), or NULL. */
+const char *aks__plugin_package(const char *name, char *buf, size_t size);
+
+#endif /* AKS_CORE_PLUGIN_LOADER_H */

@@ -1,0 +1,759 @@
+/*
+ * core/queue/wire.c - the queue broker's wire format: requests, completions and completion
+ * records as JSON (reference §2.9, §5.6, §5.7).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "plugin/result.h"
+#include "queue/wire.h"
+#include "tools/json.h"
+#include "util/base64.h"
+#include "util/json_fix.h"
+
+/* The deepest nesting a message may have; provider_data is the deep part. */
+#define WIRE_MAX_DEPTH 64
+
+static const char *const op_names[] = {"execute_code", "execute_command", "install_packages",
+                                       "upload_file",  "download_file",   "destroy"};
+static const char *const status_names[] = {"succeeded", "failed", "timed_out"};
+static const char *const egress_names[] = {"allow", "deny", "allowlist"};
+
+const char *aks__wire_op_name(int op)
+{
+	return op >= 0 && op <= AKS_WIRE_DESTROY ? op_names[op] : "unknown";
+}
+
+const char *aks__wire_status_name(int status)
+{
+	return status >= 0 && status <= AKS_WIRE_TIMED_OUT ? status_names[status] : "failed";
+}
+
+static int name_index(const char *const *names, size_t n, const char *name)
+{
+	for (size_t i = 0; name && i < n; i++)
+		if (strcmp(names[i], name) == 0)
+			return (int)i;
+	return -1;
+}
+
+/* ---- error classes across the wire ---- */
+
+static const struct {
+	int code;
+	const char *name;
+} error_types[] = {
+    {AKS_ECONFIG, "SandboxConfigError"},
+    {AKS_ECAPABILITY, "SandboxCapabilityError"},
+    {AKS_EPOLICY, "SandboxPolicyError"},
+    {AKS_ETIMEOUT, "SandboxTimeoutError"},
+    {AKS_EPROVISION, "SandboxProvisionError"},
+    {AKS_EGONE, "SandboxGoneError"},
+    {AKS_ESESSION_NOT_FOUND, "SandboxSessionNotFoundError"},
+    {AKS_EBROKER, "ExecutionBrokerError"},
+    /* Beyond the reference's errors module: the FileNotFoundError its providers raise for a
+     * missing file, and classes of our own. A reference client maps them to
+     * ExecutionBrokerError; ours keeps the type, so a missing file stays "not found" across
+     * the wire. */
+    {AKS_ENOTFOUND, "FileNotFoundError"},
+    {AKS_ELIMIT, "SandboxLimitError"},
+    {AKS_ECANCELLED, "SandboxCancelledError"},
+    {AKS_EPLUGIN, "SandboxPluginError"},
+};
+
+const char *aks__wire_error_type(int code)
+{
+	for (size_t i = 0; i < sizeof(error_types) / sizeof(error_types[0]); i++)
+		if (error_types[i].code == code)
+			return error_types[i].name;
+	return "SandboxError";
+}
+
+int aks__wire_error_code(const char *error_type)
+{
+	for (size_t i = 0; error_type && i < sizeof(error_types) / sizeof(error_types[0]); i++)
+		if (strcmp(error_types[i].name, error_type) == 0)
+			return error_types[i].code;
+	if (error_type && strcmp(error_type, "SandboxError") == 0)
+		return AKS_ERROR;
+	return AKS_EBROKER; /* only the reference's own classes are honoured */
+}
+
+/* ---- building JSON ---- */
+
+static struct json_object *str_or_null(const char *s)
+{
+	return s ? json_object_new_string(s) : NULL;
+}
+
+static struct json_object *strv_json(const char *const *v)
+{
+	struct json_object *a = json_object_new_array();
+	for (size_t i = 0; a && v && v[i]; i++)
+		json_object_array_add(a, json_object_new_string(v[i]));
+	return a;
+}
+
+static struct json_object *principal_json(const aks_principal *p)
+{
+	struct json_object *o = json_object_new_object(), *creds = json_object_new_object();
+	json_object_object_add(
+	    o, "mode", json_object_new_string(p->mode == AKS_IDENTITY_USER ? "user" : "agent"));
+	json_object_object_add(o, "subject", json_object_new_string(p->subject ? p->subject : ""));
+	for (size_t i = 0; p->credentials && p->credentials[i] && p->credentials[i + 1]; i += 2)
+		json_object_object_add(creds, p->credentials[i],
+		                       json_object_new_string(p->credentials[i + 1]));
+	json_object_object_add(o, "credentials", creds);
+	json_object_object_add(o, "groups", strv_json(p->groups));
+	return o;
+}
+
+static struct json_object *policy_json(const aks_policy *p)
+{
+	struct json_object *o = json_object_new_object();
+	json_object_object_add(
+	    o, "network_egress",
+	    json_object_new_string(egress_names[p->network_egress <= 2 ? p->network_egress : 0]));
+	json_object_object_add(o, "network_allow", strv_json(p->network_allow));
+	json_object_object_add(o, "fs_allow_read", strv_json(p->fs_allow_read));
+	json_object_object_add(o, "fs_allow_write", strv_json(p->fs_allow_write));
+	json_object_object_add(o, "cpu", p->cpu > 0 ? json_object_new_double(p->cpu) : NULL);
+	json_object_object_add(o, "memory_mb",
+	                       p->memory_mb > 0 ? json_object_new_int64(p->memory_mb) : NULL);
+	json_object_object_add(o, "timeout", json_object_new_double(p->timeout));
+	json_object_object_add(o, "strict", json_object_new_boolean(p->strict));
+	return o;
+}
+
+static struct json_object *payload_json(const aks_wire_request *r, bool *oom)
+{
+	struct json_object *o = json_object_new_object();
+	switch (r->op) {
+	case AKS_WIRE_EXECUTE_CODE:
+		json_object_object_add(o, "code", json_object_new_string(r->code ? r->code : ""));
+		json_object_object_add(
+		    o, "language", json_object_new_string(r->language ? r->language : "python"));
+		break;
+	case AKS_WIRE_EXECUTE_COMMAND:
+		json_object_object_add(o, "command",
+		                       json_object_new_string(r->command ? r->command : ""));
+		break;
+	case AKS_WIRE_INSTALL_PACKAGES:
+		json_object_object_add(o, "packages", strv_json((const char *const *)r->packages));
+		break;
+	case AKS_WIRE_UPLOAD_FILE: {
+		json_object_object_add(o, "path", json_object_new_string(r->path ? r->path : ""));
+		char *b64 = aks__base64_encode(r->content ? r->content : (const unsigned char *)"",
+		                               r->content_len);
+		if (!b64)
+			*oom = true;
+		json_object_object_add(o, "content", b64 ? json_object_new_string(b64) : NULL);
+		free(b64);
+		break;
+	}
+	case AKS_WIRE_DOWNLOAD_FILE:
+		json_object_object_add(o, "path", json_object_new_string(r->path ? r->path : ""));
+		break;
+	default:
+		break;
+	}
+	return o;
+}
+
+char *aks__wire_request_encode(const aks_wire_request *r)
+{
+	bool oom = false;
+	struct json_object *o = json_object_new_object();
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "task_id", json_object_new_string(r->task_id ? r->task_id : ""));
+	json_object_object_add(o, "operation", json_object_new_string(aks__wire_op_name(r->op)));
+	json_object_object_add(o, "payload", payload_json(r, &oom));
+	json_object_object_add(o, "profile", json_object_new_string(r->profile ? r->profile : ""));
+	json_object_object_add(o, "principal", principal_json(&r->principal));
+	json_object_object_add(o, "policy", policy_json(&r->policy));
+	json_object_object_add(o, "sandbox_session", aks__session_to_json(&r->session));
+	json_object_object_add(o, "ak_session_id",
+	                       json_object_new_string(r->ak_session_id ? r->ak_session_id : ""));
+	json_object_object_add(o, "agent", json_object_new_string(r->agent ? r->agent : "agent"));
+	json_object_object_add(o, "wait_deadline",
+	                       r->has_wait_deadline ? json_object_new_double(r->wait_deadline)
+	                                            : NULL);
+	char *text = oom ? NULL : aks__json_dumps(o);
+	json_object_put(o);
+	return text;
+}
+
+/* ---- reading JSON, strictly ---- */
+
+typedef struct reader {
+	aks_error **err;
+	const char *what; /* "request" or "completion", for messages */
+	int rc;
+} reader;
+
+static int bad(reader *rd, const char *fmt, ...) AKS_PRINTF(2, 3);
+static int bad(reader *rd, const char *fmt, ...)
+{
+	if (rd->rc == AKS_OK) {
+		char msg[256];
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(msg, sizeof(msg), fmt, ap);
+		va_end(ap);
+		rd->rc = aks__error_set(rd->err, AKS_EINVAL, "malformed %s: %s", rd->what, msg);
+	}
+	return rd->rc;
+}
+
+static struct json_object *member(reader *rd, struct json_object *o, const char *key,
+                                  json_type type, bool required)
+{
+	struct json_object *v = NULL;
+	if (rd->rc != AKS_OK)
+		return NULL;
+	if (!json_object_object_get_ex(o, key, &v) || !v) {
+		if (required)
+			bad(rd, "'%s' is missing", key);
+		return NULL;
+	}
+	if (!json_object_is_type(v, type)) {
+		bad(rd, "'%s' has the wrong type", key);
+		return NULL;
+	}
+	return v;
+}
+
+/* Strict UTF-8 (RFC 3629): no overlong forms, no surrogates, nothing past U+10FFFF. */
+static bool valid_utf8(const unsigned char *s, size_t n)
+{
+	for (size_t i = 0; i < n;) {
+		unsigned char c = s[i];
+		size_t len = c < 0x80             ? 1
+		             : (c & 0xE0) == 0xC0 ? 2
+		             : (c & 0xF0) == 0xE0 ? 3
+		             : (c & 0xF8) == 0xF0 ? 4
+		                                  : 0;
+		if (!len || i + len > n)
+			return false;
+		uint32_t cp = len == 1 ? c : c & (0x7F >> len);
+		for (size_t k = 1; k < len; k++) {
+			if ((s[i + k] & 0xC0) != 0x80)
+				return false;
+			cp = cp << 6 | (s[i + k] & 0x3F);
+		}
+		static const uint32_t least[] = {0, 0, 0x80, 0x800, 0x10000};
+		if (cp < least[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF))
+			return false;
+		i += len;
+	}
+	return true;
+}
+
+static bool utf8_str(const char *s)
+{
+	return !s || valid_utf8((const unsigned char *)s, strlen(s));
+}
+
+/* A session read with aks__session_from_json: its strings must be UTF-8 too. */
+static bool session_utf8(const aks_session_rec *s)
+{
+	return utf8_str(s->id) && utf8_str(s->name) && utf8_str(s->profile) &&
+	       utf8_str(s->provider_type) && utf8_str(s->sandbox_id) && utf8_str(s->reset_notice);
+}
+
+static char *dup_string(reader *rd, struct json_object *o, const char *key, bool required)
+{
+	struct json_object *v = member(rd, o, key, json_type_string, required);
+	if (!v)
+		return NULL;
+	char *s = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	if (!s && rd->rc == AKS_OK)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	if (s && strlen(s) != (size_t)json_object_get_string_len(v)) {
+		free(s);
+		bad(rd, "'%s' contains a NUL character", key);
+		return NULL;
+	}
+	/* Carried on as it came, never "repaired": a command must not change on the way. */
+	if (s && !valid_utf8((const unsigned char *)s, strlen(s))) {
+		free(s);
+		bad(rd, "'%s' is not valid UTF-8", key);
+		return NULL;
+	}
+	return s;
+}
+
+static char **dup_strv(reader *rd, struct json_object *o, const char *key)
+{
+	struct json_object *a = member(rd, o, key, json_type_array, false);
+	size_t n = a ? json_object_array_length(a) : 0;
+	char **v = calloc(n + 1, sizeof(*v));
+	if (!v) {
+		if (rd->rc == AKS_OK)
+			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct json_object *e = json_object_array_get_idx(a, i);
+		if (!json_object_is_type(e, json_type_string) ||
+		    !(v[i] = strdup(json_object_get_string(e)))) {
+			bad(rd, "'%s' must be a list of strings", key);
+			break;
+		}
+		if (!valid_utf8((const unsigned char *)v[i], strlen(v[i]))) {
+			bad(rd, "'%s' holds a string that is not valid UTF-8", key);
+			break;
+		}
+	}
+	return v;
+}
+
+static double get_number(reader *rd, struct json_object *o, const char *key, bool *present)
+{
+	struct json_object *v = NULL;
+	*present = false;
+	if (rd->rc != AKS_OK || !json_object_object_get_ex(o, key, &v) || !v)
+		return 0;
+	if (!json_object_is_type(v, json_type_double) && !json_object_is_type(v, json_type_int)) {
+		bad(rd, "'%s' must be a number", key);
+		return 0;
+	}
+	*present = true;
+	return json_object_get_double(v);
+}
+
+static struct json_object *parse(reader *rd, const char *json, size_t len)
+{
+	if (len > INT32_MAX) {
+		bad(rd, "%s", "it is too large");
+		return NULL;
+	}
+	aks_autofree char *fixed = NULL; /* json_fix.h: json-c misreads some surrogate pairs */
+	size_t fixed_len = 0;
+	json_tokener *tok = aks__json_fix_surrogates(json, len, &fixed, &fixed_len) == 0
+	                        ? json_tokener_new_ex(WIRE_MAX_DEPTH)
+	                        : NULL;
+	if (!tok) {
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (fixed) {
+		json = fixed;
+		len = fixed_len;
+	}
+	struct json_object *o = json_tokener_parse_ex(tok, json, (int)len);
+	enum json_tokener_error jerr = json_tokener_get_error(tok);
+	size_t end = json_tokener_get_parse_end(tok);
+	json_tokener_free(tok);
+	if (jerr != json_tokener_success || !json_object_is_type(o, json_type_object)) {
+		json_object_put(o);
+		bad(rd, "%s",
+		    jerr != json_tokener_success ? json_tokener_error_desc(jerr)
+		                                 : "not a JSON object");
+		return NULL;
+	}
+	for (size_t i = end; i < len; i++) {
+		if (json[i] != ' ' && json[i] != '\n' && json[i] != '\r' && json[i] != '\t') {
+			json_object_put(o);
+			bad(rd, "%s", "there is more after the JSON object");
+			return NULL;
+		}
+	}
+	return o;
+}
+
+static void free_strv(char **v)
+{
+	for (size_t i = 0; v && v[i]; i++)
+		free(v[i]);
+	free(v);
+}
+
+void aks__wire_request_free(aks_wire_request *r)
+{
+	if (!r)
+		return;
+	free(r->task_id);
+	free(r->code);
+	free(r->language);
+	free(r->command);
+	free_strv(r->packages);
+	free(r->path);
+	free(r->content);
+	free(r->profile);
+	free(r->subject);
+	free_strv(r->groups);
+	free_strv(r->credentials);
+	free_strv(r->network_allow);
+	free_strv(r->fs_allow_read);
+	free_strv(r->fs_allow_write);
+	aks__session_clear(&r->session);
+	free(r->ak_session_id);
+	free(r->agent);
+	free(r);
+}
+
+static void read_payload(reader *rd, struct json_object *p, aks_wire_request *r)
+{
+	switch (r->op) {
+	case AKS_WIRE_EXECUTE_CODE:
+		r->code = dup_string(rd, p, "code", true);
+		r->language = dup_string(rd, p, "language", false);
+		break;
+	case AKS_WIRE_EXECUTE_COMMAND:
+		r->command = dup_string(rd, p, "command", true);
+		break;
+	case AKS_WIRE_INSTALL_PACKAGES:
+		r->packages = dup_strv(rd, p, "packages");
+		break;
+	case AKS_WIRE_UPLOAD_FILE: {
+		r->path = dup_string(rd, p, "path", true);
+		struct json_object *c = member(rd, p, "content", json_type_string, true);
+		if (c) {
+			int e = aks__base64_decode(json_object_get_string(c),
+			                           (size_t)json_object_get_string_len(c),
+			                           &r->content, &r->content_len);
+			if (e == -ENOMEM)
+				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+			else if (e)
+				bad(rd, "'%s' is not standard base64", "content");
+		}
+		break;
+	}
+	case AKS_WIRE_DOWNLOAD_FILE:
+		r->path = dup_string(rd, p, "path", true);
+		break;
+	default:
+		break;
+	}
+}
+
+static void read_principal(reader *rd, struct json_object *p, aks_wire_request *r)
+{
+	char *mode = dup_string(rd, p, "mode", false);
+	if (mode && strcmp(mode, "agent") != 0 && strcmp(mode, "user") != 0)
+		bad(rd, "principal mode '%s' is neither agent nor user", mode);
+	uint32_t user = mode && !strcmp(mode, "user") ? AKS_IDENTITY_USER : AKS_IDENTITY_AGENT;
+	free(mode);
+	r->subject = dup_string(rd, p, "subject", true);
+	r->groups = dup_strv(rd, p, "groups");
+	struct json_object *creds = member(rd, p, "credentials", json_type_object, false);
+	size_t n = creds ? (size_t)json_object_object_length(creds) : 0, k = 0;
+	r->credentials = calloc(2 * n + 1, sizeof(char *));
+	if (!r->credentials) {
+		if (rd->rc == AKS_OK)
+			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		return;
+	}
+	if (creds) {
+		json_object_object_foreach(creds, key, val)
+		{
+			if (!json_object_is_type(val, json_type_string)) {
+				bad(rd, "credential '%s' must be a string", key);
+				return;
+			}
+			r->credentials[k++] = strdup(key);
+			r->credentials[k++] = strdup(json_object_get_string(val));
+			if (!r->credentials[k - 2] || !r->credentials[k - 1]) {
+				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+				return;
+			}
+			if (!utf8_str(r->credentials[k - 2]) || !utf8_str(r->credentials[k - 1])) {
+				bad(rd, "credential '%s' is not valid UTF-8", "(name withheld)");
+				return;
+			}
+		}
+	}
+	aks_principal_init(&r->principal, r->subject ? r->subject : "agent");
+	r->principal.mode = user;
+	r->principal.groups = (const char *const *)r->groups;
+	r->principal.credentials = (const char *const *)r->credentials;
+}
+
+static void read_policy(reader *rd, struct json_object *p, aks_wire_request *r)
+{
+	aks_policy_init(&r->policy);
+	char *egress = dup_string(rd, p, "network_egress", false);
+	int e = egress ? name_index(egress_names, 3, egress) : 0;
+	if (e < 0)
+		bad(rd, "network_egress '%s' is not allow, deny or allowlist", egress);
+	free(egress);
+	r->policy.network_egress = (uint32_t)(e < 0 ? 0 : e);
+	r->network_allow = dup_strv(rd, p, "network_allow");
+	r->fs_allow_read = dup_strv(rd, p, "fs_allow_read");
+	r->fs_allow_write = dup_strv(rd, p, "fs_allow_write");
+	r->policy.network_allow = (const char *const *)r->network_allow;
+	r->policy.fs_allow_read = (const char *const *)r->fs_allow_read;
+	r->policy.fs_allow_write = (const char *const *)r->fs_allow_write;
+	bool present;
+	double cpu = get_number(rd, p, "cpu", &present);
+	if (present && cpu <= 0)
+		bad(rd, "'%s' must be positive", "cpu");
+	r->policy.cpu = present ? cpu : 0;
+	double mem = get_number(rd, p, "memory_mb", &present);
+	if (present && (mem < 1 || mem > 1e12))
+		bad(rd, "'%s' must be a positive number of MiB", "memory_mb");
+	r->policy.memory_mb = present ? (int64_t)mem : 0;
+	double timeout = get_number(rd, p, "timeout", &present);
+	if (present && !(timeout > 0 && timeout < 1e9))
+		bad(rd, "'%s' must be a positive number of seconds", "timeout");
+	if (present)
+		r->policy.timeout = timeout;
+	struct json_object *strict = member(rd, p, "strict", json_type_boolean, false);
+	if (strict)
+		r->policy.strict = json_object_get_boolean(strict);
+}
+
+int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **out, aks_error **err)
+{
+	*out = NULL;
+	reader rd = {err, "request", AKS_OK};
+	struct json_object *o = parse(&rd, json, len);
+	if (!o)
+		return rd.rc;
+	aks_wire_request *r = calloc(1, sizeof(*r));
+	if (!r) {
+		json_object_put(o);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	r->task_id = dup_string(&rd, o, "task_id", true);
+	char *op = dup_string(&rd, o, "operation", true);
+	r->op = op ? name_index(op_names, 6, op) : -1;
+	if (op && r->op < 0)
+		bad(&rd, "unknown operation '%s'", op);
+	free(op);
+	struct json_object *payload = member(&rd, o, "payload", json_type_object, false);
+	if (rd.rc == AKS_OK)
+		read_payload(&rd, payload ? payload : o, r);
+	r->profile = dup_string(&rd, o, "profile", true);
+	struct json_object *p = member(&rd, o, "principal", json_type_object, true);
+	if (p)
+		read_principal(&rd, p, r);
+	p = member(&rd, o, "policy", json_type_object, true);
+	if (p)
+		read_policy(&rd, p, r);
+	p = member(&rd, o, "sandbox_session", json_type_object, true);
+	if (p && aks__session_from_json(p, &r->session, NULL) < 0)
+		bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
+	else if (p && !session_utf8(&r->session))
+		bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+	r->ak_session_id = dup_string(&rd, o, "ak_session_id", false);
+	r->agent = dup_string(&rd, o, "agent", false);
+	r->wait_deadline = get_number(&rd, o, "wait_deadline", &r->has_wait_deadline);
+	json_object_put(o);
+	if (rd.rc == AKS_OK && ((!r->ak_session_id && !(r->ak_session_id = strdup(""))) ||
+	                        (!r->agent && !(r->agent = strdup("agent")))))
+		rd.rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (rd.rc != AKS_OK) {
+		aks__wire_request_free(r);
+		return rd.rc;
+	}
+	*out = r;
+	return AKS_OK;
+}
+
+/* ---- completions ---- */
+
+static struct json_object *result_json(const aks_result *res, const char *session_id, bool *oom)
+{
+	struct json_object *o = json_object_new_object();
+	size_t n = 0;
+	const char *s = aks_result_get_stdout(res, &n);
+	json_object_object_add(o, "stdout", json_object_new_string_len(s ? s : "", (int)n));
+	s = aks_result_get_stderr(res, &n);
+	json_object_object_add(o, "stderr", json_object_new_string_len(s ? s : "", (int)n));
+	json_object_object_add(o, "exit_code", json_object_new_int(aks_result_get_exit_code(res)));
+	struct json_object *files = json_object_new_array();
+	for (size_t i = 0; i < aks_result_get_file_count(res); i++) {
+		const char *path = NULL, *mime = NULL;
+		size_t len = 0;
+		const unsigned char *data = aks_result_get_file(res, i, &path, &mime, &len);
+		char *b64 = aks__base64_encode(data ? data : (const unsigned char *)"", len);
+		if (!b64)
+			*oom = true;
+		struct json_object *f = json_object_new_object();
+		json_object_object_add(f, "path", json_object_new_string(path ? path : ""));
+		json_object_object_add(f, "content", b64 ? json_object_new_string(b64) : NULL);
+		json_object_object_add(f, "mime_type", str_or_null(mime));
+		json_object_array_add(files, f);
+		free(b64);
+	}
+	json_object_object_add(o, "output_files", files);
+	json_object_object_add(o, "sandbox_session_id",
+	                       json_object_new_string(session_id ? session_id : ""));
+	json_object_object_add(o, "notice", str_or_null(aks_result_get_notice(res)));
+	const char *pd = aks_result_get_provider_data(res);
+	struct json_object *pdo = pd ? json_tokener_parse(pd) : NULL;
+	json_object_object_add(o, "provider_data", pdo ? pdo : json_object_new_object());
+	return o;
+}
+
+struct json_object *aks__wire_completion_json(const aks_wire_completion *c)
+{
+	bool oom = false;
+	struct json_object *o = json_object_new_object();
+	if (!o)
+		return NULL;
+	json_object_object_add(o, "task_id", json_object_new_string(c->task_id ? c->task_id : ""));
+	json_object_object_add(o, "status",
+	                       json_object_new_string(aks__wire_status_name(c->status)));
+	json_object_object_add(o, "result",
+	                       c->result ? result_json(c->result, c->session.id, &oom) : NULL);
+	json_object_object_add(o, "result_ref", NULL);
+	json_object_object_add(o, "error", str_or_null(c->error));
+	json_object_object_add(o, "error_type", str_or_null(c->error_type));
+	json_object_object_add(o, "sandbox_session", aks__session_to_json(&c->session));
+	if (oom) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+char *aks__wire_record_encode(const aks_wire_completion *c, const char *conversation)
+{
+	static const int codes[] = {200, 500, 504};
+	struct json_object *body = aks__wire_completion_json(c);
+	struct json_object *o = body ? json_object_new_object() : NULL;
+	if (!o) {
+		json_object_put(body);
+		return NULL;
+	}
+	json_object_object_add(o, "request_id",
+	                       json_object_new_string(c->task_id ? c->task_id : ""));
+	json_object_object_add(o, "session_id",
+	                       json_object_new_string(conversation ? conversation : ""));
+	json_object_object_add(
+	    o, "status_code",
+	    json_object_new_int(codes[c->status >= 0 && c->status <= 2 ? c->status : 1]));
+	json_object_object_add(o, "body", body);
+	char *text = aks__json_dumps(o);
+	json_object_put(o);
+	return text;
+}
+
+void aks__wire_completion_free(aks_wire_completion *c)
+{
+	if (!c)
+		return;
+	free(c->task_id);
+	aks_result_free(c->result);
+	free(c->error);
+	free(c->error_type);
+	aks__session_clear(&c->session);
+	free(c);
+}
+
+static aks_result *read_result(reader *rd, struct json_object *o)
+{
+	aks_result *r = aks__result_new(AKS_DEFAULT_STREAM_CAP, AKS_DEFAULT_FILE_CAP);
+	if (!r) {
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		return NULL;
+	}
+	const char *streams[] = {"stdout", "stderr"};
+	for (int i = 0; i < 2; i++) {
+		struct json_object *v = member(rd, o, streams[i], json_type_string, false);
+		if (v && aks__result_write(r, i + 1, json_object_get_string(v),
+		                           (size_t)json_object_get_string_len(v), NULL) < 0)
+			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	}
+	struct json_object *code = member(rd, o, "exit_code", json_type_int, false);
+	if (code)
+		aks__result_set_exit_code(r, json_object_get_int(code));
+	struct json_object *files = member(rd, o, "output_files", json_type_array, false);
+	for (size_t i = 0; files && rd->rc == AKS_OK && i < json_object_array_length(files); i++) {
+		struct json_object *f = json_object_array_get_idx(files, i);
+		if (!json_object_is_type(f, json_type_object)) {
+			bad(rd, "%s", "'output_files' must hold objects");
+			break;
+		}
+		char *path = dup_string(rd, f, "path", true);
+		char *mime = dup_string(rd, f, "mime_type", false);
+		struct json_object *c = member(rd, f, "content", json_type_string, true);
+		unsigned char *data = NULL;
+		size_t len = 0;
+		int e = c ? aks__base64_decode(json_object_get_string(c),
+		                               (size_t)json_object_get_string_len(c), &data, &len)
+		          : 0;
+		if (e == -EINVAL)
+			bad(rd, "'%s' of an output file is not standard base64", "content");
+		else if (e || (rd->rc == AKS_OK &&
+		               (aks__result_add_file(r, path, mime) < 0 ||
+		                aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
+			bad(rd, "%s",
+			    "an output file cannot be kept (too large, or out of memory)");
+		free(path);
+		free(mime);
+		free(data);
+	}
+	char *notice = dup_string(rd, o, "notice", false);
+	if (notice && aks__result_set_notice(r, notice) < 0)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	free(notice);
+	struct json_object *pd = member(rd, o, "provider_data", json_type_object, false);
+	if (pd && json_object_object_length(pd) > 0 &&
+	    aks__result_set_provider_data(
+	        r, json_object_to_json_string_ext(pd, JSON_C_TO_STRING_PLAIN)) < 0)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	if (rd->rc != AKS_OK) {
+		aks_result_free(r);
+		return NULL;
+	}
+	return r;
+}
+
+int aks__wire_completion_decode(const char *json, size_t len, aks_wire_completion **out,
+                                aks_error **err)
+{
+	*out = NULL;
+	reader rd = {err, "completion", AKS_OK};
+	struct json_object *doc = parse(&rd, json, len);
+	if (!doc)
+		return rd.rc;
+	/* A whole record, or the completion alone. */
+	struct json_object *o = NULL;
+	if (!json_object_object_get_ex(doc, "body", &o))
+		o = doc;
+	else if (!json_object_is_type(o, json_type_object))
+		o = NULL, bad(&rd, "'%s' must be an object", "body");
+	aks_wire_completion *c = calloc(1, sizeof(*c));
+	if (!c) {
+		json_object_put(doc);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	if (o) {
+		c->task_id = dup_string(&rd, o, "task_id", true);
+		char *status = dup_string(&rd, o, "status", true);
+		c->status = status ? name_index(status_names, 3, status) : -1;
+		if (status && c->status < 0)
+			bad(&rd, "unknown status '%s'", status);
+		free(status);
+		struct json_object *res = member(&rd, o, "result", json_type_object, false);
+		if (res)
+			c->result = read_result(&rd, res);
+		c->error = dup_string(&rd, o, "error", false);
+		c->error_type = dup_string(&rd, o, "error_type", false);
+		struct json_object *s = member(&rd, o, "sandbox_session", json_type_object, true);
+		if (s && aks__session_from_json(s, &c->session, NULL) < 0)
+			bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
+		else if (s && !session_utf8(&c->session))
+			bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+	}
+	json_object_put(doc);
+	if (rd.rc != AKS_OK) {
+		aks__wire_completion_free(c);
+		return rd.rc;
+	}
+	*out = c;
+	return AKS_OK;
+}

@@ -1,0 +1,245 @@
+/*
+ * core/tools/schema.c - the eight tools' names, descriptions and argument
+ * schemas, and the validator that holds arguments to those schemas. One table
+ * feeds both, so what a framework binds and what the host accepts cannot
+ * drift apart.
+ */
+#include "config.h"
+
+#include <string.h>
+
+#include <json-c/json.h>
+
+#include "tools/json.h"
+#include "util/util.h"
+
+typedef struct tool_arg {
+	const char *name;
+	bool nullable; /* every argument is a string; these also take null (= omitted) */
+	bool required;
+	const char *default_value; /* a string default, or NULL */
+	const char *description;
+} tool_arg;
+
+#define MAX_ARGS 4
+
+typedef struct tool_def {
+	const char *name;
+	const char *description;
+	tool_arg args[MAX_ARGS + 1]; /* ends with a NULL name */
+} tool_def;
+
+#define SESSION_ARG                                                                                \
+	{                                                                                          \
+		"sandbox_session_id", true, false, NULL,                                           \
+		    "reuse an existing sandbox session; omit for the default session"              \
+	}
+#define PROFILE_ARG                                                                                \
+	{                                                                                          \
+		"profile", true, false, NULL, "workload profile; omit for the configured default"  \
+	}
+
+/* In the original's fixed order (aks_tool_id). */
+static const tool_def tools[AKS_TOOL_COUNT] = {
+    {"run_code",
+     "Run code in the sandbox; returns stdout, stderr and exit_code, or a pending task_id when "
+     "the run outlasts the wait.",
+     {{"code", false, true, NULL, "the source code to run"},
+      {"language", false, false, "python", "the language of the code"},
+      SESSION_ARG,
+      PROFILE_ARG}},
+    {"run_command",
+     "Run a shell command in the sandbox; returns stdout, stderr and exit_code, or a pending "
+     "task_id when the run outlasts the wait.",
+     {{"command", false, true, NULL, "the shell command to run"}, SESSION_ARG, PROFILE_ARG}},
+    {"write_sandbox_file",
+     "Write a UTF-8 text file into the sandbox workspace.",
+     {{"path", false, true, NULL, "the file's path in the sandbox workspace"},
+      {"content", false, true, NULL, "the text to write"},
+      SESSION_ARG,
+      PROFILE_ARG}},
+    {"read_sandbox_file",
+     "Read a UTF-8 text file from the sandbox workspace.",
+     {{"path", false, true, NULL, "the file's path in the sandbox workspace"},
+      SESSION_ARG,
+      PROFILE_ARG}},
+    {"check_sandbox_task",
+     "Poll a long-running execution that returned status 'pending'; a finished task's outcome "
+     "is under \"result\".",
+     {{"task_id", false, true, NULL, "the task_id that the pending result gave"}}},
+    {"list_sandbox_sessions",
+     "List the sandbox sessions this conversation can use (id, name, profile, status).",
+     {{NULL, false, false, NULL, NULL}}},
+    {"new_sandbox_session",
+     "Create a fresh, empty sandbox session with a short descriptive name; returns its "
+     "sandbox_session_id.",
+     {{"name", true, false, NULL,
+       "a short descriptive name for the session, such as \"uv-project\""},
+      PROFILE_ARG}},
+    {"destroy_sandbox_session",
+     "Destroy a sandbox session and its sandbox.",
+     {{"sandbox_session_id", false, true, NULL, "the id of the sandbox session to destroy"}}},
+};
+
+const char *aks__tool_name(int tool)
+{
+	return tool >= 0 && tool < AKS_TOOL_COUNT ? tools[tool].name : NULL;
+}
+
+const char *aks__tool_description(int tool)
+{
+	return tool >= 0 && tool < AKS_TOOL_COUNT ? tools[tool].description : NULL;
+}
+
+int aks__tool_find(const char *name)
+{
+	for (int i = 0; name && i < AKS_TOOL_COUNT; i++)
+		if (strcmp(tools[i].name, name) == 0)
+			return i;
+	return -1;
+}
+
+static bool add(struct json_object *o, const char *key, struct json_object *v)
+{
+	if (!v)
+		return false;
+	if (json_object_object_add(o, key, v) != 0) {
+		json_object_put(v);
+		return false;
+	}
+	return true;
+}
+
+static struct json_object *arg_schema(const tool_arg *a)
+{
+	struct json_object *o = json_object_new_object(), *type = NULL;
+	if (!o)
+		return NULL;
+	if (a->nullable) {
+		type = json_object_new_array();
+		if (type && (json_object_array_add(type, json_object_new_string("string")) != 0 ||
+		             json_object_array_add(type, json_object_new_string("null")) != 0)) {
+			json_object_put(type);
+			type = NULL;
+		}
+	} else {
+		type = json_object_new_string("string");
+	}
+	bool ok =
+	    add(o, "type", type) && add(o, "description", json_object_new_string(a->description));
+	if (ok && a->default_value)
+		ok = add(o, "default", json_object_new_string(a->default_value));
+	else if (ok && a->nullable)
+		ok = json_object_object_add(o, "default", NULL) == 0;
+	if (!ok) {
+		json_object_put(o);
+		return NULL;
+	}
+	return o;
+}
+
+struct json_object *aks__tool_schema(int tool)
+{
+	if (tool < 0 || tool >= AKS_TOOL_COUNT)
+		return NULL;
+	struct json_object *schema = json_object_new_object();
+	struct json_object *props = json_object_new_object(), *required = json_object_new_array();
+	bool ok = schema && props && required;
+	for (const tool_arg *a = tools[tool].args; ok && a->name; a++) {
+		ok = add(props, a->name, arg_schema(a));
+		if (ok && a->required) {
+			struct json_object *n = json_object_new_string(a->name);
+			ok = n && json_object_array_add(required, n) == 0;
+			if (!ok)
+				json_object_put(n);
+		}
+	}
+	ok = ok && add(schema, "type", json_object_new_string("object"));
+	if (ok) {
+		ok = add(schema, "properties", props);
+		props = NULL;
+	}
+	if (ok) {
+		ok = add(schema, "required", required);
+		required = NULL;
+	}
+	ok = ok && add(schema, "additionalProperties", json_object_new_boolean(0));
+	json_object_put(props);
+	json_object_put(required);
+	if (!ok) {
+		json_object_put(schema);
+		return NULL;
+	}
+	return schema;
+}
+
+/* The closest argument name to an unknown one, if it is a likely typo. */
+static const char *suggest(const tool_def *t, const char *key)
+{
+	const char *best = NULL;
+	size_t best_d = 3;
+	if (strlen(key) > 64) /* not a typo of any name here, and keeps the cost bounded */
+		return NULL;
+	for (const tool_arg *a = t->args; a->name; a++) {
+		size_t d = aks__levenshtein(key, a->name);
+		if (d < best_d) {
+			best_d = d;
+			best = a->name;
+		}
+	}
+	return best;
+}
+
+static int unknown_argument(const tool_def *t, const char *key, aks_error **err)
+{
+	const char *hint = suggest(t, key);
+	if (hint)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "%s: unknown argument '%s'; did you mean '%s'?", t->name, key,
+		                      hint);
+	if (!t->args[0].name)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "%s: unknown argument '%s' (%s takes no arguments)", t->name,
+		                      key, t->name);
+	aks_buf known = AKS_BUF_INIT;
+	for (const tool_arg *a = t->args; a->name; a++)
+		aks__buf_printf(&known, "%s%s", a == t->args ? "" : ", ", a->name);
+	int rc = aks__error_set(err, AKS_EINVAL, "%s: unknown argument '%s' (arguments: %s)",
+	                        t->name, key, known.data ? known.data : "?");
+	aks__buf_free(&known);
+	return rc;
+}
+
+int aks__tool_validate_args(int tool, struct json_object *args, aks_error **err)
+{
+	if (tool < 0 || tool >= AKS_TOOL_COUNT)
+		return aks__error_set(err, AKS_EINVAL, "unknown tool #%d", tool);
+	const tool_def *t = &tools[tool];
+	if (args && !json_object_is_type(args, json_type_object))
+		return aks__error_set(err, AKS_EINVAL, "%s: the arguments must be a JSON object",
+		                      t->name);
+	if (args) {
+		json_object_object_foreach(args, key, val)
+		{
+			const tool_arg *a = t->args;
+			while (a->name && strcmp(a->name, key) != 0)
+				a++;
+			if (!a->name)
+				return unknown_argument(t, key, err);
+			if (json_object_is_type(val, json_type_string))
+				continue;
+			if (a->nullable && json_object_is_type(val, json_type_null))
+				continue;
+			return aks__error_set(err, AKS_EINVAL,
+			                      "%s: argument '%s' must be a string%s", t->name, key,
+			                      a->nullable ? " or null" : "");
+		}
+	}
+	for (const tool_arg *a = t->args; a->name; a++) {
+		struct json_object *val = NULL;
+		if (a->required && !(args && json_object_object_get_ex(args, a->name, &val)))
+			return aks__error_set(err, AKS_EINVAL, "%s: argument '%s' is required",
+			                      t->name, a->name);
+	}
+	return AKS_OK;
+}
