@@ -247,14 +247,17 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 		free(path);
 		return;
 	}
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+	/* O_NONBLOCK: opening a FIFO for reading waits for a writer, which would stop this
+	 * one-threaded agent and every request it serves; what is not a regular file is refused
+	 * before it is read, and a regular file reads the same either way. */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		int e = errno;
 		agent_send_error(a, f->id, f->type, errno_code(e), "cannot read %s: %s", path,
 		                 strerror(e));
 	} else if (!S_ISREG(st.st_mode)) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_IO,
+		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
 		                 "cannot read %s: not a regular file", path);
 	} else if ((uint64_t)st.st_size > max) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,

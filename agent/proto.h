@@ -2,7 +2,8 @@
  * agent/proto.h - the aksandbox-agent wire protocol: frame layout, types, fields, the
  * incremental frame decoder and the frame builder (docs/agent-protocol.md is the
  * specification; this is its one implementation, shared by the agent, the host-side client
- * core/agent_client.c and the fuzz target). libc only: the agent is a static program.
+ * plugins/common/agent/agent_client.c and the fuzz target). libc only: the agent is a static
+ * program.
  *
  * Every integer on the wire is big-endian (network order).
  */

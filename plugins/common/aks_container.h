@@ -2,8 +2,7 @@
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
  * path rule, one-file tars in memory and out of an archive, base64, libcurl's
- * global state, the script that kills an exec's processes, and the argv of
- * a pip install.
+ * global state, and the script that kills an exec's processes.
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
@@ -51,6 +50,9 @@ struct archive;
  */
 int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents, char **out,
                      size_t *out_len);
+/* The same with the file's mode (an executable: 0755). */
+int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool parents,
+                          unsigned mode, char **out, size_t *out_len);
 
 /* What aks_ctr_tar_read_file() returns when libarchive fails: never an
  * aks_status; archive_error_string() says why. */
@@ -93,14 +95,5 @@ void aks_ctr_curl_release(void);
  * with exit 1 after 200 sweeps. */
 #define AKS_CTR_MARKER_VAR "AKS_EXEC_ID"
 extern const char aks_ctr_kill_script[];
-
-/* ---- pip (pip_argv.c) ---- */
-
-/*
- * *argv = {python, "-m", "pip", "install", packages..., NULL}, calloc'd (the
- * strings are borrowed; free only the array). Returns AKS_OK, AKS_EINVAL (no
- * packages) or AKS_ENOMEM.
- */
-int aks_ctr_pip_argv(const char *python, const char *const *packages, const char ***argv);
 
 #endif

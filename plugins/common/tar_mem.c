@@ -46,6 +46,12 @@ static int write_parents(struct archive *a, struct archive_entry *e, const char 
 int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents, char **out,
                      size_t *out_len)
 {
+	return aks_ctr_tar_file_mode(rel, data, len, parents, 0644, out, out_len);
+}
+
+int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool parents,
+                          unsigned mode, char **out, size_t *out_len)
+{
 	*out = NULL;
 	*out_len = 0;
 	char *buf = NULL;
@@ -65,7 +71,7 @@ int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents
 		archive_entry_clear(e);
 		archive_entry_set_pathname(e, rel);
 		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_perm(e, 0644);
+		archive_entry_set_perm(e, mode);
 		archive_entry_set_size(e, (la_int64_t)len);
 		archive_entry_set_mtime(e, now, 0);
 		ok = archive_write_header(a, e) == ARCHIVE_OK;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "aks_agent.h"
 #include "aks_container.h"
 #include "dk_internal.h"
 
@@ -349,35 +350,44 @@ int dk_exec_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *
 	return run_argv(sb, argv, "/", call, out, exit_code, err);
 }
 
-/* python_code: code for the agent's persistent Python session, used instead of argv when
- * the agent runs this handle's operations (argv is the per-call way). */
-static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
-               const char *what, const aks_call *call, aks_result *out, aks_error **err)
+/* One docker exec per call: the per-call path (no agent, or one that cannot run). The
+ * text travels as one argument. */
+static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
+               const aks_call *call, aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	if (call && host->cancelled && host->cancelled(call)) {
-		host->result_set_timed_out(out);
-		return host->error_set(err, AKS_ECANCELLED,
-		                       "execution cancelled before it started");
-	}
-	int rc = dk_agent_ensure(sb, call, err);
-	if (rc != AKS_OK) {
-		if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED)
-			host->result_set_timed_out(out);
-		return rc;
-	}
-	/* Code and commands travel as one argument, except into the agent's session (in a
-	 * protocol frame of up to 1 MiB; the client says when it is over). */
-	if (!(sb->agent && python_code) && strlen(argv[2]) > DK_MAX_ARG)
+	if (strlen(argv[2]) > DK_MAX_ARG)
 		return host->error_set(err, AKS_ELIMIT,
 		                       "the %s is %zu bytes; docker passes it as one argument, "
 		                       "which Linux limits to %d bytes",
 		                       what, strlen(argv[2]), DK_MAX_ARG);
-	if (sb->agent)
-		return dk_agent_exec(sb, argv, python_code, DK_WORKSPACE, call, out, err);
 	int code = -1;
 	return run_argv(sb, argv, DK_WORKSPACE, call, out, &code, err);
 }
+
+int dk_run_code(aks_sandbox_impl *sb, const char *code, const char *language, const aks_call *call,
+                aks_result *out, aks_error **err)
+{
+	(void)language; /* python: the only one (dk_execute_code) */
+	const char *argv[] = {sb->prov->python, "-c", code, NULL};
+	return run(sb, argv, "code", call, out, err);
+}
+
+int dk_run_command(aks_sandbox_impl *sb, const char *command, const aks_call *call, aks_result *out,
+                   aks_error **err)
+{
+	const char *argv[] = {"/bin/sh", "-c", command, NULL};
+	return run(sb, argv, "command", call, out, err);
+}
+
+int dk_run_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                aks_result *out, aks_error **err)
+{
+	int code = -1;
+	return run_argv(sb, argv, DK_WORKSPACE, call, out, &code, err);
+}
+
+/* ---- the operations: through the handle's agent session (aks_agent.h), or per call ------- */
 
 int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                     const aks_call *call, aks_result *out, aks_error **err)
@@ -385,37 +395,20 @@ int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language
 	const aks_host_api *host = sb->prov->host;
 	if (!language)
 		language = "python";
-	if (!code)
-		return host->error_set(err, AKS_EINVAL, "execute_code: no code");
 	if (strcmp(language, "python") != 0)
 		return host->error_set(err, AKS_ECAPABILITY,
 		                       "docker does not support capability: language:%s", language);
-	const char *argv[] = {sb->prov->python, "-c", code, NULL};
-	/* The agent's session runs python3 from PATH: another `python` runs per call. */
-	bool session = strcmp(sb->prov->python, "python3") == 0;
-	return run(sb, argv, session ? code : NULL, "code", call, out, err);
+	return aks_agent_execute_code(sb->agent, code, language, sb->prov->python, call, out, err);
 }
 
 int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
                        aks_result *out, aks_error **err)
 {
-	const aks_host_api *host = sb->prov->host;
-	if (!command)
-		return host->error_set(err, AKS_EINVAL, "execute_command: no command");
-	const char *argv[] = {"/bin/sh", "-c", command, NULL};
-	return run(sb, argv, NULL, "command", call, out, err);
+	return aks_agent_execute_command(sb->agent, command, call, out, err);
 }
 
 int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
                         aks_result *out, aks_error **err)
 {
-	const char **argv = NULL;
-	int rc = aks_ctr_pip_argv(sb->prov->python, packages, &argv);
-	if (rc != AKS_OK)
-		return sb->prov->host->error_set(err, rc, "%s",
-		                                 rc == AKS_EINVAL ? "install_packages: no packages"
-		                                                  : "out of memory");
-	rc = run(sb, argv, NULL, "command", call, out, err);
-	free(argv);
-	return rc;
+	return aks_agent_install_packages(sb->agent, sb->prov->python, packages, call, out, err);
 }

@@ -24,11 +24,9 @@
 
 #include <archive.h>
 
+#include "aks_agent.h"
 #include "aks_container.h"
 #include "dk_internal.h"
-
-#define GO_MODE_DIR     (1u << 31)
-#define GO_MODE_SYMLINK (1u << 27)
 
 /* ---- the path rule ----------------------------------------------------------------- */
 
@@ -161,24 +159,23 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
 		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
 	/* The checks above are the same either way; then the agent writes the file and
-	 * verifies its size and SHA-256, or the archive API does. */
+	 * verifies its size and SHA-256, or dk_put_file does with the archive API. */
 	if (rc == AKS_OK)
-		rc = dk_agent_ensure(sb, call, err);
-	if (rc == AKS_OK && sb->agent) {
-		rc = dk_agent_write(sb, cpath, path, data, len, call, err);
-		free(cpath);
-		return rc;
-	}
-	dk_buf tar = {0};
-	if (rc == AKS_OK && aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false,
-	                                     &tar.data, &tar.len) < 0)
-		rc = host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
-	tar.cap = tar.data ? tar.len + 1 : 0;
+		rc = aks_agent_upload(sb->agent, path, cpath, data, len, call, err);
 	free(cpath);
-	if (rc != AKS_OK) {
-		dk_buf_free(&tar);
-		return rc;
-	}
+	return rc;
+}
+
+int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data, size_t len,
+                const aks_call *call, aks_error **err)
+{
+	aks_sandbox_impl *sb = vsb;
+	const aks_host_api *host = sb->prov->host;
+	dk_buf tar = {0};
+	if (aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false, &tar.data, &tar.len) <
+	    0)
+		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
+	tar.cap = tar.len + 1;
 	char reqpath[320];
 	snprintf(reqpath, sizeof(reqpath), "/containers/%s/archive?path=" DK_WORKSPACE, sb->id);
 	dk_req r = {.method = "PUT",
@@ -186,7 +183,7 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 	            .content_type = "application/x-tar",
 	            .body = tar.data,
 	            .body_len = tar.len};
-	rc = dk_request(&sb->conn, &r, call, err);
+	int rc = dk_request(&sb->conn, &r, call, err);
 	if (rc == AKS_OK && r.status != 200) {
 		char *msg = dk_engine_message(&r);
 		if (r.status == 404 && strstr(msg, "No such container"))
@@ -259,26 +256,28 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 		rc = stat_path(sb, cpath, call, &st, err);
 	}
 	free(st.link);
-	if (rc == AKS_OK && (!st.exists || (st.mode & (GO_MODE_DIR | GO_MODE_SYMLINK))))
+	if (rc == AKS_OK && (!st.exists || (st.mode & GO_MODE_TYPE)))
 		rc = not_found(host, path, err);
+	/* it reads and checks size and SHA-256, or dk_get_file reads a tar */
 	if (rc == AKS_OK)
-		rc = dk_agent_ensure(sb, call, err);
-	if (rc == AKS_OK && sb->agent) /* it reads and checks size and SHA-256 */
-		rc = dk_agent_read(sb, cpath, path, call, out, err);
-	if (rc != AKS_OK || sb->agent) {
-		free(cpath);
-		return rc;
-	}
-
-	char *q = dk_escape(cpath), *reqpath = NULL;
+		rc = aks_agent_download(sb->agent, path, cpath, call, out, err);
 	free(cpath);
+	return rc;
+}
+
+int dk_get_file(void *vsb, const char *path, const char *cpath, const aks_call *call,
+                aks_result *out, aks_error **err)
+{
+	aks_sandbox_impl *sb = vsb;
+	const aks_host_api *host = sb->prov->host;
+	char *q = dk_escape(cpath), *reqpath = NULL;
 	if (!q || asprintf(&reqpath, "/containers/%s/archive?path=%s", sb->id, q) < 0) {
 		free(q);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	free(q);
 	dk_req r = {.method = "GET", .path = reqpath};
-	rc = dk_begin(&sb->conn, &r, err);
+	int rc = dk_begin(&sb->conn, &r, err);
 	/* Wait for the status line. */
 	long status = 0;
 	while (rc == AKS_OK && !r.done && !r.resp.len && !status) {

@@ -34,10 +34,20 @@
 #define DK_AGENT_PATH          DK_AGENT_DIR "/" DK_AGENT_NAME
 #define DK_AGENT_VOLUME_SUFFIX "-aksandbox"
 
+/* The file modes the archive API reports (Go's os.FileMode bits). */
+#define GO_MODE_DIR     (1u << 31)
+#define GO_MODE_SYMLINK (1u << 27)
+/* Anything but a regular file: directory, symlink, device, FIFO, socket, ... */
+#define GO_MODE_TYPE                                                                               \
+	(GO_MODE_DIR | GO_MODE_SYMLINK | (1u << 26) | (1u << 25) | (1u << 24) | (1u << 21) |       \
+	 (1u << 19))
+
 #define DK_ARCH_RING   8  /* images checked, per provider instance */
 #define DK_PLACED_RING 32 /* containers with the agent in place */
 
-typedef struct aks_agent aks_agent;
+typedef struct aks_agent_program aks_agent_program;
+typedef struct aks_agent_session aks_agent_session;
+typedef struct aks_agent_ops aks_agent_ops;
 typedef struct dk_stream dk_stream;
 
 /* Where the engine is. Resolved at init from the config and environment;
@@ -59,16 +69,10 @@ struct aks_provider_impl {
 	char **labels; /* NULL-terminated key, value pairs */
 	char **env;    /* "KEY=VALUE" strings, NULL-terminated */
 	bool pull;
-	aks_capabilities caps; /* the instance's (stateful changes: see dk_agent_unusable) */
+	aks_capabilities caps; /* the instance's (stateful: cleared in place by aks_agent.h) */
 	dk_endpoint ep;
-	/* aksandbox-agent (dk_agent.c); agent NULL: every operation per call */
-	char *agent;         /* the program on this host */
-	char agent_arch[16]; /* its architecture as Docker names it ("" unknown) */
-	size_t agent_size;
-	char *desc_agent;         /* instance_description's line */
-	char *desc_fallback;      /* the same once the agent proved unusable (set once) */
-	int agent_unusable;       /* atomic: a reason to run per call is known */
-	pthread_mutex_t agent_mu; /* the descriptions and the caches below */
+	aks_agent_program *agent; /* aksandbox-agent (disabled: every operation per call) */
+	pthread_mutex_t agent_mu; /* the caches below */
 	/* What this process has already checked (so a new handle on a known sandbox starts
 	 * its agent without asking the engine again): images whose architecture matches the
 	 * agent's, containers where the agent is in place. Small rings. */
@@ -86,19 +90,12 @@ typedef struct dk_conn {
 	CURL *easy;
 } dk_conn;
 
-enum { DK_AGENT_OFF, DK_AGENT_IDLE, DK_AGENT_UP, DK_AGENT_FALLBACK };
-
 struct aks_sandbox_impl {
 	aks_provider_impl *prov;
 	char *id;      /* container name (ours) or the attach_to id */
 	bool external; /* attach_to: never created by us */
 	dk_conn conn;
-	/* the handle's agent (dk_agent.c) */
-	int agent_mode;    /* DK_AGENT_* */
-	bool agent_placed; /* checked present in the container */
-	bool state_lost;   /* restarted: the next result carries the notice */
-	aks_agent *agent;
-	dk_stream *stream;
+	aks_agent_session *agent; /* runs the operations, through the agent or per call */
 };
 
 /* ---- buffers ---------------------------------------------------------------- */
@@ -174,12 +171,20 @@ int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_erro
 
 /* ---- dk_exec.c ------------------------------------------------------------------ */
 
+/* The operations: through the handle's agent session, or per call. */
 int dk_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                     const aks_call *call, aks_result *out, aks_error **err);
 int dk_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
                        aks_result *out, aks_error **err);
 int dk_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
                         aks_result *out, aks_error **err);
+/* The per-call way: one docker exec each. */
+int dk_run_code(aks_sandbox_impl *sb, const char *code, const char *language, const aks_call *call,
+                aks_result *out, aks_error **err);
+int dk_run_command(aks_sandbox_impl *sb, const char *command, const aks_call *call, aks_result *out,
+                   aks_error **err);
+int dk_run_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                aks_result *out, aks_error **err);
 /* POST /containers/{id}/exec: argv in workdir, stdout and stderr attached (and stdin with
  * attach_stdin), no TTY, with AKS_EXEC_ID=marker when marker is set. A container stopped
  * behind our back is started once. */
@@ -197,6 +202,11 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
                    const aks_call *call, aks_error **err);
 int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
                      aks_error **err);
+/* The per-call way, with the archive API: cpath is the checked container path. */
+int dk_put_file(void *sb, const char *path, const char *cpath, const void *data, size_t len,
+                const aks_call *call, aks_error **err);
+int dk_get_file(void *sb, const char *path, const char *cpath, const aks_call *call,
+                aks_result *out, aks_error **err);
 /* The reference's path rule: the absolute container path for an agent's
  * path, or AKS_EPOLICY when it escapes DK_WORKSPACE. */
 int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err);
@@ -212,31 +222,14 @@ int dk_stream_open(const aks_provider_impl *prov, const char *container, const c
  * then tears down; what it said (stderr, or unframed first output) goes to stderr_buf. */
 void dk_stream_close(dk_stream *s, int wait_ms, char *stderr_buf, size_t stderr_len);
 
-/* ---- dk_agent.c: aksandbox-agent -------------------------------------------------------- */
+/* ---- dk_agent.c: aksandbox-agent's placement and stream -------------------------------- */
 
-/* The agent: key (NULL, "false" or an absolute path), checked and recorded at init. */
-int dk_agent_config(aks_provider_impl *prov, const char *agent, aks_error **err);
-/* Records why the agent cannot be used (the first reason is kept and logged as a warning). */
-void dk_agent_unusable(aks_provider_impl *prov, const char *reason);
-bool dk_agent_usable(const aks_provider_impl *prov);
-const char *dk_agent_description(const aks_provider_impl *prov);
-/* Copies the agent into container id (the architecture checked first). AKS_OK with *why
- * NULL when it is there, or with *why (malloc'd) when it cannot be; else the engine's
- * failure (gone, timeout). */
-int dk_agent_place(dk_conn *c, const char *id, const aks_call *call, char **why, aks_error **err);
-/* The same for a container just created from the configured image (not started): nothing
- * to look at first; into_dir: a volume of ours is mounted at DK_AGENT_DIR. */
+/* The agent module's table for this provider (plugins/common/agent/aks_agent.h). */
+extern const aks_agent_ops dk_agent_ops;
+/* Copies the agent into a container just created from the configured image (not started):
+ * AKS_OK with *why NULL when it is there, or with *why (malloc'd) when it cannot be; else
+ * the engine's failure. into_dir: a volume of ours is mounted at DK_AGENT_DIR. */
 int dk_agent_place_new(dk_conn *c, const char *id, bool into_dir, const aks_call *call, char **why,
                        aks_error **err);
-/* Before an operation: starts (or restarts) the handle's agent when it should run.
- * Afterwards sb->agent is set when the operation goes through it, NULL for per call. */
-int dk_agent_ensure(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);
-void dk_agent_stop(aks_sandbox_impl *sb);
-int dk_agent_exec(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
-                  const char *workdir, const aks_call *call, aks_result *out, aks_error **err);
-int dk_agent_write(aks_sandbox_impl *sb, const char *cpath, const char *path, const void *data,
-                   size_t len, const aks_call *call, aks_error **err);
-int dk_agent_read(aks_sandbox_impl *sb, const char *cpath, const char *path, const aks_call *call,
-                  aks_result *out, aks_error **err);
 
 #endif /* DK_INTERNAL_H */

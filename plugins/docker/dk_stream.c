@@ -1,6 +1,6 @@
 /*
  * plugins/docker/dk_stream.c - one exec's stdio as a pair of plain file descriptors, for
- * aksandbox-agent's client (core/agent_client.c), which wants fds.
+ * aksandbox-agent's client (plugins/common/agent/agent_client.c), which wants fds.
  *
  * POST /exec/{id}/start with `Connection: Upgrade` and `Upgrade: tcp` hijacks the HTTP
  * connection (101): from then on what we send is the program's stdin, raw, and what we

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_agent.h"
 #include "aks_container.h"
 #include "dk_internal.h"
 
@@ -110,9 +111,7 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->python);
 	free_strv(prov->labels);
 	free_strv(prov->env);
-	free(prov->agent);
-	free(prov->desc_agent);
-	free(prov->desc_fallback);
+	aks_agent_program_free(prov->agent);
 	pthread_mutex_destroy(&prov->agent_mu);
 	free(prov);
 	aks_ctr_curl_release();
@@ -171,7 +170,23 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 			return host->error_set(err, AKS_ENOMEM, "out of memory");
 		}
 	int rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
-	return rc == AKS_OK ? dk_agent_config(prov, agent, err) : rc;
+	if (rc != AKS_OK)
+		return rc;
+	/* stateful only while the agent can be used (aks_agent.h clears it in place: the host
+	 * keeps this pointer), and only with python3, the agent's session interpreter: another
+	 * `python` runs per call. */
+	prov->caps.stateful = true;
+	aks_agent_program_opts ao = {
+	    .provider = DK_NAME,
+	    .configured = agent,
+	    .installed = DK_AGENT_DEFAULT,
+	    .per_call = "one docker exec per call",
+	    .detail = "(placed at " DK_AGENT_PATH ")",
+	    .copied_in = true,
+	    .python_session = strcmp(prov->python, "python3") == 0,
+	    .stateful = &prov->caps.stateful,
+	};
+	return aks_agent_program_open(host, &ao, &prov->agent, err);
 }
 
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
@@ -186,19 +201,15 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 	}
 	prov->host = host;
 	pthread_mutex_init(&prov->agent_mu, NULL);
+	prov->caps = dk_capabilities;
 	int rc = read_config(prov, config, err);
 	if (rc != AKS_OK) {
 		dk_fini(prov);
 		return rc;
 	}
-	prov->caps = dk_capabilities;
 	/* gVisor puts a user-space kernel between the program and the host's. */
 	if (prov->runtime && strcmp(prov->runtime, "runsc") == 0)
 		prov->caps.isolation = AKS_ISOLATION_SYSCALL_FILTER;
-	/* stateful only while the agent is usable (dk_agent_unusable clears it: the host keeps
-	 * this pointer), and only with python3, the agent's session interpreter: another
-	 * `python` runs per call. */
-	prov->caps.stateful = dk_agent_usable(prov) && strcmp(prov->python, "python3") == 0;
 	*out = prov;
 	return AKS_OK;
 }
@@ -210,7 +221,7 @@ static const aks_capabilities *dk_instance_caps(const aks_provider_impl *prov)
 
 static const char *dk_instance_description(const aks_provider_impl *prov)
 {
-	return dk_agent_description(prov);
+	return aks_agent_program_description(prov->agent);
 }
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -311,7 +322,7 @@ int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_erro
 	return rc;
 }
 
-static int new_handle(aks_provider_impl *prov, const char *id, bool external, bool placed,
+static int new_handle(aks_provider_impl *prov, const char *id, bool external,
                       aks_sandbox_impl **out, aks_error **err)
 {
 	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
@@ -321,9 +332,11 @@ static int new_handle(aks_provider_impl *prov, const char *id, bool external, bo
 	}
 	sb->prov = prov;
 	sb->external = external;
-	sb->agent_mode = prov->agent ? DK_AGENT_IDLE : DK_AGENT_OFF;
-	sb->agent_placed = placed;
+	aks_agent_session_opts o = {.id = sb->id, .cwd = DK_WORKSPACE};
 	int rc = dk_conn_init(&sb->conn, prov, err);
+	if (rc == AKS_OK && (rc = aks_agent_session_new(prov->agent, &dk_agent_ops, sb, &o,
+	                                                &sb->agent, err)) != AKS_OK)
+		dk_conn_fini(&sb->conn);
 	if (rc != AKS_OK) {
 		free(sb->id);
 		free(sb);
@@ -337,7 +350,7 @@ static void dk_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
-	dk_agent_stop(sb); /* the agent sees EOF, kills what it runs and exits */
+	aks_agent_session_free(sb->agent); /* the agent sees EOF, kills what it runs, exits */
 	dk_conn_fini(&sb->conn);
 	free(sb->id);
 	free(sb);
@@ -531,41 +544,40 @@ static int create_volume(dk_conn *c, const char *volume, const aks_call *call, a
 }
 
 /* Between create and start (a runtime such as gVisor may not see host-side writes to its
- * root after start): the agent into the new container. A failure is the fallback. */
-static bool place_agent(aks_provider_impl *prov, dk_conn *c, const char *name, bool into_dir,
+ * root after start): the agent into the new container. After a failure the handle's
+ * first operation tries again (aks_agent.h), and falls back if it cannot. */
+static void place_agent(aks_provider_impl *prov, dk_conn *c, const char *name, bool into_dir,
                         const aks_call *call)
 {
-	if (!dk_agent_usable(prov))
-		return false;
+	if (!aks_agent_program_usable(prov->agent))
+		return;
 	char *why = NULL;
 	aks_error *e = NULL;
 	int rc = dk_agent_place_new(c, name, into_dir, call, &why, &e);
-	if (rc == AKS_OK && why)
-		dk_agent_unusable(prov, why);
-	else if (rc != AKS_OK) /* the handle tries again before its first operation */
+	if (rc != AKS_OK || why) /* the handle tries again before its first operation */
 		prov->host->log(AKS_LOG_INFO, DK_NAME,
 		                "cannot place aksandbox-agent in '%s' yet: %s", name,
-		                e ? prov->host->error_message(e) : "?");
+		                why ? why
+		                : e ? prov->host->error_message(e)
+		                    : "?");
 	free(why);
 	if (e)
 		prov->host->error_free(e);
-	return rc == AKS_OK && !why;
 }
 
 static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, char *name,
-                     bool *placed, aks_error **err)
+                     aks_error **err)
 {
 	const aks_host_api *host = prov->host;
 	const aks_policy *p = call ? call->policy : NULL;
 	char hex[33], volume[96], agent_volume[96], path[128];
-	*placed = false;
 	if (dk_random_hex(hex, 16) < 0)
 		return host->error_set(err, AKS_EIO, "docker: cannot read /dev/urandom");
 	snprintf(name, 64, DK_ID_PREFIX "%s", hex);
 	snprintf(volume, sizeof(volume), "%s" DK_VOLUME_SUFFIX, name);
 	snprintf(agent_volume, sizeof(agent_volume), "%s" DK_AGENT_VOLUME_SUFFIX, name);
 	/* A read-only root has no place for the agent: a volume of ours is. */
-	bool with_agent_volume = fs_policy(p) && dk_agent_usable(prov);
+	bool with_agent_volume = fs_policy(p) && aks_agent_program_usable(prov->agent);
 	int rc = create_volume(c, volume, call, err);
 	if (rc != AKS_OK)
 		return rc;
@@ -606,7 +618,7 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 	}
 	dk_req_free(&r);
 	if (rc == AKS_OK)
-		*placed = place_agent(prov, c, name, with_agent_volume, call);
+		place_agent(prov, c, name, with_agent_volume, call);
 	if (rc == AKS_OK) {
 		snprintf(path, sizeof(path), "/containers/%s/start", name);
 		rc = call_json(c, &r, "POST", path, NULL, call, err);
@@ -667,7 +679,7 @@ static int attach_external(aks_provider_impl *prov, const aks_call *call, aks_sa
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	rc = new_handle(prov, prov->attach_to, true, false, out, err);
+	rc = new_handle(prov, prov->attach_to, true, out, err);
 	if (rc == AKS_OK) {
 		const char *argv[] = {"mkdir", "-p", DK_WORKSPACE, NULL};
 		int code = 0;
@@ -696,12 +708,11 @@ static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 	if ((rc = dk_conn_init(&c, prov, err)) != AKS_OK)
 		return rc;
 	char name[64];
-	bool placed = false;
-	rc = provision(prov, &c, call, name, &placed, err);
+	rc = provision(prov, &c, call, name, err);
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, name, false, placed, out, err);
+	return new_handle(prov, name, false, out, err);
 }
 
 /* ---- attach and destroy --------------------------------------------------------------------- */
@@ -746,7 +757,7 @@ static int dk_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, sandbox_id, false, false, out, err);
+	return new_handle(prov, sandbox_id, false, out, err);
 }
 
 static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err)

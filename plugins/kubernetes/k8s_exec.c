@@ -705,18 +705,10 @@ int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_cal
 	return k8s_exec(sb, &o, call, &ec, err);
 }
 
-int k8s_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
-                         aks_result *out, aks_error **err)
+int k8s_run_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                 aks_result *out, aks_error **err)
 {
-	const char **argv = NULL;
-	int rc = aks_ctr_pip_argv(sb->prov->python, packages, &argv);
-	if (rc != AKS_OK)
-		return sb->prov->host->error_set(err, rc, "%s",
-		                                 rc == AKS_EINVAL ? "install_packages: no packages"
-		                                                  : "out of memory");
 	k8s_exec_opts o = {.argv = argv, .out = out};
 	int ec = -1;
-	rc = k8s_exec(sb, &o, call, &ec, err);
-	free(argv);
-	return rc;
+	return k8s_exec(sb, &o, call, &ec, err);
 }

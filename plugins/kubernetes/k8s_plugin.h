@@ -14,9 +14,10 @@
 /* ---- the provider instance (kubernetes.c) ------------------------------------------- */
 
 typedef struct k8s_client k8s_client;
-typedef struct k8s_agent_file k8s_agent_file;
 typedef struct k8s_stream k8s_stream;
-typedef struct aks_agent aks_agent;
+typedef struct aks_agent_program aks_agent_program;
+typedef struct aks_agent_session aks_agent_session;
+typedef struct aks_agent_ops aks_agent_ops;
 
 struct aks_provider_impl {
 	const aks_host_api *host;
@@ -28,30 +29,21 @@ struct aks_provider_impl {
 	bool network_policy;
 	double create_timeout;
 	int64_t max_lifetime;
-	aks_capabilities caps; /* the instance's */
-	k8s_agent_file *agent; /* the aksandbox-agent to place in pods, or NULL (agent: false) */
-	char *description;     /* instance_description's line */
-	pthread_mutex_t lock;  /* guards clients */
-	k8s_client *clients;   /* one per identity, kept until fini */
+	aks_capabilities caps;    /* the instance's */
+	aks_agent_program *agent; /* the aksandbox-agent placed in pods (disabled: per call) */
+	pthread_mutex_t lock;     /* guards clients */
+	k8s_client *clients;      /* one per identity, kept until fini */
 };
 
 struct aks_sandbox_impl {
 	aks_provider_impl *prov;
 	char *id; /* <namespace>/<pod> */
 	char *ns, *pod;
-	bool external;      /* attach_to: never created by us */
-	k8s_client *client; /* the principal's identity */
-	void *exec_ctx;     /* the libwebsockets context, made on first exec */
-	void *exec_tls;     /* its client SSL_CTX (https), ours to free after it */
-	/* k8s_agent.c: the handle's aksandbox-agent, over one long-lived exec stream */
-	int agent_state;       /* K8S_AGENT_* */
-	k8s_stream *stream;    /* the exec WebSocket the agent runs in */
-	aks_agent *agent;      /* the protocol client over it */
-	char *agent_path;      /* where it was placed in the container */
-	char *fallback_why;    /* why operations run per call (once decided) */
-	int64_t agent_used_ms; /* the agent's last use (a long idle one is pinged first) */
-	bool notice_pending;   /* the next result says the Python state was lost / the fallback */
-	char notice[512];
+	bool external;            /* attach_to: never created by us */
+	k8s_client *client;       /* the principal's identity */
+	void *exec_ctx;           /* the libwebsockets context, made on first exec */
+	void *exec_tls;           /* its client SSL_CTX (https), ours to free after it */
+	aks_agent_session *agent; /* runs the operations: through the agent or per call */
 };
 
 /* ---- REST (k8s_rest.c) ----------------------------------------------------------------- */
@@ -135,8 +127,9 @@ int k8s_execute_code(aks_sandbox_impl *sb, const char *code, const char *languag
                      const aks_call *call, aks_result *out, aks_error **err);
 int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
                         aks_result *out, aks_error **err);
-int k8s_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
-                         aks_result *out, aks_error **err);
+/* argv from the workspace, its output to out: install_packages' per-call way. */
+int k8s_run_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                 aks_result *out, aks_error **err);
 
 /* Pieces of the exec client that the agent's long-lived stream (k8s_stream.c) shares. */
 struct lws;
@@ -178,16 +171,8 @@ const char *k8s_stream_protocol(const k8s_stream *s);
 
 /* ---- the agent (k8s_agent.c) ------------------------------------------------------------- */
 
-enum { K8S_AGENT_OFF = 0, K8S_AGENT_UNTRIED, K8S_AGENT_UP, K8S_AGENT_FALLBACK };
-
-/* Reads the agent file at init: absolute path, a static ELF whose machine we name. */
-int k8s_agent_file_load(const aks_host_api *host, const char *path, k8s_agent_file **out,
-                        aks_error **err);
-void k8s_agent_file_free(k8s_agent_file *f);
-const char *k8s_agent_file_path(const k8s_agent_file *f);
-const char *k8s_agent_file_arch(const k8s_agent_file *f);
-/* Stops the handle's agent (closing its stream: it exits and kills what it ran). */
-void k8s_agent_stop(aks_sandbox_impl *sb);
+/* The agent module's table for this provider (plugins/common/agent/aks_agent.h). */
+extern const aks_agent_ops k8s_agent_ops;
 /* The sandbox operations: through the agent when it is up, else per call. */
 int k8s_op_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                         const aks_call *call, aks_result *out, aks_error **err);

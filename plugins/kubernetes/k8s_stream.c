@@ -1,7 +1,7 @@
 /*
  * plugins/kubernetes/k8s_stream.c - one long-lived exec WebSocket (the one aksandbox-agent
- * runs in) bridged to a pair of sockets, so that core/agent_client.c, which wants two file
- * descriptors, can talk through it.
+ * runs in) bridged to a pair of sockets, so that plugins/common/agent/agent_client.c, which wants
+ * two file descriptors, can talk through it.
  *
  * Three parties share a stream:
  *  - the service thread owns the libwebsockets context (created, serviced and destroyed on

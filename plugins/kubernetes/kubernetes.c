@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aks_agent.h"
 #include "aks_container.h"
 #include "k8s_plugin.h"
 
@@ -157,8 +158,7 @@ static void k8s_fini(aks_provider_impl *prov)
 		return;
 	k8s_clients_free(prov);
 	k8s_conn_cfg_free(&prov->conn);
-	k8s_agent_file_free(prov->agent);
-	free(prov->description);
+	aks_agent_program_free(prov->agent);
 	pthread_mutex_destroy(&prov->lock);
 	free(prov);
 	aks_ctr_curl_release();
@@ -235,35 +235,22 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	ke.code = AKS_OK;
 	if (k8s_conn_cfg_load(kubeconfig, context, NULL, &prov->conn, &ke) != AKS_OK)
 		return host->error_set(err, ke.code, "%s", ke.msg);
-	/* the agent: null = the installed one when there is one, false = none */
-	bool installed = access(K8S_AGENT_DEFAULT, X_OK) == 0;
-	if (!agent && installed)
-		agent = K8S_AGENT_DEFAULT;
-	else if (agent && strcmp(agent, "false") == 0)
-		agent = NULL;
-	if (agent) {
-		int rc = k8s_agent_file_load(host, agent, &prov->agent, err);
-		if (rc != AKS_OK)
-			return rc;
-	}
-	int n = prov->agent
-	            ? asprintf(&prov->description,
-	                       "through aksandbox-agent %s (%s), one per sandbox handle over one "
-	                       "exec stream, placed in the pod's %s%s; per-call exec where it "
-	                       "cannot be placed",
-	                       agent, k8s_agent_file_arch(prov->agent),
-	                       prov->attach_to ? "/tmp/.aksandbox (attached pod)"
-	                                       : "/.aksandbox emptyDir",
-	                       strcmp(prov->python, "python3") == 0
-	                           ? " (Python in its persistent session)"
-	                           : " (python is not python3: Python runs per call)")
-	            : asprintf(&prov->description, "one exec per call (agent disabled%s)",
-	                       installed ? "" : " or not installed");
-	if (n < 0) {
-		prov->description = NULL;
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	return AKS_OK;
+	/* the agent: null = the installed one when there is one, false = none; stateful
+	 * while it runs python3 in its session (aks_agent.h clears it in place otherwise) */
+	prov->caps.stateful = true;
+	aks_agent_program_opts ao = {
+	    .provider = K8S_NAME,
+	    .configured = agent,
+	    .installed = K8S_AGENT_DEFAULT,
+	    .per_call = "one exec per call",
+	    .detail = prov->attach_to ? "over one exec stream, placed in the pod's /tmp/.aksandbox"
+	                              : "over one exec stream, placed in the pod's /.aksandbox "
+	                                "emptyDir",
+	    .copied_in = true,
+	    .python_session = strcmp(prov->python, "python3") == 0,
+	    .stateful = &prov->caps.stateful,
+	};
+	return aks_agent_program_open(host, &ao, &prov->agent, err);
 }
 
 static int k8s_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
@@ -278,14 +265,12 @@ static int k8s_init(const aks_host_api *host, const aks_config *config, aks_prov
 	}
 	prov->host = host;
 	pthread_mutex_init(&prov->lock, NULL);
+	prov->caps = k8s_capabilities;
 	int rc = read_config(prov, config, err);
 	if (rc != AKS_OK) {
 		k8s_fini(prov);
 		return rc;
 	}
-	prov->caps = k8s_capabilities;
-	/* the agent's session runs python3: another `python` runs per call, with no state */
-	prov->caps.stateful = prov->agent && strcmp(prov->python, "python3") == 0;
 	if (prov->network_policy) {
 		/* the operator asserts that the cluster's CNI enforces NetworkPolicy */
 		prov->caps.policy_network = true;
@@ -302,7 +287,7 @@ static const aks_capabilities *k8s_instance_caps(const aks_provider_impl *prov)
 
 static const char *k8s_instance_description(const aks_provider_impl *prov)
 {
-	return prov->description;
+	return aks_agent_program_description(prov->agent);
 }
 
 /* ---- API helpers ----------------------------------------------------------------------------- */
@@ -492,7 +477,15 @@ static int new_handle(aks_provider_impl *prov, k8s_client *c, char *ns, char *po
 	sb->pod = pod;
 	sb->external = external;
 	sb->client = c;
-	sb->agent_state = prov->agent ? K8S_AGENT_UNTRIED : K8S_AGENT_OFF;
+	aks_agent_session_opts o = {.id = sb->id, .cwd = K8S_WORKSPACE};
+	int rc = aks_agent_session_new(prov->agent, &k8s_agent_ops, sb, &o, &sb->agent, err);
+	if (rc != AKS_OK) {
+		free(sb->id);
+		free(sb->ns);
+		free(sb->pod);
+		free(sb);
+		return rc;
+	}
 	*out = sb;
 	return AKS_OK;
 }
@@ -501,10 +494,8 @@ static void k8s_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
-	k8s_agent_stop(sb);
+	aks_agent_session_free(sb->agent); /* the agent sees EOF, kills what it runs, exits */
 	k8s_exec_ctx_free(sb);
-	free(sb->agent_path);
-	free(sb->fallback_why);
 	free(sb->id);
 	free(sb->ns);
 	free(sb->pod);
@@ -649,7 +640,7 @@ static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox
 	                     .security_context = prov->security_context,
 	                     .container_security_context = prov->container_security_context,
 	                     .max_lifetime = prov->max_lifetime,
-	                     .agent_dir = prov->agent != NULL};
+	                     .agent_dir = aks_agent_program_enabled(prov->agent)};
 	json_object *pod = k8s_pod_manifest(&pp, p, &ke);
 	if (!pod) {
 		json_object_put(np);

@@ -21,6 +21,7 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_agent.h"
 #include "aks_fsguard.h"
 #include "ls_internal.h"
 
@@ -68,25 +69,6 @@ static const aks_config_key ls_config_keys[] = {
     AKS_CONFIG_END,
 };
 
-/* With the agent, Python code runs in its persistent session. */
-static const aks_capabilities ls_capabilities_agent = {
-    .struct_version = AKS_CAPABILITIES_VERSION,
-    .struct_size = sizeof(aks_capabilities),
-    .isolation = AKS_ISOLATION_NONE,
-    .languages = ls_languages,
-    .shell = true,
-    .files = true,
-    .package_install = false,
-    .stateful = true,
-    .attach = true,
-    .provisions = true,
-    .attaches_external = false,
-    .principal_user = false,
-    .policy_network = false,
-    .policy_filesystem = false,
-    .policy_resources = false,
-};
-
 /* ---- helpers -------------------------------------------------------------------- */
 
 int ls_gone(const aks_host_api *host, const char *dir, aks_error **err)
@@ -105,11 +87,24 @@ static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl
                       aks_error **err)
 {
 	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
-	if (!sb || !(sb->dir = strdup(dir))) {
+	char **env = ls_env_build(prov, dir);
+	if (!sb || !env || !(sb->dir = strdup(dir))) {
 		free(sb);
+		ls_env_free(env);
 		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	sb->prov = prov;
+	/* The agent runs in the directory with the sandbox's environment as its own; every
+	 * program it starts gets exactly that environment too. */
+	aks_agent_session_opts o = {
+	    .id = sb->dir, .cwd = sb->dir, .env = (const char *const *)env, .env_clear = true};
+	int rc = aks_agent_session_new(prov->agent, &ls_agent_ops, sb, &o, &sb->agent, err);
+	ls_env_free(env);
+	if (rc != AKS_OK) {
+		free(sb->dir);
+		free(sb);
+		return rc;
+	}
 	*out = sb;
 	return AKS_OK;
 }
@@ -147,8 +142,7 @@ static void ls_fini(aks_provider_impl *prov)
 		return;
 	free(prov->workdir);
 	free(prov->python);
-	free(prov->agent);
-	free(prov->description);
+	aks_agent_program_free(prov->agent);
 	free_strv(prov->env_passthrough);
 	free_strv(prov->env);
 	free(prov);
@@ -183,31 +177,19 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 			return host->error_set(err, AKS_ECONFIG,
 			                       "local_subprocess: env: '%s' is not a variable name",
 			                       kv[0]);
-	if (!agent) {
-		/* The installed agent, when there is one; otherwise the per-call path. */
-		if (access(LS_AGENT_DEFAULT, X_OK) == 0)
-			agent = LS_AGENT_DEFAULT;
-	} else if (strcmp(agent, "false") == 0) {
-		agent = NULL;
-	} else if (agent[0] != '/' || access(agent, X_OK) != 0) {
-		return host->error_set(err, AKS_ECONFIG,
-		                       "local_subprocess: agent: '%s' is not an executable "
-		                       "absolute path (false disables the agent)",
-		                       agent);
-	}
-	if (agent && !(prov->agent = strdup(agent)))
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	int n = agent ? asprintf(&prov->description,
-	                         "through aksandbox-agent %s, one per sandbox handle%s", agent,
-	                         strcmp(python, "python3") == 0
-	                             ? " (Python in its persistent session)"
-	                             : " (python is not python3: Python runs per call)")
-	              : asprintf(&prov->description, "a new program per call (agent disabled%s)",
-	                         access(LS_AGENT_DEFAULT, X_OK) == 0 ? "" : " or not installed");
-	if (n < 0) {
-		prov->description = NULL;
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
+	prov->caps = ls_capabilities;
+	prov->caps.stateful = true; /* while the agent runs python3 in its session */
+	aks_agent_program_opts ao = {
+	    .provider = LS_NAME,
+	    .configured = agent,
+	    .installed = LS_AGENT_DEFAULT,
+	    .per_call = "a new program per call",
+	    .python_session = strcmp(python, "python3") == 0,
+	    .stateful = &prov->caps.stateful,
+	};
+	int rc = aks_agent_program_open(host, &ao, &prov->agent, err);
+	if (rc != AKS_OK)
+		return rc;
 	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
 	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
 	    !(prov->env = copy_strv(env)))
@@ -233,19 +215,16 @@ static int ls_init(const aks_host_api *host, const aks_config *config, aks_provi
 	return AKS_OK;
 }
 
-static void ls_close(aks_sandbox_impl *sb);
-
 static const aks_capabilities *ls_instance_capabilities(const aks_provider_impl *prov)
 {
-	/* The agent's Python session runs python3 from PATH: another `python` runs per call
-	 * (ls_exec.c), so state would not survive and `stateful` would be a lie. */
-	return prov->agent && strcmp(prov->python, "python3") == 0 ? &ls_capabilities_agent
-	                                                           : &ls_capabilities;
+	/* stateful only while the agent runs python3 in its session (aks_agent.h clears it
+	 * in place when the agent cannot run) */
+	return &prov->caps;
 }
 
 static const char *ls_instance_description(const aks_provider_impl *prov)
 {
-	return prov->description;
+	return aks_agent_program_description(prov->agent);
 }
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
@@ -294,11 +273,8 @@ static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 		free(dir);
 		return rc;
 	}
+	(void)call;
 	int rc = new_handle(prov, dir, out, err);
-	if (rc == AKS_OK && prov->agent && (rc = ls_agent_start(*out, call, err)) != AKS_OK) {
-		ls_close(*out);
-		*out = NULL;
-	}
 	if (rc != AKS_OK)
 		rmdir(dir);
 	free(dir);
@@ -310,12 +286,8 @@ static int ls_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_
 {
 	if (!sandbox_id || !is_dir(sandbox_id))
 		return ls_gone(prov->host, sandbox_id ? sandbox_id : "", err);
-	int rc = new_handle(prov, sandbox_id, out, err);
-	if (rc == AKS_OK && prov->agent && (rc = ls_agent_start(*out, call, err)) != AKS_OK) {
-		ls_close(*out);
-		*out = NULL;
-	}
-	return rc;
+	(void)call;
+	return new_handle(prov, sandbox_id, out, err);
 }
 
 /* Deletes only what create() made: a directory (not a symlink to one) whose
@@ -359,7 +331,7 @@ static void ls_close(aks_sandbox_impl *sb)
 {
 	if (!sb)
 		return;
-	ls_agent_stop(sb);
+	aks_agent_session_free(sb->agent);
 	free(sb->dir);
 	free(sb);
 }

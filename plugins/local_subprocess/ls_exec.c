@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "aks_agent.h"
 #include "aks_proc.h"
 #include "ls_internal.h"
 
@@ -126,31 +127,22 @@ static bool on_cancelled(void *ctx)
 	return c->host->cancelled && c->host->cancelled(c->call);
 }
 
-/* python_code: the code to run in the agent's persistent Python session instead of argv,
- * when the agent is in use (argv is the per-call fallback). */
-static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
+/* One supervised program per call: the per-call path (no agent, or one that cannot run). */
+static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
                const aks_call *call, aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	struct stat st;
-	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return ls_gone(host, sb->dir, err);
-	/* Session code travels in a protocol frame (up to 1 MiB, the client says when it is
-	 * over), not as an argument. */
-	bool in_session = python_code && sb->prov->agent;
-	if (!in_session && strlen(argv[2]) > LS_MAX_ARG)
+	if (strlen(argv[2]) > LS_MAX_ARG)
 		return host->error_set(err, AKS_ELIMIT,
-		                       "the code is %zu bytes; local_subprocess passes it as one "
+		                       "the %s is %zu bytes; local_subprocess passes it as one "
 		                       "argument, which Linux limits to %d bytes",
-		                       strlen(argv[2]), LS_MAX_ARG);
+		                       what, strlen(argv[2]), LS_MAX_ARG);
 	run_ctx ctx = {host, call, out, err, AKS_OK};
 	if (on_cancelled(&ctx)) {
 		host->result_set_timed_out(out);
 		return host->error_set(err, AKS_ECANCELLED,
 		                       "execution cancelled before it started");
 	}
-	if (sb->prov->agent)
-		return ls_agent_exec(sb, argv, python_code, call, out, err);
 
 	env_list env = {0};
 	if (build_env(sb->prov, sb->dir, &env) < 0) {
@@ -175,7 +167,10 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python
 		return host->error_set(err, AKS_EIO, "cannot start a subprocess: %s",
 		                       strerror(-rc));
 
-	host->result_set_exit_code(out, oc.exit_code);
+	/* A program killed at its deadline has no exit code of its own: -1, as on every
+	 * provider. */
+	bool killed = oc.end == AKS_PROC_TIMED_OUT || oc.end == AKS_PROC_CANCELLED;
+	host->result_set_exit_code(out, killed ? -1 : oc.exit_code);
 	switch (oc.end) {
 	case AKS_PROC_TIMED_OUT:
 		host->result_set_timed_out(out);
@@ -198,6 +193,36 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *python
 	}
 }
 
+/* The interpreter of a language, or NULL for one this provider does not run. */
+static const char *interpreter(const aks_sandbox_impl *sb, const char *language)
+{
+	if (strcmp(language, "python") == 0)
+		return sb->prov->python;
+	return strcmp(language, "bash") == 0 ? "bash" : NULL;
+}
+
+static int gone_or_ok(aks_sandbox_impl *sb, aks_error **err)
+{
+	struct stat st;
+	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
+		return ls_gone(sb->prov->host, sb->dir, err);
+	return AKS_OK;
+}
+
+int ls_run_code(aks_sandbox_impl *sb, const char *code, const char *language, const aks_call *call,
+                aks_result *out, aks_error **err)
+{
+	const char *argv[] = {interpreter(sb, language), "-c", code, NULL};
+	return run(sb, argv, "code", call, out, err);
+}
+
+int ls_run_command(aks_sandbox_impl *sb, const char *command, const aks_call *call, aks_result *out,
+                   aks_error **err)
+{
+	const char *argv[] = {"bash", "-c", command, NULL};
+	return run(sb, argv, "command", call, out, err);
+}
+
 int ls_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                     const aks_call *call, aks_result *out, aks_error **err)
 {
@@ -206,19 +231,15 @@ int ls_execute_code(aks_sandbox_impl *sb, const char *code, const char *language
 		language = "python";
 	if (!code)
 		return host->error_set(err, AKS_EINVAL, "execute_code: no code");
-	const char *interp;
-	if (strcmp(language, "python") == 0)
-		interp = sb->prov->python;
-	else if (strcmp(language, "bash") == 0)
-		interp = "bash";
-	else
+	const char *interp = interpreter(sb, language);
+	if (!interp)
 		return host->error_set(err, AKS_ECAPABILITY,
 		                       "local_subprocess does not support capability: language:%s",
 		                       language);
-	const char *argv[] = {interp, "-c", code, NULL};
-	/* The agent's session runs python3 from PATH: only the default interpreter has one. */
-	bool session = interp == sb->prov->python && strcmp(interp, "python3") == 0;
-	return run(sb, argv, session ? code : NULL, call, out, err);
+	int rc = gone_or_ok(sb, err);
+	return rc != AKS_OK
+	           ? rc
+	           : aks_agent_execute_code(sb->agent, code, language, interp, call, out, err);
 }
 
 int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
@@ -226,6 +247,6 @@ int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
 {
 	if (!command)
 		return sb->prov->host->error_set(err, AKS_EINVAL, "execute_command: no command");
-	const char *argv[] = {"bash", "-c", command, NULL};
-	return run(sb, argv, NULL, call, out, err);
+	int rc = gone_or_ok(sb, err);
+	return rc != AKS_OK ? rc : aks_agent_execute_command(sb->agent, command, call, out, err);
 }

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aks_agent.h"
 #include "aks_fsguard.h"
 #include "ls_internal.h"
 
@@ -74,72 +75,89 @@ static int open_root(aks_sandbox_impl *sb, int *fd, aks_error **err)
 	                                 strerror(errno));
 }
 
+/* The directory of a file to write, created beneath the sandbox directory, and the file's
+ * base name in it: *dfd (the caller closes it) and *rel (the caller frees it; *base points
+ * into it). */
+static int prepare_write(aks_sandbox_impl *sb, const char *path, int *dfd, char **rel,
+                         const char **base, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	int rc = resolve(sb, path, rel, err);
+	if (rc != AKS_OK)
+		return rc;
+	if (!**rel) {
+		free(*rel);
+		return host->error_set(err, AKS_EINVAL,
+		                       "path '%s' names the sandbox working directory, not a file",
+		                       path);
+	}
+	/* rel has no trailing '/', so the base name is never empty. */
+	char *slash = strrchr(*rel, '/');
+	*base = slash ? slash + 1 : *rel;
+	int rootfd;
+	if ((rc = open_root(sb, &rootfd, err)) != AKS_OK) {
+		free(*rel);
+		return rc;
+	}
+	if (slash)
+		*slash = '\0';
+	*dfd = aks_fs_mkdirs_beneath(rootfd, slash ? *rel : "", 0777);
+	if (slash)
+		*slash = '/';
+	close(rootfd);
+	if (*dfd >= 0)
+		return AKS_OK;
+	if (*dfd == -ELOOP || *dfd == -EXDEV)
+		rc = escapes(host, path, err);
+	else if (*dfd == -ENOTDIR || *dfd == -EEXIST)
+		rc = host->error_set(err, AKS_EINVAL,
+		                     "cannot write '%s': a parent is not a directory", path);
+	else
+		rc = host->error_set(err, AKS_EIO, "cannot create the directories of '%s': %s",
+		                     path, strerror(-*dfd));
+	free(*rel);
+	return rc;
+}
+
 int ls_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
                    const aks_call *call, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	if (!path || (!data && len))
 		return host->error_set(err, AKS_EINVAL, "upload_file: no path or no data");
-	char *rel = NULL;
-	int rc = resolve(sb, path, &rel, err);
+	int dfd;
+	char *rel;
+	const char *base;
+	int rc = prepare_write(sb, path, &dfd, &rel, &base, err);
 	if (rc != AKS_OK)
 		return rc;
-	if (!*rel) {
-		free(rel);
-		return host->error_set(err, AKS_EINVAL,
-		                       "path '%s' names the sandbox working directory, not a file",
+	/* The checks stay ours (the same errors either way); then the agent writes and verifies
+	 * size and hash, or ls_write_file writes beneath the directory. */
+	struct stat st;
+	bool isdir = fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
+	close(dfd);
+	char *abs = isdir ? NULL : join(sb->dir, rel);
+	free(rel);
+	if (isdir)
+		return host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory",
 		                       path);
-	}
-	/* rel has no trailing '/', so the base name is never empty. */
-	char *slash = strrchr(rel, '/');
-	const char *base = slash ? slash + 1 : rel;
-	if (slash)
-		*slash = '\0';
-	const char *dir = slash ? rel : "";
+	if (!abs)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	rc = aks_agent_upload(sb->agent, path, abs, data, len, call, err);
+	free(abs);
+	return rc;
+}
 
-	int rootfd;
-	if ((rc = open_root(sb, &rootfd, err)) != AKS_OK) {
-		free(rel);
+int ls_write_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                  aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	int dfd;
+	char *rel;
+	const char *base;
+	int rc = prepare_write(sb, path, &dfd, &rel, &base, err);
+	if (rc != AKS_OK)
 		return rc;
-	}
-	int dfd = aks_fs_mkdirs_beneath(rootfd, dir, 0777);
-	close(rootfd);
-	if (dfd < 0) {
-		if (dfd == -ELOOP || dfd == -EXDEV)
-			rc = escapes(host, path, err);
-		else if (dfd == -ENOTDIR || dfd == -EEXIST)
-			rc =
-			    host->error_set(err, AKS_EINVAL,
-			                    "cannot write '%s': a parent is not a directory", path);
-		else
-			rc = host->error_set(err, AKS_EIO,
-			                     "cannot create the directories of '%s': %s", path,
-			                     strerror(-dfd));
-		free(rel);
-		return rc;
-	}
-	if (sb->prov->agent) {
-		/* The checks above stay ours (same errors either way); the agent writes and
-		 * verifies size and hash. */
-		struct stat st;
-		bool isdir =
-		    fstatat(dfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode);
-		close(dfd);
-		if (isdir) {
-			free(rel);
-			return host->error_set(err, AKS_EINVAL,
-			                       "cannot write '%s': it is a directory", path);
-		}
-		if (slash)
-			*slash = '/';
-		char *abs = join(sb->dir, rel);
-		free(rel);
-		if (!abs)
-			return host->error_set(err, AKS_ENOMEM, "out of memory");
-		rc = ls_agent_write(sb, abs, data, len, call, err);
-		free(abs);
-		return rc;
-	}
 	int wrc = aks_fs_write_atomic(dfd, base, data, len, 0666);
 	close(dfd);
 	free(rel);
@@ -156,50 +174,69 @@ static int not_found(const aks_host_api *host, const char *path, aks_error **err
 	return host->error_set(err, AKS_ENOTFOUND, "file '%s' not found in the sandbox", path);
 }
 
+/* Opens path for reading beneath the sandbox directory: *fd of a regular file, and *rel
+ * (the caller frees it). */
+static int open_file(aks_sandbox_impl *sb, const char *path, int *fd, char **rel, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	int rc = resolve(sb, path, rel, err);
+	if (rc != AKS_OK)
+		return rc;
+	int rootfd;
+	if ((rc = open_root(sb, &rootfd, err)) != AKS_OK) {
+		free(*rel);
+		return rc;
+	}
+	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
+	*fd = aks_fs_open_beneath(rootfd, *rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
+	close(rootfd);
+	struct stat st;
+	if (*fd >= 0 && fstat(*fd, &st) == 0 && S_ISREG(st.st_mode))
+		return AKS_OK;
+	free(*rel);
+	if (*fd >= 0) {
+		close(*fd);
+		return not_found(host, path, err);
+	}
+	int e = *fd;
+	return e == -ELOOP || e == -EXDEV ? escapes(host, path, err)
+	       : e == -ENOENT || e == -ENOTDIR || e == -EISDIR || e == -ENXIO
+	           ? not_found(host, path, err)
+	           : host->error_set(err, AKS_EIO, "cannot open '%s': %s", path, strerror(-e));
+}
+
 int ls_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
                      aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	if (!path)
 		return host->error_set(err, AKS_EINVAL, "download_file: no path");
-	char *rel = NULL;
-	int rc = resolve(sb, path, &rel, err);
+	int fd;
+	char *rel;
+	int rc = open_file(sb, path, &fd, &rel, err);
 	if (rc != AKS_OK)
 		return rc;
-	int rootfd;
-	if ((rc = open_root(sb, &rootfd, err)) != AKS_OK) {
-		free(rel);
-		return rc;
-	}
-	/* O_NONBLOCK: a FIFO planted under the name must not hang us. */
-	int fd = aks_fs_open_beneath(rootfd, rel, O_RDONLY | O_NONBLOCK | O_NOCTTY, 0);
-	close(rootfd);
-	char *abs = sb->prov->agent ? join(sb->dir, rel) : NULL;
+	/* Found and checked here; the agent reads it and verifies size and hash, or
+	 * ls_read_file does. */
+	close(fd);
+	char *abs = join(sb->dir, rel);
 	free(rel);
-	if (fd < 0) {
-		free(abs);
-		return fd == -ELOOP || fd == -EXDEV ? escapes(host, path, err)
-		       : fd == -ENOENT || fd == -ENOTDIR || fd == -EISDIR || fd == -ENXIO
-		           ? not_found(host, path, err)
-		           : host->error_set(err, AKS_EIO, "cannot open '%s': %s", path,
-		                             strerror(-fd));
-	}
+	if (!abs)
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	rc = aks_agent_download(sb->agent, path, abs, call, out, err);
+	free(abs);
+	return rc;
+}
 
-	struct stat st;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-		close(fd);
-		free(abs);
-		return not_found(host, path, err);
-	}
-	if (sb->prov->agent) {
-		/* Found and checked here; the agent reads it and verifies size and hash. */
-		close(fd);
-		if (!abs)
-			return host->error_set(err, AKS_ENOMEM, "out of memory");
-		rc = ls_agent_read(sb, abs, path, call, out, err);
-		free(abs);
+int ls_read_file(aks_sandbox_impl *sb, const char *path, aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	int fd;
+	char *rel;
+	int rc = open_file(sb, path, &fd, &rel, err);
+	if (rc != AKS_OK)
 		return rc;
-	}
+	free(rel);
 	char *buf = malloc(READ_CHUNK);
 	if (!buf) {
 		close(fd);

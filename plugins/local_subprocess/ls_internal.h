@@ -9,7 +9,9 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
-typedef struct aks_agent aks_agent;
+typedef struct aks_agent_program aks_agent_program;
+typedef struct aks_agent_session aks_agent_session;
+typedef struct aks_agent_ops aks_agent_ops;
 
 #define LS_NAME   "local_subprocess"
 #define LS_PREFIX "ak-sandbox-"
@@ -18,51 +20,49 @@ typedef struct aks_agent aks_agent;
  * costs nothing and keeps us safe whatever the host does with the block). */
 struct aks_provider_impl {
 	const aks_host_api *host;
-	char *workdir;          /* NULL: $TMPDIR, else /tmp */
-	char *python;           /* searched in the child's PATH */
-	char **env_passthrough; /* NULL-terminated names */
-	char **env;             /* NULL-terminated key, value pairs */
-	char *agent;            /* the aksandbox-agent to run, or NULL: per-call programs */
-	char *description;      /* instance_description's line */
+	char *workdir;            /* NULL: $TMPDIR, else /tmp */
+	char *python;             /* searched in the child's PATH */
+	char **env_passthrough;   /* NULL-terminated names */
+	char **env;               /* NULL-terminated key, value pairs */
+	aks_agent_program *agent; /* aksandbox-agent (ls_agent.c; disabled: per call) */
+	aks_capabilities caps;    /* the instance's (stateful: while the agent can keep state) */
 };
 
 /* A handle on one sandbox directory. */
 struct aks_sandbox_impl {
 	aks_provider_impl *prov;
-	char *dir;        /* the sandbox id */
-	aks_agent *agent; /* NULL when prov->agent is NULL */
-	pid_t agent_pid;
+	char *dir;                /* the sandbox id */
+	aks_agent_session *agent; /* runs the operations, through the agent or per call */
 };
 
-/* ls_exec.c */
+/* ls_exec.c: the operations (through the handle's agent session), and the per-call way
+ * the session falls back to. */
 int ls_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                     const aks_call *call, aks_result *out, aks_error **err);
 int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
                        aks_result *out, aks_error **err);
+int ls_run_code(aks_sandbox_impl *sb, const char *code, const char *language, const aks_call *call,
+                aks_result *out, aks_error **err);
+int ls_run_command(aks_sandbox_impl *sb, const char *command, const aks_call *call, aks_result *out,
+                   aks_error **err);
 
 /* The child's environment (ls_exec.c): the defaults, env_passthrough, env. Returns a
  * NULL-terminated "NAME=value" vector, or NULL when out of memory; free with ls_env_free. */
 char **ls_env_build(const aks_provider_impl *prov, const char *dir);
 void ls_env_free(char **env);
 
-/* ls_agent.c: one aksandbox-agent per sandbox handle, over pipes (docs/plugins/
- * local_subprocess.md, "Through aksandbox-agent"). */
-int ls_agent_start(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);
-/* Restarts the agent if its stream broke (it died): the Python session's state is lost. */
-int ls_agent_ensure(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);
-void ls_agent_stop(aks_sandbox_impl *sb);
-int ls_agent_exec(aks_sandbox_impl *sb, const char *const *argv, const char *python_code,
-                  const aks_call *call, aks_result *out, aks_error **err);
-int ls_agent_write(aks_sandbox_impl *sb, const char *abs_path, const void *data, size_t len,
-                   const aks_call *call, aks_error **err);
-int ls_agent_read(aks_sandbox_impl *sb, const char *abs_path, const char *name,
-                  const aks_call *call, aks_result *out, aks_error **err);
+/* ls_agent.c: the agent module's table for this provider (docs/plugins/local_subprocess.md,
+ * "Through aksandbox-agent"). */
+extern const aks_agent_ops ls_agent_ops;
 
-/* ls_files.c */
+/* ls_files.c: the operations, and the per-call reads and writes. */
 int ls_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
                    const aks_call *call, aks_error **err);
 int ls_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
                      aks_error **err);
+int ls_write_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                  aks_error **err);
+int ls_read_file(aks_sandbox_impl *sb, const char *path, aks_result *out, aks_error **err);
 
 /* local_subprocess.c: the "sandbox working directory '<id>' no longer exists"
  * error (AKS_EGONE). */

@@ -476,7 +476,7 @@ static void t_restart_keeps_workspace(void **state)
 	const char *notice = aks_result_get_notice(r);
 	if (with_agent) {
 		/* the agent died with the container: restarted, with the notice */
-		if (!notice || !strstr(notice, "state from earlier calls is lost"))
+		if (!notice || !strstr(notice, "state from earlier calls was lost"))
 			fail_msg("no restart notice: %s", notice ? notice : "(none)");
 		assert_true(agent_pid(f->id) > 0);
 	} else {

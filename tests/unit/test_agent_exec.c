@@ -1,6 +1,6 @@
 /* Unit tests: aksandbox-agent run as a child over pipes, driven through the host-side
- * client (core/agent_client.c): exit codes and signals, stdout/stderr separation, stdin,
- * environment and working directory, concurrent runs over one connection, killing whole
+ * client (plugins/common/agent/agent_client.c): exit codes and signals, stdout/stderr separation,
+ * stdin, environment and working directory, concurrent runs over one connection, killing whole
  * process trees (double-forked daemons included) on timeout, kill and agent exit, a
  * 200 MiB output with bounded memory on both sides, malformed frames, and a killed agent. */
 #include "config.h"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include "agent/sha256.h"
@@ -159,10 +160,44 @@ static void test_read_errors(void **state)
 	                 AKS_ELIMIT);
 	aks_error_free(err);
 	err = NULL;
+	/* not a regular file: not found (the per-call paths' `[ -f ]`) */
 	assert_int_equal(aks__agent_read_file(t.conn, dir, 100, sink_chunk, &s, NULL, NULL, &err),
-	                 AKS_EIO);
+	                 AKS_ENOTFOUND);
+	assert_non_null(strstr(aks_error_message(err), "not a regular file"));
 	aks_error_free(err);
 	assert_int_equal(s.len, 0);
+	assert_int_equal(th_stop(&t), 0);
+	th_rmdir(dir);
+}
+
+/* A FIFO with no writer, as hostile code would plant where a file is expected: refused at
+ * once, never opened in a way that waits, and the agent goes on serving (it is one thread:
+ * a blocked open would stop every later request of the session). */
+static void test_read_fifo_refused(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	char path[4200];
+	snprintf(path, sizeof(path), "%s/fifo", dir);
+	assert_int_equal(mkfifo(path, 0600), 0);
+	th_agent t;
+	th_start(&t);
+	aks_call call;
+	aks_call_init(&call, 5, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	sink s = {0};
+	int64_t t0 = aks__host_api()->now_ms();
+	assert_int_equal(
+	    aks__agent_read_file(t.conn, path, UINT64_MAX, sink_chunk, &s, &call, NULL, &err),
+	    AKS_ENOTFOUND);
+	assert_true(aks__host_api()->now_ms() - t0 < 2000);
+	aks_error_free(err);
+	err = NULL;
+	/* the next request is answered */
+	aks_call_init(&call, 5, NULL, NULL, NULL);
+	assert_int_equal(aks__agent_ping(t.conn, &call, &err), AKS_OK);
+	snprintf(path, sizeof(path), "%s/after", dir);
+	assert_int_equal(aks__agent_write_file(t.conn, path, "ok", 2, 0644, &call, &err), AKS_OK);
 	assert_int_equal(th_stop(&t), 0);
 	th_rmdir(dir);
 }
@@ -247,6 +282,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_write_read_round_trip),
 	    cmocka_unit_test(test_read_errors),
+	    cmocka_unit_test(test_read_fifo_refused),
 	    cmocka_unit_test(test_corrupt_write_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,7 +24,7 @@
 #include "core/plugin/host_api.h"
 #include "test_agent_harness.h"
 
-static const char *agent_path(void)
+const char *th_agent_path(void)
 {
 	static char path[4096];
 	const char *env = getenv("AKS_TEST_AGENT");
@@ -41,7 +41,7 @@ static void spawn_agent(th_agent *t)
 	int in[2], out[2];
 	assert_int_equal(pipe2(in, O_CLOEXEC), 0);
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-	const char *path = agent_path();
+	const char *path = th_agent_path();
 	assert_int_equal(access(path, X_OK), 0);
 	t->pid = fork();
 	assert_true(t->pid >= 0);

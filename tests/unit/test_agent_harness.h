@@ -1,6 +1,7 @@
 /*
  * tests/unit/test_agent_harness.h - starts aksandbox-agent as a child over pipes, with the
- * client (core/agent_client.c) or raw (frames by hand), and looks at processes in /proc.
+ * client (plugins/common/agent/agent_client.c) or raw (frames by hand), and looks at
+ * processes in /proc.
  * The agent is $AKS_TEST_AGENT, else the build tree's static agent/aksandbox-agent.
  */
 #ifndef AKS_TEST_AGENT_HARNESS_H
@@ -12,7 +13,7 @@
 #include <sys/types.h>
 
 #include "agent/proto.h"
-#include "core/agent_client.h"
+#include "plugins/common/agent/aks_agent_client.h"
 
 typedef struct th_agent {
 	pid_t pid;
@@ -22,6 +23,8 @@ typedef struct th_agent {
 	aks_agent_decoder dec;
 } th_agent;
 
+/* The agent the tests run: $AKS_TEST_AGENT, else the build tree's static one. */
+const char *th_agent_path(void);
 /* Starts the agent and connects the client (asserts on failure). */
 void th_start(th_agent *t);
 /* Starts the agent with raw pipes: the test speaks frames itself. */

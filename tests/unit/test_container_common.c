@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_container_common.c - plugins/common/libaks-container: the
- * workspace path rule, the tar round trip, the kill script, base64 and the
- * pip command line that the docker and kubernetes providers share.
+ * workspace path rule, the tar round trip, the kill script and base64 that
+ * the docker and kubernetes providers share.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -279,7 +279,7 @@ static void test_kill_script(void **state)
 	assert_int_equal(waitpid(other, &st, 0), other);
 }
 
-/* ---- base64 and pip ---- */
+/* ---- base64 ---- */
 
 static void test_b64(void **state)
 {
@@ -299,23 +299,6 @@ static void test_b64(void **state)
 	assert_null(aks_ctr_b64_decode("aG*s", 4, &n));
 }
 
-static void test_pip_argv(void **state)
-{
-	(void)state;
-	const char *pk[] = {"numpy", "requests==2.0", NULL};
-	const char **argv = NULL;
-	assert_int_equal(aks_ctr_pip_argv("py3", pk, &argv), AKS_OK);
-	const char *want[] = {"py3", "-m", "pip", "install", "numpy", "requests==2.0"};
-	for (size_t i = 0; i < 6; i++)
-		assert_string_equal(argv[i], want[i]);
-	assert_null(argv[6]);
-	free(argv);
-	const char *none[] = {NULL};
-	assert_int_equal(aks_ctr_pip_argv("py3", none, &argv), AKS_EINVAL);
-	assert_null(argv);
-	assert_int_equal(aks_ctr_pip_argv("py3", NULL, &argv), AKS_EINVAL);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -329,7 +312,6 @@ int main(void)
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
 	    cmocka_unit_test(test_b64),
-	    cmocka_unit_test(test_pip_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -286,6 +286,8 @@ AKS_EXPORT int aks_profile_check_principal(const aks_profile *profile,
 
 /* ---- results --------------------------------------------------------------- */
 
+/* The program's exit code; 128 + N when signal N ended it; -1 when it was killed at its
+ * deadline or by a cancellation (aks_result_timed_out is then true). */
 AKS_EXPORT int aks_result_get_exit_code(const aks_result *r);
 /* The kept bytes of a stream (NUL-terminated for convenience; may contain
  * NULs, so use *len). */

@@ -1,6 +1,6 @@
 /*
- * core/agent_client.c - the host side of the aksandbox-agent protocol (see agent_client.h
- * and docs/agent-protocol.md).
+ * plugins/common/agent/agent_client.c - the host side of the aksandbox-agent protocol (see
+ * aks_agent_client.h and docs/agent-protocol.md).
  *
  * One reader thread per connection decodes frames and completes the pending request each
  * names; callers wait on a condition variable. Writes are serialized by a write lock. The
@@ -26,10 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent_client.h"
+#include "aks_agent_client.h"
 
-#include "../agent/proto.h"
-#include "../agent/sha256.h"
+#include "agent/proto.h"
+#include "agent/sha256.h"
 
 /* How long past the call's deadline the client waits for the agent's own timeout report,
  * and then for the end of a run it killed itself. */

@@ -1,19 +1,20 @@
 /*
- * core/agent_client.h - the host side of the aksandbox-agent protocol
+ * plugins/common/agent/aks_agent_client.h - the host side of the aksandbox-agent protocol
  * (docs/agent-protocol.md): one connection over a pair of file descriptors (pipes, a docker
  * attach stream, a kubernetes exec channel) carrying any number of concurrent requests from
  * any number of threads.
  *
- * The client reaches the host only through an aks_host_api table (errors, results,
- * cancellation, time), so a provider plugin can compile this file in as it is and pass its
- * own table; the core passes aks__host_api().
+ * Part of libaks-agent (plugins/common/Makefile.inc.am), the static, hidden library that the
+ * providers running aksandbox-agent link; providers use it through aks_agent.h, which runs a
+ * sandbox handle's operations over this client. The client reaches the host only through
+ * the aks_host_api table a plugin receives at init (errors, results, cancellation, time).
  *
  * Threads: a reader thread per connection decodes what the agent sends and hands output to
  * the caller's chunk callback *on that thread*; callbacks must be quick and must not call
  * back into the client. Everything else may be called from any thread.
  */
-#ifndef AKS_CORE_AGENT_CLIENT_H
-#define AKS_CORE_AGENT_CLIENT_H
+#ifndef AKS_COMMON_AGENT_CLIENT_H
+#define AKS_COMMON_AGENT_CLIENT_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -107,4 +108,4 @@ int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_
 int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **err);
 unsigned aks__agent_stray_errors(aks_agent *a, char *msg, size_t msglen);
 
-#endif /* AKS_CORE_AGENT_CLIENT_H */
+#endif /* AKS_COMMON_AGENT_CLIENT_H */

@@ -1,0 +1,624 @@
+/*
+ * plugins/common/agent/agent_session.c - one sandbox handle's aksandbox-agent: its lifecycle
+ * (place, start, HELLO, fall back, notice a loss and start again) and the operations over it,
+ * with the provider's per-call operations where the agent cannot run (see aks_agent.h).
+ */
+#include "config.h"
+
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_internal.h"
+#include "aks_agent_client.h"
+
+/* How long the agent has to answer HELLO (at most; the setup's deadline may be sooner). */
+#define HELLO_MS 10000
+/* The quick questions (ping, is the sandbox there) get this long. */
+#define PING_MS  5000
+#define CHECK_MS 10000
+/* What travels as one argument of a program; longer texts go on its stdin (one frame). */
+#define MAX_ARG     (100 * 1024)
+#define MAX_STDIN   (900 * 1024)
+#define MAX_SESSION (960 * 1024)
+
+enum session_state { S_OFF, S_UNTRIED, S_UP, S_FALLBACK };
+
+struct aks_agent_session {
+	aks_agent_program *prog;
+	const aks_agent_ops *ops;
+	const aks_host_api *host;
+	void *sb;
+	char *id, *cwd;
+	char **env;
+	bool env_clear;
+	int state;
+	aks_agent *agent;
+	void *stream;
+	char *path;  /* where the program is in the sandbox, once placed */
+	bool was_up; /* the agent ran for this handle before: a new start is a restart */
+	int64_t used_ms;
+	bool notice_pending; /* the next result says: a restart lost state, or the fallback */
+	char notice[640];
+};
+
+/* ---- small helpers ------------------------------------------------------------------------ */
+
+static int oom(const aks_host_api *host, aks_error **err)
+{
+	return host->error_set(err, AKS_ENOMEM, "out of memory");
+}
+
+static void set_notice(aks_agent_session *s, const char *fmt, ...) AKS_PRINTF(2, 3);
+static void set_notice(aks_agent_session *s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(s->notice, sizeof(s->notice), fmt, ap);
+	va_end(ap);
+	s->notice_pending = true;
+}
+
+/* The pending notice on this result, after what the agent itself said (a session that
+ * restarted inside it), if anything. */
+static void give_notice(aks_agent_session *s, aks_result *out, const char *agent_said)
+{
+	if (!out || !s->notice_pending)
+		return;
+	if (agent_said && agent_said[0]) {
+		size_t n = strlen(s->notice);
+		snprintf(s->notice + n, sizeof(s->notice) - n, "; %s", agent_said);
+	}
+	s->host->result_set_notice(out, s->notice);
+	s->notice_pending = false;
+}
+
+static void drop_error(const aks_host_api *host, aks_error **e)
+{
+	if (*e)
+		host->error_free(*e);
+	*e = NULL;
+}
+
+/* Moves e into *err when the caller has none yet (else frees it); returns rc. */
+static int pass(const aks_host_api *host, int rc, aks_error *e, aks_error **err)
+{
+	if (err && !*err)
+		*err = e;
+	else if (e)
+		host->error_free(e);
+	return rc;
+}
+
+static bool cancelled(const aks_host_api *host, const aks_call *call)
+{
+	return call && host->cancelled && host->cancelled(call);
+}
+
+/* The one wording of a timeout or a cancellation, the same as the per-call path's. */
+static int over(aks_agent_session *s, int rc, const aks_call *call, aks_error **err)
+{
+	if (rc == AKS_ECANCELLED)
+		return s->host->error_set(err, rc, "%s was cancelled", s->ops->timeout_subject);
+	return s->host->error_set(err, AKS_ETIMEOUT, "%s exceeded timeout %gs",
+	                          s->ops->timeout_subject, call ? call->timeout : 0.0);
+}
+
+/* A call for placing and starting: the caller's principal, policy and cancellation, and at
+ * least the provider's setup time (the operation's own timeout is for the operation). */
+static aks_call setup_call(const aks_agent_session *s, const aks_call *call)
+{
+	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, 0, NULL, NULL, NULL};
+	if (call)
+		c = *call;
+	int64_t floor = s->ops->setup_ms ? s->host->now_ms() + s->ops->setup_ms : 0;
+	if (floor && (!c.deadline_ms || c.deadline_ms < floor)) {
+		c.deadline_ms = floor;
+		c.timeout = (double)s->ops->setup_ms / 1000;
+	}
+	return c;
+}
+
+static aks_call quick_call(const aks_agent_session *s, const aks_call *call, int64_t ms)
+{
+	aks_call c = setup_call(s, call);
+	c.deadline_ms = s->host->now_ms() + ms;
+	c.timeout = (double)ms / 1000;
+	return c;
+}
+
+/* ---- session ------------------------------------------------------------------------------ */
+
+static char **copy_env(const char *const *env)
+{
+	size_t n = 0;
+	while (env && env[n])
+		n++;
+	char **v = calloc(n + 1, sizeof(*v));
+	for (size_t i = 0; v && i < n; i++) {
+		if (!(v[i] = strdup(env[i]))) {
+			while (i--)
+				free(v[i]);
+			free(v);
+			return NULL;
+		}
+	}
+	return v;
+}
+
+int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, void *sb,
+                          const aks_agent_session_opts *o, aks_agent_session **out, aks_error **err)
+{
+	const aks_host_api *host = prog->host;
+	aks_agent_session *s = calloc(1, sizeof(*s));
+	*out = NULL;
+	if (!s)
+		return oom(host, err);
+	s->prog = prog;
+	s->ops = ops;
+	s->host = host;
+	s->sb = sb;
+	s->env_clear = o->env_clear;
+	s->state = aks_agent_program_enabled(prog) ? S_UNTRIED : S_OFF;
+	if (!(s->id = strdup(o->id)) || (o->cwd && !(s->cwd = strdup(o->cwd))) ||
+	    (o->env && !(s->env = copy_env(o->env)))) {
+		aks_agent_session_free(s);
+		return oom(host, err);
+	}
+	*out = s;
+	return AKS_OK;
+}
+
+void aks_agent_session_stop(aks_agent_session *s)
+{
+	if (s->agent) { /* closes its fds first: the agent sees EOF and exits */
+		aks__agent_free(s->agent);
+		s->agent = NULL;
+	}
+	if (s->stream) {
+		s->ops->close(s->sb, s->stream, NULL, 0);
+		s->stream = NULL;
+	}
+	if (s->state == S_UP)
+		s->state = S_UNTRIED;
+}
+
+void aks_agent_session_free(aks_agent_session *s)
+{
+	if (!s)
+		return;
+	aks_agent_session_stop(s);
+	for (size_t i = 0; s->env && s->env[i]; i++)
+		free(s->env[i]);
+	free(s->env);
+	free(s->id);
+	free(s->cwd);
+	free(s->path);
+	free(s);
+}
+
+bool aks_agent_session_up(const aks_agent_session *s)
+{
+	return s && s->state == S_UP && s->agent;
+}
+
+/* ---- bringing the agent up ------------------------------------------------------------------ */
+
+static void fall_back(aks_agent_session *s, const char *why)
+{
+	aks_agent_session_stop(s);
+	s->state = S_FALLBACK;
+	aks__agent_fell_back(s->prog, why, false);
+	s->host->log(AKS_LOG_WARNING, s->prog->provider,
+	             "aksandbox-agent cannot be used in %s '%s' (%s): its operations run %s, and "
+	             "Python keeps no state between calls",
+	             s->ops->noun, s->id, why, s->prog->per_call);
+	set_notice(s,
+	           "aksandbox-agent cannot run in this sandbox (%s): its operations run %s, and "
+	           "Python keeps no state between calls",
+	           why, s->prog->per_call);
+}
+
+/* The reason a start failed: what the program said on stderr, else the client's error. */
+static char *start_failure(aks_agent_session *s, aks_error *e)
+{
+	char said[512] = "";
+	s->ops->close(s->sb, s->stream, said, sizeof(said));
+	s->stream = NULL;
+	char *why = NULL;
+	if (asprintf(&why, "aksandbox-agent did not start in %s '%s': %s", s->ops->noun, s->id,
+	             said[0] ? said
+	             : e     ? s->host->error_message(e)
+	                     : "no answer") < 0)
+		why = NULL;
+	return why;
+}
+
+/* Starts the placed program and says HELLO. AKS_OK with s->agent, or AKS_OK with *why (it
+ * cannot start: fall back), or the call's failure. */
+static int start(aks_agent_session *s, const aks_call *setup, char **why, aks_error **err)
+{
+	const aks_host_api *host = s->host;
+	const char *path = s->path ? s->path : s->prog->path;
+	int rfd = -1, wfd = -1;
+	int rc = s->ops->open(s->sb, path, setup, &s->stream, &rfd, &wfd, why, err);
+	if (rc != AKS_OK || *why)
+		return rc;
+	aks_call hello = *setup;
+	int64_t limit = host->now_ms() + HELLO_MS;
+	if (!hello.deadline_ms || hello.deadline_ms > limit)
+		hello.deadline_ms = limit;
+	aks_error *e = NULL;
+	rc = aks__agent_start(host, rfd, wfd, &hello, &s->agent, &e);
+	if (rc == AKS_OK)
+		return AKS_OK;
+	s->agent = NULL;
+	bool timed_out = setup->deadline_ms && host->now_ms() >= setup->deadline_ms;
+	if (cancelled(host, setup) || timed_out) {
+		drop_error(host, &e);
+		aks_agent_session_stop(s);
+		return over(s, cancelled(host, setup) ? AKS_ECANCELLED : AKS_ETIMEOUT, setup, err);
+	}
+	*why = start_failure(s, e);
+	drop_error(host, &e);
+	return *why ? AKS_OK : oom(host, err);
+}
+
+/* Places the program (when the provider must): AKS_OK with s->path, or with *why. */
+static int place(aks_agent_session *s, bool look_again, const aks_call *setup, bool *verified,
+                 char **why, aks_error **err)
+{
+	*verified = true;
+	if (!s->ops->place)
+		return AKS_OK;
+	char *path = NULL;
+	int rc = s->ops->place(s->sb, look_again, setup, &path, verified, why, err);
+	if (rc == AKS_OK && !*why) {
+		free(s->path);
+		s->path = path;
+	} else {
+		free(path);
+	}
+	return rc;
+}
+
+/* Places (if needed) and starts the agent: AKS_OK when up or fallen back (the state says
+ * which); an error only when the sandbox itself cannot be reached (the operation's). */
+static int bring_up(aks_agent_session *s, const aks_call *call, bool look_again, aks_error **err)
+{
+	aks_call setup = setup_call(s, call);
+	char *why = NULL;
+	bool verified;
+	int rc = place(s, look_again, &setup, &verified, &why, err);
+	if (rc == AKS_OK && !why)
+		rc = start(s, &setup, &why, err);
+	if (rc == AKS_OK && why && !verified) {
+		/* remembered from an earlier handle but not startable now: look again, once */
+		free(why);
+		why = NULL;
+		rc = place(s, true, &setup, &verified, &why, err);
+		if (rc == AKS_OK && !why)
+			rc = start(s, &setup, &why, err);
+	}
+	if (rc == AKS_OK && why)
+		fall_back(s, why);
+	else if (rc == AKS_OK)
+		s->state = S_UP;
+	free(why);
+	return rc;
+}
+
+/* Whether the running agent is still there: asks the sandbox (check) and pings an agent
+ * idle long enough that a kill may not have reached its stream yet. AKS_OK with *alive, or
+ * the sandbox's failure (gone). */
+static int still_there(aks_agent_session *s, const aks_call *call, bool *alive, aks_error **err)
+{
+	const aks_agent_ops *ops = s->ops;
+	int64_t idle = s->host->now_ms() - s->used_ms;
+	*alive = aks__agent_alive(s->agent) && (!ops->running || ops->running(s->sb, s->stream));
+	if (ops->check && ops->check_idle_ms && idle >= ops->check_idle_ms) {
+		aks_call c = quick_call(s, call, CHECK_MS);
+		int rc = ops->check(s->sb, &c, err);
+		if (rc != AKS_OK) {
+			if (rc == AKS_EGONE)
+				aks_agent_session_stop(s);
+			return rc;
+		}
+	}
+	if (*alive && ops->ping_idle_ms && idle >= ops->ping_idle_ms) {
+		aks_call c = quick_call(s, call, PING_MS);
+		aks_error *e = NULL;
+		*alive = aks__agent_ping(s->agent, &c, &e) == AKS_OK;
+		drop_error(s->host, &e);
+	}
+	return AKS_OK;
+}
+
+/* Before an operation: *use when it goes through the agent. Errors are the operation's. */
+static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_error **err)
+{
+	*use = false;
+	if (s->state == S_OFF || s->state == S_FALLBACK)
+		return AKS_OK;
+	if (!aks_agent_program_usable(s->prog)) {
+		s->state = S_FALLBACK; /* said once, for the whole instance */
+		return AKS_OK;
+	}
+	bool alive = false;
+	int rc = s->state == S_UP ? still_there(s, call, &alive, err) : AKS_OK;
+	if (rc != AKS_OK)
+		return rc;
+	if (!alive) {
+		bool restart = s->was_up;
+		if (restart)
+			s->host->log(
+			    AKS_LOG_WARNING, s->prog->provider,
+			    "the aksandbox-agent of %s '%s' is gone (killed, or its %s "
+			    "restarted); starting another (the Python session's state is lost)",
+			    s->ops->noun, s->id, s->ops->noun);
+		aks_agent_session_stop(s);
+		if ((rc = bring_up(s, call, restart, err)) != AKS_OK || s->state != S_UP)
+			return rc;
+		if (restart)
+			set_notice(
+			    s,
+			    "the sandbox's aksandbox-agent was restarted (it had stopped: killed, "
+			    "or its %s restarted): the Python session's state from earlier calls "
+			    "was lost",
+			    s->ops->noun);
+		s->was_up = true;
+	}
+	*use = true;
+	s->used_ms = s->host->now_ms();
+	return AKS_OK;
+}
+
+/* An agent request failed with AKS_EGONE: its stream broke. The sandbox may be gone (that
+ * is the error); otherwise it is an I/O failure of this call and the next call starts the
+ * agent again. AKS_EGONE must not escape otherwise: the core reads it as a vanished sandbox
+ * and recreates it. */
+static int broke(aks_agent_session *s, const char *what, aks_error *e, aks_error **err)
+{
+	const aks_host_api *host = s->host;
+	char msg[300];
+	snprintf(msg, sizeof(msg), "%s", e ? host->error_message(e) : "its stream ended");
+	drop_error(host, &e);
+	aks_agent_session_stop(s);
+	if (s->ops->check) {
+		aks_call c = quick_call(s, NULL, CHECK_MS);
+		aks_error *ce = NULL;
+		if (s->ops->check(s->sb, &c, &ce) == AKS_EGONE)
+			return pass(host, AKS_EGONE, ce, err);
+		drop_error(host, &ce);
+	}
+	return host->error_set(err, AKS_EIO,
+	                       "%s: %s: the connection to aksandbox-agent in %s '%s' broke during "
+	                       "the call (%s); the next call starts it again",
+	                       s->prog->provider, what, s->ops->noun, s->id, msg);
+}
+
+/* ---- executions ----------------------------------------------------------------------------- */
+
+/* Cancelled before anything ran: the per-call path's words. */
+static bool cancelled_first(aks_agent_session *s, const aks_call *call, aks_result *out,
+                            aks_error **err, int *rc)
+{
+	if (!cancelled(s->host, call))
+		return false;
+	if (out)
+		s->host->result_set_timed_out(out);
+	*rc = s->host->error_set(err, AKS_ECANCELLED, "execution cancelled before it started");
+	return true;
+}
+
+/* ensure() for an execution: *rc set and true when the operation ends here. */
+static bool exec_ensure(aks_agent_session *s, size_t len, size_t max, const aks_call *call,
+                        aks_result *out, bool *use, aks_error **err, int *rc)
+{
+	*use = false;
+	if (cancelled_first(s, call, out, err, rc))
+		return true;
+	/* too long for one frame: the per-call path takes it (or says why not) */
+	if (len > max)
+		return false;
+	*rc = ensure(s, call, use, err);
+	if (*rc == AKS_ETIMEOUT || *rc == AKS_ECANCELLED)
+		s->host->result_set_timed_out(out);
+	return *rc != AKS_OK;
+}
+
+static int run_spec(aks_agent_session *s, aks_agent_spawn *spec, const aks_call *call,
+                    aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = s->host;
+	spec->cwd = s->cwd;
+	spec->env = (const char *const *)s->env;
+	spec->env_clear = s->env_clear;
+	aks_agent_exit ex;
+	memset(&ex, 0, sizeof(ex));
+	aks_error *e = NULL;
+	int rc = aks__agent_exec(s->agent, spec, out, call, &ex, &e);
+	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
+		drop_error(host, &e);
+		host->result_set_exit_code(out, -1); /* killed: no exit code of its own */
+		host->result_set_timed_out(out);
+		rc = over(s, rc, call, err);
+	} else if (rc == AKS_EGONE) {
+		rc = broke(s, "execution", e, err);
+	} else if (rc != AKS_OK) {
+		rc = pass(host, rc, e, err);
+	}
+	give_notice(s, out, ex.notice);
+	return rc;
+}
+
+/* `interp -c TEXT`. TEXT travels as one argument when it fits; a longer one (Linux refuses
+ * a single argument of 128 KiB or more) comes on the program's stdin and is run from there
+ * without another exec: a shell evals it (head -c: no end of input needed; the x keeps its
+ * trailing newlines), Python compiles it as -c would. */
+static int run_text(aks_agent_session *s, const char *interp, bool python, const char *text,
+                    const aks_call *call, aks_result *out, aks_error **err)
+{
+	size_t len = strlen(text);
+	char script[128];
+	const char *argv[] = {interp, "-c", text, NULL};
+	aks_agent_spawn spec = {.argv = argv};
+	if (len > MAX_ARG) {
+		if (python)
+			snprintf(script, sizeof(script), "%s",
+			         "import sys; exec(compile(sys.stdin.read(), '<string>', 'exec'))");
+		else
+			snprintf(script, sizeof(script),
+			         "c=$(head -c %zu; echo x); c=${c%%x}; eval \"$c\"", len);
+		argv[2] = script;
+		spec.stdin_data = text;
+		spec.stdin_len = len;
+	}
+	return run_spec(s, &spec, call, out, err);
+}
+
+/* The per-call result, with the pending notice (the fallback's, once). */
+static int per_call_done(aks_agent_session *s, int rc, aks_result *out)
+{
+	give_notice(s, out, NULL);
+	return rc;
+}
+
+int aks_agent_execute_code(aks_agent_session *s, const char *code, const char *language,
+                           const char *interp, const aks_call *call, aks_result *out,
+                           aks_error **err)
+{
+	if (!code)
+		return s->host->error_set(err, AKS_EINVAL, "execute_code: no code");
+	bool session = strcmp(language, "python") == 0 && strcmp(interp, "python3") == 0;
+	bool use;
+	int rc;
+	if (exec_ensure(s, strlen(code), session ? MAX_SESSION : MAX_STDIN, call, out, &use, err,
+	                &rc))
+		return rc;
+	if (!use)
+		return per_call_done(s, s->ops->execute_code(s->sb, code, language, call, out, err),
+		                     out);
+	if (!session) /* another interpreter has no session: a program per call, in the agent */
+		return run_text(s, interp, strcmp(language, "python") == 0, code, call, out, err);
+	aks_agent_spawn spec = {.code = code, .language = "python", .session = "default"};
+	return run_spec(s, &spec, call, out, err);
+}
+
+int aks_agent_execute_command(aks_agent_session *s, const char *command, const aks_call *call,
+                              aks_result *out, aks_error **err)
+{
+	if (!command)
+		return s->host->error_set(err, AKS_EINVAL, "execute_command: no command");
+	bool use;
+	int rc;
+	if (exec_ensure(s, strlen(command), MAX_STDIN, call, out, &use, err, &rc))
+		return rc;
+	if (!use)
+		return per_call_done(s, s->ops->execute_command(s->sb, command, call, out, err),
+		                     out);
+	return run_text(s, s->ops->shell, false, command, call, out, err);
+}
+
+/* {python, "-m", "pip", "install", packages..., NULL}, calloc'd (the strings are the
+ * caller's), or NULL: *rc says why. */
+static const char **pip_argv(aks_agent_session *s, const char *python, const char *const *packages,
+                             aks_error **err, int *rc)
+{
+	size_t n = 0;
+	while (packages && packages[n])
+		n++;
+	const char **v = n ? calloc(n + 5, sizeof(*v)) : NULL;
+	if (!v) {
+		*rc = n ? oom(s->host, err)
+		        : s->host->error_set(err, AKS_EINVAL, "install_packages: no packages");
+		return NULL;
+	}
+	v[0] = python;
+	v[1] = "-m";
+	v[2] = "pip";
+	v[3] = "install";
+	memcpy(v + 4, packages, n * sizeof(*v));
+	return v;
+}
+
+int aks_agent_install_packages(aks_agent_session *s, const char *python,
+                               const char *const *packages, const aks_call *call, aks_result *out,
+                               aks_error **err)
+{
+	int rc;
+	const char **argv = pip_argv(s, python, packages, err, &rc);
+	if (!argv)
+		return rc;
+	bool use;
+	if (!exec_ensure(s, 0, 0, call, out, &use, err, &rc)) {
+		aks_agent_spawn spec = {.argv = argv};
+		rc = use ? run_spec(s, &spec, call, out, err)
+		         : per_call_done(s, s->ops->install_packages(s->sb, argv, call, out, err),
+		                         out);
+	}
+	free(argv);
+	return rc;
+}
+
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* The agent's failure of a file operation in the provider's words. */
+static int file_error(aks_agent_session *s, const char *verb, const char *path, int rc,
+                      aks_error *e, const aks_call *call, aks_error **err)
+{
+	const aks_host_api *host = s->host;
+	if (rc == AKS_EGONE)
+		return broke(s, strcmp(verb, "write") == 0 ? "upload" : "download", e, err);
+	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
+		drop_error(host, &e);
+		return over(s, rc, call, err);
+	}
+	if (rc == AKS_ENOTFOUND) {
+		drop_error(host, &e);
+		return host->error_set(err, rc, "file '%s' not found in the sandbox", path);
+	}
+	const char *m = e ? host->error_message(e) : "failed";
+	if (strncmp(m, "agent: ", 7) == 0)
+		m += 7;
+	rc = host->error_set(err, rc == AKS_ELIMIT || rc == AKS_ENOMEM ? rc : AKS_EIO,
+	                     "%s: cannot %s '%s': %s", s->prog->provider, verb, path, m);
+	drop_error(host, &e);
+	return rc;
+}
+
+int aks_agent_upload(aks_agent_session *s, const char *path, const char *cpath, const void *data,
+                     size_t len, const aks_call *call, aks_error **err)
+{
+	bool use;
+	int rc = ensure(s, call, &use, err);
+	if (rc != AKS_OK)
+		return rc;
+	if (!use)
+		return s->ops->upload(s->sb, path, cpath, data, len, call, err);
+	aks_error *e = NULL;
+	rc = aks__agent_write_file(s->agent, cpath, data, len, s->ops->file_mode, call, &e);
+	return rc == AKS_OK ? AKS_OK : file_error(s, "write", path, rc, e, call, err);
+}
+
+int aks_agent_download(aks_agent_session *s, const char *path, const char *cpath,
+                       const aks_call *call, aks_result *out, aks_error **err)
+{
+	bool use;
+	int rc = ensure(s, call, &use, err);
+	if (rc != AKS_OK)
+		return rc;
+	if (!use)
+		return per_call_done(s, s->ops->download(s->sb, path, cpath, call, out, err), out);
+	uint64_t max = s->ops->download_max ? s->ops->download_max : UINT64_MAX;
+	aks_error *e = NULL;
+	bool refused = false;
+	rc = aks__agent_read_into(s->agent, cpath, max, out, path, call, &refused, &e);
+	if (rc != AKS_OK)
+		rc = refused ? pass(s->host, rc, e, err)
+		             : file_error(s, "read", path, rc, e, call, err);
+	give_notice(s, out, NULL);
+	return rc;
+}
