@@ -5,7 +5,8 @@
 #     dockerd and builds the docker tests' image if needed, and builds (once,
 #     cached) and starts the single-node Kubernetes cluster the kubernetes
 #     plugin's tests run against (tests/integration/k8s-setup.sh);
-#  2. builds in _build/ and runs `make check`;
+#  2. checks that the C sources match .clang-format (contrib/format.sh --check),
+#     builds in _build/ and runs `make check`;
 #     then runs the main tests again under valgrind memcheck;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test);
@@ -58,6 +59,10 @@ run_suite() { # dir, configure flags...
 	  make -j"$jobs" check ) || { status=1; show_failures "$dir"; }
 }
 
+step "source format (contrib/format.sh --check: .clang-format, clang-format 14)"
+format_result=pass
+"$top/contrib/format.sh" --check || { format_result=fail; status=1; }
+
 step "make check"
 run_suite _build
 step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
@@ -96,7 +101,7 @@ for f in $trs; do
 	e=$(grep -cE '^:test-result: (FAIL|ERROR|XPASS)' "$f"); s=$(grep -c '^:test-result: SKIP' "$f")
 	passed=$((passed + p + x)); failed=$((failed + e)); skipped=$((skipped + s))
 done
-for r in "$distcheck_result" "$fuzz_result"; do
+for r in "$format_result" "$distcheck_result" "$fuzz_result"; do
 	if [ "$r" = pass ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 [ "$failed" -gt 0 ] && status=1
