@@ -17,15 +17,23 @@
 #include "queue/worker.h"
 #include "store/store.h"
 #include "util/cancel.h"
+#include "util/sized.h"
 
 #define DEFAULT_STOP_GRACE 30.0
 
-AKS_EXPORT void aks_worker_options_init(aks_worker_options *opts)
+static void options_defaults(aks_worker_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->struct_version = AKS_WORKER_OPTIONS_VERSION;
 	opts->struct_size = sizeof(*opts);
 	opts->stop_grace = DEFAULT_STOP_GRACE;
+}
+
+AKS_EXPORT void aks_worker_options_init_sized(aks_worker_options *opts, size_t size)
+{
+	aks_worker_options full;
+	options_defaults(&full);
+	aks__sized_write(opts, size, &full, sizeof(full));
 }
 
 /* The reference's startup fail-fasts (§5.6), and one of ours: in_memory queues live inside
