@@ -1,5 +1,6 @@
 /*
- * core/plugin/call.c - per-call context: deadline, policy, principal.
+ * core/plugin/call.c - per-call context: deadline, policy, principal; a caller's call read
+ * into this library's layout.
  */
 #include "config.h"
 
@@ -92,4 +93,30 @@ AKS_EXPORT void aks_call_init_sized(aks_call *call, size_t size, double timeout,
 	aks_call full;
 	call_defaults(&full, timeout, policy, principal, cancel);
 	aks__sized_write(call, size, &full, sizeof(full));
+}
+
+int aks__policy_import(aks_policy *out, const aks_policy *policy, aks_error **err)
+{
+	policy_defaults(out);
+	return policy ? aks__sized_read(out, sizeof(*out), policy, "aks_policy", err) : AKS_OK;
+}
+
+int aks__principal_import(aks_principal *out, const aks_principal *principal, aks_error **err)
+{
+	principal_defaults(out, "agent");
+	return principal ? aks__sized_read(out, sizeof(*out), principal, "aks_principal", err)
+	                 : AKS_OK;
+}
+
+int aks__call_import(aks__imported_call *out, const aks_call *call, aks_error **err)
+{
+	call_defaults(&out->call, 0, NULL, NULL, NULL);
+	int rc = aks__sized_read(&out->call, sizeof(out->call), call, "aks_call", err);
+	if (rc == AKS_OK)
+		rc = aks__policy_import(&out->policy, out->call.policy, err);
+	if (rc == AKS_OK)
+		rc = aks__principal_import(&out->principal, out->call.principal, err);
+	out->call.policy = &out->policy;
+	out->call.principal = &out->principal;
+	return rc;
 }

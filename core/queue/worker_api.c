@@ -158,17 +158,29 @@ static void *watch_stop(void *arg)
 	}
 }
 
+int aks__worker_options_read(aks_worker_options *out, const aks_worker_options *opts,
+                             aks_error **err)
+{
+	options_defaults(out);
+	if (opts) {
+		int rc = aks__sized_read(out, sizeof(*out), opts, "aks_worker_options", err);
+		if (rc < 0)
+			return rc;
+	}
+	if (out->stop_grace <= 0)
+		out->stop_grace = DEFAULT_STOP_GRACE;
+	return AKS_OK;
+}
+
 AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *opts,
                               aks_cancel *stop, aks_error **err)
 {
 	aks_worker_options o;
-	aks_worker_options_init(&o);
-	if (opts && opts->struct_size >= sizeof(o))
-		o = *opts;
-	if (o.stop_grace <= 0)
-		o.stop_grace = DEFAULT_STOP_GRACE;
+	int rc = aks__worker_options_read(&o, opts, err);
+	if (rc < 0)
+		return rc;
 	worker_process wp;
-	int rc = open_all(settings, &wp, err);
+	rc = open_all(settings, &wp, err);
 	if (rc < 0)
 		return rc;
 	const aks_broker_settings *b = &settings->broker;

@@ -190,10 +190,16 @@ AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_re
 {
 	if (!resolver || !request || !out)
 		return aks__error_set(err, AKS_EINVAL, "aks_resolver_resolve: missing argument");
+	/* The resolver reads every field of our layout; the caller's may be an older one. */
+	aks_resolve_request full;
+	request_defaults(&full, NULL, NULL, NULL);
+	int rc = aks__sized_read(&full, sizeof(full), request, "aks_resolve_request", err);
+	if (rc < 0)
+		return rc;
+	request = &full;
 	aks_resolved_principal *p = principal_new();
 	if (!p)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	int rc;
 	if (!resolver->ops) {
 		rc = aks__principal_set(p, AKS_IDENTITY_AGENT, request->agent);
 		if (rc < 0)

@@ -130,7 +130,9 @@ AKS_EXPORT void aks_principal_init_sized(aks_principal *principal, size_t size,
 /*
  * Prepares a call. The deadline is now + timeout (timeout <= 0: none). The
  * policy, principal and cancel token are borrowed and must outlive the call;
- * any of them may be NULL (defaults; not cancellable).
+ * any of them may be NULL (defaults; not cancellable). The functions that take
+ * a call read only what its struct_size covers (and likewise of its policy
+ * and principal); fields past it keep the defaults.
  */
 AKS_EXPORT void aks_call_init_sized(aks_call *call, size_t size, double timeout,
                                     const aks_policy *policy, const aks_principal *principal,
