@@ -25,8 +25,26 @@ int aks__principal_set(aks_principal_builder *b, int mode, const char *subject);
 int aks__principal_add_group(aks_principal_builder *b, const char *group);
 int aks__principal_add_credential(aks_principal_builder *b, const char *key, const char *value);
 
-/* ---- time (call.c) ---- */
+/* ---- time and calls (call.c) ---- */
 int64_t aks__now_ms(void);
+
+/*
+ * A caller's aks_call read into this library's layout, with its policy and principal: what
+ * the core and the plugins see of it, so they may read every field. The fields the caller's
+ * struct_size (or its policy's, its principal's) does not cover hold aks_call_init's
+ * defaults; a NULL policy or principal is the default one.
+ */
+typedef struct aks__imported_call {
+	aks_call call; /* .policy and .principal point at the two below */
+	aks_policy policy;
+	aks_principal principal;
+} aks__imported_call;
+
+/* AKS_OK, or AKS_EINVAL when a header is not one an initialiser writes (util/sized.h). */
+int aks__call_import(aks__imported_call *out, const aks_call *call, aks_error **err);
+/* The same for a policy or principal on its own (NULL: the defaults). */
+int aks__policy_import(aks_policy *out, const aks_policy *policy, aks_error **err);
+int aks__principal_import(aks_principal *out, const aks_principal *principal, aks_error **err);
 
 /* ---- logging (host_api.c) ---- */
 void aks__log(int level, const char *component, const char *fmt, ...) AKS_PRINTF(3, 4);

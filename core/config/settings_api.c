@@ -259,7 +259,12 @@ AKS_EXPORT int aks_profile_check_principal(const aks_profile *p, const aks_princ
 		return aks__error_set(err, AKS_ECAPABILITY,
 		                      "%s does not support capability: principal_user",
 		                      aks_plugin_get_descriptor(p->plugin)->name);
-	if (!principal || principal->mode != AKS_IDENTITY_USER)
+	/* The caller's principal may be of an older, smaller layout. */
+	aks_principal mine;
+	int rc = principal ? aks__principal_import(&mine, principal, err) : AKS_OK;
+	if (rc < 0)
+		return rc;
+	if (!principal || mine.mode != AKS_IDENTITY_USER)
 		return aks__error_set(
 		    err, AKS_EPOLICY,
 		    "profile '%s' requires user identity, but the resolver returned an "

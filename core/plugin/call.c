@@ -1,5 +1,6 @@
 /*
- * core/plugin/call.c - per-call context: deadline, policy, principal.
+ * core/plugin/call.c - per-call context: deadline, policy, principal; a caller's call read
+ * into this library's layout.
  */
 #include "config.h"
 
@@ -8,6 +9,7 @@
 #include <time.h>
 
 #include "internal.h"
+#include "util/sized.h"
 
 int64_t aks__now_ms(void)
 {
@@ -18,7 +20,7 @@ int64_t aks__now_ms(void)
 
 static const char *const no_strings[] = {NULL};
 
-AKS_EXPORT void aks_policy_init(aks_policy *policy)
+static void policy_defaults(aks_policy *policy)
 {
 	memset(policy, 0, sizeof(*policy));
 	policy->struct_version = AKS_POLICY_VERSION;
@@ -31,7 +33,7 @@ AKS_EXPORT void aks_policy_init(aks_policy *policy)
 	policy->strict = true;
 }
 
-AKS_EXPORT void aks_principal_init(aks_principal *principal, const char *subject)
+static void principal_defaults(aks_principal *principal, const char *subject)
 {
 	memset(principal, 0, sizeof(*principal));
 	principal->struct_version = AKS_PRINCIPAL_VERSION;
@@ -42,18 +44,32 @@ AKS_EXPORT void aks_principal_init(aks_principal *principal, const char *subject
 	principal->credentials = no_strings;
 }
 
+AKS_EXPORT void aks_policy_init_sized(aks_policy *policy, size_t size)
+{
+	aks_policy full;
+	policy_defaults(&full);
+	aks__sized_write(policy, size, &full, sizeof(full));
+}
+
+AKS_EXPORT void aks_principal_init_sized(aks_principal *principal, size_t size, const char *subject)
+{
+	aks_principal full;
+	principal_defaults(&full, subject);
+	aks__sized_write(principal, size, &full, sizeof(full));
+}
+
 /* Used when a call is made without a policy or principal. */
 static aks_policy default_policy;
 static aks_principal default_principal;
 
 static void init_defaults(void)
 {
-	aks_policy_init(&default_policy);
-	aks_principal_init(&default_principal, "agent");
+	policy_defaults(&default_policy);
+	principal_defaults(&default_principal, "agent");
 }
 
-AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *policy,
-                              const aks_principal *principal, aks_cancel *cancel)
+static void call_defaults(aks_call *call, double timeout, const aks_policy *policy,
+                          const aks_principal *principal, aks_cancel *cancel)
 {
 	static pthread_once_t once = PTHREAD_ONCE_INIT;
 	pthread_once(&once, init_defaults);
@@ -68,4 +84,39 @@ AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *
 	call->policy = policy ? policy : &default_policy;
 	call->principal = principal ? principal : &default_principal;
 	call->host_private = cancel;
+}
+
+AKS_EXPORT void aks_call_init_sized(aks_call *call, size_t size, double timeout,
+                                    const aks_policy *policy, const aks_principal *principal,
+                                    aks_cancel *cancel)
+{
+	aks_call full;
+	call_defaults(&full, timeout, policy, principal, cancel);
+	aks__sized_write(call, size, &full, sizeof(full));
+}
+
+int aks__policy_import(aks_policy *out, const aks_policy *policy, aks_error **err)
+{
+	policy_defaults(out);
+	return policy ? aks__sized_read(out, sizeof(*out), policy, "aks_policy", err) : AKS_OK;
+}
+
+int aks__principal_import(aks_principal *out, const aks_principal *principal, aks_error **err)
+{
+	principal_defaults(out, "agent");
+	return principal ? aks__sized_read(out, sizeof(*out), principal, "aks_principal", err)
+	                 : AKS_OK;
+}
+
+int aks__call_import(aks__imported_call *out, const aks_call *call, aks_error **err)
+{
+	call_defaults(&out->call, 0, NULL, NULL, NULL);
+	int rc = aks__sized_read(&out->call, sizeof(out->call), call, "aks_call", err);
+	if (rc == AKS_OK)
+		rc = aks__policy_import(&out->policy, out->call.policy, err);
+	if (rc == AKS_OK)
+		rc = aks__principal_import(&out->principal, out->call.principal, err);
+	out->call.policy = &out->policy;
+	out->call.principal = &out->principal;
+	return rc;
 }

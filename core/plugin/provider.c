@@ -6,7 +6,9 @@
  * turns a NULL slot or an undeclared capability into a capability error, reads
  * the instance's (not the class's) capabilities, creates the bounded result
  * record, and makes sure a failing plugin call always comes back with an error
- * message.
+ * message. The caller's aks_call may be of an older, smaller layout than this
+ * library's (aksandbox.h): each operation reads it into ours (aks__call_import)
+ * and hands the plugin that copy, never the caller's struct.
  */
 #include "config.h"
 
@@ -216,9 +218,12 @@ AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call, aks
 		return aks__error_set(err, AKS_EINVAL, "aks_provider_create: missing argument");
 	if (!prov->caps->provisions || !prov->ops->create)
 		return capability_error(prov, "provisions", err);
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
 	aks_sandbox_impl *impl = NULL;
-	int rc =
-	    plugin_status(prov, "create", prov->ops->create(prov->impl, call, &impl, err), err);
+	rc = plugin_status(prov, "create", prov->ops->create(prov->impl, &c.call, &impl, err), err);
 	if (rc < 0)
 		return rc;
 	return wrap_sandbox(prov, impl, out, err);
@@ -231,9 +236,13 @@ AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, c
 		return aks__error_set(err, AKS_EINVAL, "aks_provider_attach: missing argument");
 	if (!prov->caps->attach || !prov->ops->attach)
 		return capability_error(prov, "attach", err);
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
 	aks_sandbox_impl *impl = NULL;
-	int rc = plugin_status(prov, "attach",
-	                       prov->ops->attach(prov->impl, sandbox_id, call, &impl, err), err);
+	rc = plugin_status(prov, "attach",
+	                   prov->ops->attach(prov->impl, sandbox_id, &c.call, &impl, err), err);
 	if (rc < 0)
 		return rc;
 	return wrap_sandbox(prov, impl, out, err);
@@ -244,8 +253,12 @@ AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id,
 {
 	if (!prov || !sandbox_id || !call)
 		return aks__error_set(err, AKS_EINVAL, "aks_provider_destroy: missing argument");
-	return plugin_status(prov, "destroy", prov->ops->destroy(prov->impl, sandbox_id, call, err),
-	                     err);
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
+	return plugin_status(prov, "destroy",
+	                     prov->ops->destroy(prov->impl, sandbox_id, &c.call, err), err);
 }
 
 AKS_EXPORT void aks_provider_close(aks_provider *prov)
@@ -290,10 +303,14 @@ typedef int (*result_op)(aks_sandbox *sb, const void *arg, const aks_call *call,
 static int run_with_result(aks_sandbox *sb, const char *op_name, result_op op, const void *arg,
                            const aks_call *call, aks_result **out, aks_error **err)
 {
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
 	aks_result *r = aks__result_new(sb->prov->stream_cap, sb->prov->file_cap);
 	if (!r)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	int rc = plugin_status(sb->prov, op_name, op(sb, arg, call, r, err), err);
+	rc = plugin_status(sb->prov, op_name, op(sb, arg, &c.call, r, err), err);
 	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED)
 		aks__result_set_timed_out(r);
 	if (rc < 0 && rc != AKS_ETIMEOUT && rc != AKS_ECANCELLED) {
@@ -394,9 +411,13 @@ AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path, const 
 	CHECK_ARGS(sb && path && (data || !len) && call, "aks_sandbox_upload_file");
 	if (!sb->prov->caps->files || !sb->prov->sandbox_ops->upload_file)
 		return capability_error(sb->prov, "files", err);
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
 	return plugin_status(
 	    sb->prov, "upload_file",
-	    sb->prov->sandbox_ops->upload_file(sb->impl, path, data ? data : "", len, call, err),
+	    sb->prov->sandbox_ops->upload_file(sb->impl, path, data ? data : "", len, &c.call, err),
 	    err);
 }
 

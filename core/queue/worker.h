@@ -111,4 +111,12 @@ void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out);
 bool aks__worker_truncate(aks_wire_completion *c, const char *conversation, int64_t limit,
                           bool *still_over);
 
+/* ---- aks_worker_run (worker_api.c) ---- */
+
+/* The caller's options (NULL: none) over the defaults, as aks_worker_run uses them: an
+ * older caller's struct has fewer fields, which keep their defaults. AKS_EINVAL for a
+ * struct no initialiser wrote. */
+int aks__worker_options_read(aks_worker_options *out, const aks_worker_options *opts,
+                             aks_error **err);
+
 #endif /* AKS_CORE_QUEUE_WORKER_H */

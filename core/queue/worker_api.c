@@ -17,15 +17,23 @@
 #include "queue/worker.h"
 #include "store/store.h"
 #include "util/cancel.h"
+#include "util/sized.h"
 
 #define DEFAULT_STOP_GRACE 30.0
 
-AKS_EXPORT void aks_worker_options_init(aks_worker_options *opts)
+static void options_defaults(aks_worker_options *opts)
 {
 	memset(opts, 0, sizeof(*opts));
 	opts->struct_version = AKS_WORKER_OPTIONS_VERSION;
 	opts->struct_size = sizeof(*opts);
 	opts->stop_grace = DEFAULT_STOP_GRACE;
+}
+
+AKS_EXPORT void aks_worker_options_init_sized(aks_worker_options *opts, size_t size)
+{
+	aks_worker_options full;
+	options_defaults(&full);
+	aks__sized_write(opts, size, &full, sizeof(full));
 }
 
 /* The reference's startup fail-fasts (§5.6), and one of ours: in_memory queues live inside
@@ -150,17 +158,29 @@ static void *watch_stop(void *arg)
 	}
 }
 
+int aks__worker_options_read(aks_worker_options *out, const aks_worker_options *opts,
+                             aks_error **err)
+{
+	options_defaults(out);
+	if (opts) {
+		int rc = aks__sized_read(out, sizeof(*out), opts, "aks_worker_options", err);
+		if (rc < 0)
+			return rc;
+	}
+	if (out->stop_grace <= 0)
+		out->stop_grace = DEFAULT_STOP_GRACE;
+	return AKS_OK;
+}
+
 AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *opts,
                               aks_cancel *stop, aks_error **err)
 {
 	aks_worker_options o;
-	aks_worker_options_init(&o);
-	if (opts && opts->struct_size >= sizeof(o))
-		o = *opts;
-	if (o.stop_grace <= 0)
-		o.stop_grace = DEFAULT_STOP_GRACE;
+	int rc = aks__worker_options_read(&o, opts, err);
+	if (rc < 0)
+		return rc;
 	worker_process wp;
-	int rc = open_all(settings, &wp, err);
+	rc = open_all(settings, &wp, err);
 	if (rc < 0)
 		return rc;
 	const aks_broker_settings *b = &settings->broker;

@@ -10,6 +10,7 @@
 #include "config/block.h"
 #include "internal.h"
 #include "plugin/host_api.h"
+#include "util/sized.h"
 
 /* The owned form of an aks_principal: the public struct points into it. */
 struct aks_principal_builder {
@@ -122,8 +123,8 @@ struct aks_resolver {
 	aks_config *defaults;
 };
 
-AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request, const char *conversation_id,
-                                         const char *agent, const char *const *attributes)
+static void request_defaults(aks_resolve_request *request, const char *conversation_id,
+                             const char *agent, const char *const *attributes)
 {
 	memset(request, 0, sizeof(*request));
 	request->struct_version = AKS_RESOLVE_REQUEST_VERSION;
@@ -131,6 +132,15 @@ AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request, const cha
 	request->conversation_id = conversation_id ? conversation_id : "";
 	request->agent = agent && *agent ? agent : "agent";
 	request->attributes = attributes ? attributes : none;
+}
+
+AKS_EXPORT void aks_resolve_request_init_sized(aks_resolve_request *request, size_t size,
+                                               const char *conversation_id, const char *agent,
+                                               const char *const *attributes)
+{
+	aks_resolve_request full;
+	request_defaults(&full, conversation_id, agent, attributes);
+	aks__sized_write(request, size, &full, sizeof(full));
 }
 
 AKS_EXPORT int aks_resolver_open_agent(aks_resolver **out, aks_error **err)
@@ -180,10 +190,16 @@ AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_re
 {
 	if (!resolver || !request || !out)
 		return aks__error_set(err, AKS_EINVAL, "aks_resolver_resolve: missing argument");
+	/* The resolver reads every field of our layout; the caller's may be an older one. */
+	aks_resolve_request full;
+	request_defaults(&full, NULL, NULL, NULL);
+	int rc = aks__sized_read(&full, sizeof(full), request, "aks_resolve_request", err);
+	if (rc < 0)
+		return rc;
+	request = &full;
 	aks_resolved_principal *p = principal_new();
 	if (!p)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	int rc;
 	if (!resolver->ops) {
 		rc = aks__principal_set(p, AKS_IDENTITY_AGENT, request->agent);
 		if (rc < 0)

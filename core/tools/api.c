@@ -27,6 +27,7 @@
 #include "store/store.h"
 #include "tools/json.h"
 #include "util/json_fix.h"
+#include "util/sized.h"
 
 struct aks_runtime {
 	aks_settings *settings; /* borrowed */
@@ -43,14 +44,16 @@ struct aks_runtime {
 	pthread_t reaper;
 };
 
-AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *conversation_id,
-                                      const char *agent)
+AKS_EXPORT void aks_tool_context_init_sized(aks_tool_context *ctx, size_t size,
+                                            const char *conversation_id, const char *agent)
 {
-	memset(ctx, 0, sizeof(*ctx));
-	ctx->struct_version = AKS_TOOL_CONTEXT_VERSION;
-	ctx->struct_size = sizeof(*ctx);
-	ctx->conversation_id = conversation_id;
-	ctx->agent = agent;
+	aks_tool_context full = {
+	    .struct_version = AKS_TOOL_CONTEXT_VERSION,
+	    .struct_size = sizeof(full),
+	    .conversation_id = conversation_id,
+	    .agent = agent,
+	};
+	aks__sized_write(ctx, size, &full, sizeof(full));
 }
 
 /* The configured store: a plugin, or the file store in state_dir (the caller's choice wins

@@ -60,13 +60,23 @@ AKS_EXPORT void aks_cancel_free(aks_cancel *cancel)
 	free(cancel);
 }
 
+/* The call's token; none when the call is too small to carry one (plugins get the host's
+ * layout, but an embedder driving a plugin's table directly passes its own). */
+static const aks_cancel *call_token(const aks_call *call)
+{
+	if (!call ||
+	    call->struct_size < offsetof(aks_call, host_private) + sizeof(call->host_private))
+		return NULL;
+	return call->host_private;
+}
+
 bool aks__call_cancelled(const aks_call *call)
 {
-	return call && aks_cancel_is_triggered(call->host_private);
+	return aks_cancel_is_triggered(call_token(call));
 }
 
 int aks__call_cancel_fd(const aks_call *call)
 {
-	const aks_cancel *c = call ? call->host_private : NULL;
+	const aks_cancel *c = call_token(call);
 	return c ? c->fd : -1;
 }

@@ -21,6 +21,11 @@ _Static_assert(sizeof(aks_capabilities) == 40, "capabilities size");
 _Static_assert(sizeof(aks_policy) == 72, "policy size");
 _Static_assert(sizeof(aks_principal) == 40, "principal size");
 _Static_assert(sizeof(aks_call) == 48, "call size");
+_Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
+/* Version 1 ended at `cancel`, 40 bytes. */
+_Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");
+_Static_assert(sizeof(aks_tool_context) == 56, "tool context size");
+_Static_assert(sizeof(aks_worker_options) == 24, "worker options size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
 /* The 1.0 table was 72 bytes; instance_description was appended after it. */
 _Static_assert(AKS_PROVIDER_OPS_MIN_SIZE == 72, "provider ops size before the append");
@@ -46,6 +51,9 @@ static void test_struct_headers_first(void **state)
 	assert_int_equal(offsetof(aks_sandbox_ops, struct_size), 4);
 	assert_int_equal(offsetof(aks_host_api, struct_size), 4);
 	assert_int_equal(offsetof(aks_config_key, struct_size), 4);
+	assert_int_equal(offsetof(aks_resolve_request, struct_size), 4);
+	assert_int_equal(offsetof(aks_tool_context, struct_size), 4);
+	assert_int_equal(offsetof(aks_worker_options, struct_size), 4);
 }
 
 static void test_initialisers_fill_headers(void **state)

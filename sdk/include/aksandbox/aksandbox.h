@@ -107,18 +107,38 @@ AKS_EXPORT void aks_cancel_trigger(aks_cancel *cancel);
 AKS_EXPORT bool aks_cancel_is_triggered(const aks_cancel *cancel);
 AKS_EXPORT void aks_cancel_free(aks_cancel *cancel);
 
+/*
+ * The initialisers of the versioned structs (aks_policy_init and the others below) are
+ * macros that pass the library the size of the struct the caller was compiled with, so a
+ * program built against an older header, whose struct is smaller, gets only its own bytes
+ * written however new the library is. A *_init_sized function writes the fields that fit
+ * in `size` bytes and stamps `size` as struct_size (a struct larger than the library's, from
+ * a newer header, gets its unknown fields zeroed and the library's size). Call the macros;
+ * the functions of the macros' names are the entry points of binaries built before the
+ * macros existed (docs/abi.md).
+ */
+
 /* The defaults of the seeds: egress allow, timeout 120 s, strict. */
-AKS_EXPORT void aks_policy_init(aks_policy *policy);
+AKS_EXPORT void aks_policy_init_sized(aks_policy *policy, size_t size);
+#define aks_policy_init(policy) aks_policy_init_sized((policy), sizeof(*(policy)))
 /* An agent-mode principal for `subject`. */
-AKS_EXPORT void aks_principal_init(aks_principal *principal, const char *subject);
+AKS_EXPORT void aks_principal_init_sized(aks_principal *principal, size_t size,
+                                         const char *subject);
+#define aks_principal_init(principal, subject)                                                     \
+	aks_principal_init_sized((principal), sizeof(*(principal)), (subject))
 
 /*
  * Prepares a call. The deadline is now + timeout (timeout <= 0: none). The
  * policy, principal and cancel token are borrowed and must outlive the call;
- * any of them may be NULL (defaults; not cancellable).
+ * any of them may be NULL (defaults; not cancellable). The functions that take
+ * a call read only what its struct_size covers (and likewise of its policy
+ * and principal); fields past it keep the defaults.
  */
-AKS_EXPORT void aks_call_init(aks_call *call, double timeout, const aks_policy *policy,
-                              const aks_principal *principal, aks_cancel *cancel);
+AKS_EXPORT void aks_call_init_sized(aks_call *call, size_t size, double timeout,
+                                    const aks_policy *policy, const aks_principal *principal,
+                                    aks_cancel *cancel);
+#define aks_call_init(call, timeout, policy, principal, cancel)                                    \
+	aks_call_init_sized((call), sizeof(*(call)), (timeout), (policy), (principal), (cancel))
 
 /* ---- providers and sandboxes ----------------------------------------------- */
 
@@ -191,9 +211,13 @@ AKS_EXPORT int aks_resolver_open_agent(aks_resolver **out, aks_error **err);
 AKS_EXPORT int aks_resolver_resolve(aks_resolver *resolver, const aks_resolve_request *request,
                                     aks_resolved_principal **out, aks_error **err);
 AKS_EXPORT void aks_resolver_close(aks_resolver *resolver);
-/* Fills a request; attributes may be NULL. */
-AKS_EXPORT void aks_resolve_request_init(aks_resolve_request *request, const char *conversation_id,
-                                         const char *agent, const char *const *attributes);
+/* Fills a request; attributes may be NULL. A macro, as aks_call_init. */
+AKS_EXPORT void aks_resolve_request_init_sized(aks_resolve_request *request, size_t size,
+                                               const char *conversation_id, const char *agent,
+                                               const char *const *attributes);
+#define aks_resolve_request_init(request, conversation_id, agent, attributes)                      \
+	aks_resolve_request_init_sized((request), sizeof(*(request)), (conversation_id), (agent),  \
+	                               (attributes))
 /* The principal, valid as long as the resolved principal. */
 AKS_EXPORT const aks_principal *aks_resolved_principal_get(const aks_resolved_principal *p);
 AKS_EXPORT void aks_resolved_principal_free(aks_resolved_principal *p);
@@ -350,9 +374,11 @@ typedef struct aks_tool_context {
 #define AKS_TOOL_CONTEXT_VERSION 2
 
 /* Fills a context: version, size, the two ids, no attributes, no cancel token, no output
- * callback. */
-AKS_EXPORT void aks_tool_context_init(aks_tool_context *ctx, const char *conversation_id,
-                                      const char *agent);
+ * callback. A macro, as aks_call_init. */
+AKS_EXPORT void aks_tool_context_init_sized(aks_tool_context *ctx, size_t size,
+                                            const char *conversation_id, const char *agent);
+#define aks_tool_context_init(ctx, conversation_id, agent)                                         \
+	aks_tool_context_init_sized((ctx), sizeof(*(ctx)), (conversation_id), (agent))
 /* Opens a runtime. `settings` is borrowed and must outlive it; `state_dir`
  * NULL is the default state directory ($AKS_STATE_DIR, ...). A disabled
  * sandbox opens no state. */
@@ -414,8 +440,10 @@ typedef struct aks_worker_options {
 
 #define AKS_WORKER_OPTIONS_VERSION 1
 
-/* Fills the options: version, size, run until stopped, a 30 s grace. */
-AKS_EXPORT void aks_worker_options_init(aks_worker_options *opts);
+/* Fills the options: version, size, run until stopped, a 30 s grace. A macro, as
+ * aks_call_init. */
+AKS_EXPORT void aks_worker_options_init_sized(aks_worker_options *opts, size_t size);
+#define aks_worker_options_init(opts) aks_worker_options_init_sized((opts), sizeof(*(opts)))
 /*
  * Runs a queue worker for `settings` (enabled, flavor queue with a transport that reaches
  * other processes) until `stop` is triggered (NULL: only `once` ends it), then stops cleanly:
@@ -429,6 +457,24 @@ AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *
 /* Whether a worker could run here: the settings are a worker's, and the transport and the
  * response store answer. AKS_OK, or the error aks_worker_run would start with. */
 AKS_EXPORT int aks_worker_check(aks_settings *settings, aks_error **err);
+
+/* ---- entry points of binaries built before the sized initialisers ---------------- */
+
+/*
+ * What programs compiled against a header without the *_init_sized functions call. Each
+ * writes the struct as it was in that header (the layout of ABI 1.0; aks_tool_context's
+ * version 2), never more, whatever the library's struct has grown to. New code calls the
+ * macros above; the parentheses keep them from expanding here.
+ */
+AKS_EXPORT void(aks_policy_init)(aks_policy *policy);
+AKS_EXPORT void(aks_principal_init)(aks_principal *principal, const char *subject);
+AKS_EXPORT void(aks_call_init)(aks_call *call, double timeout, const aks_policy *policy,
+                               const aks_principal *principal, aks_cancel *cancel);
+AKS_EXPORT void(aks_resolve_request_init)(aks_resolve_request *request, const char *conversation_id,
+                                          const char *agent, const char *const *attributes);
+AKS_EXPORT void(aks_tool_context_init)(aks_tool_context *ctx, const char *conversation_id,
+                                       const char *agent);
+AKS_EXPORT void(aks_worker_options_init)(aks_worker_options *opts);
 
 #ifdef __cplusplus
 }

@@ -6,7 +6,9 @@
  *  - execute_code (python, bash) and execute_command echo their input on
  *    stdout with exit code 0; input containing FAKE_FAIL_MARKER instead gives
  *    stderr "simulated non-zero exit" and exit code 1 (a failing program is a
- *    result, never an error).
+ *    result, never an error). The command FAKE_DESCRIBE_CALL instead prints
+ *    what the call carries (fake_describe_call), for tests of what the host
+ *    hands a plugin.
  *  - Files live in an in-memory map per sandbox; a missing file is
  *    AKS_ENOTFOUND.
  *  - install_packages is deliberately absent: the host turns the NULL slot into
@@ -60,9 +62,10 @@
 #define FAKE_PLUGIN_NAME "fake"
 #endif
 
-#define FAKE_FAIL_MARKER "__nonzero_exit__"
-#define FAKE_FAIL_STDERR "simulated non-zero exit"
-#define FAKE_ID_LEN      32
+#define FAKE_FAIL_MARKER   "__nonzero_exit__"
+#define FAKE_FAIL_STDERR   "simulated non-zero exit"
+#define FAKE_DESCRIBE_CALL "__describe_call__"
+#define FAKE_ID_LEN        32
 
 struct fake_file {
 	struct fake_file *next;
@@ -228,9 +231,49 @@ static int fake_execute_code(aks_sandbox_impl *sb, const char *code, const char 
 	return fake_run(sb, code, out, err);
 }
 
+static size_t fake_count(const char *const *list)
+{
+	size_t n = 0;
+	while (list[n])
+		n++;
+	return n;
+}
+
+/* One line of every field of the call, its policy and its principal, read the way a
+ * plugin may: directly, with no size check, because the host hands plugins its own
+ * layout. */
+static int fake_describe_call(aks_sandbox_impl *sb, const aks_call *call, aks_result *out,
+                              aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	const aks_policy *p = call->policy;
+	const aks_principal *who = call->principal;
+	char line[1024];
+	int n =
+	    snprintf(line, sizeof(line),
+	             "call: size=%u timeout=%g deadline=%s cancellable=%s\n"
+	             "policy: size=%u egress=%u allow=%zu read=%zu write=%zu cpu=%g "
+	             "memory_mb=%lld timeout=%g strict=%s\n"
+	             "principal: size=%u mode=%u subject=%s groups=%zu credentials=%zu\n",
+	             call->struct_size, call->timeout, call->deadline_ms > 0 ? "yes" : "no",
+	             host->cancel_fd(call) >= 0 ? "yes" : "no", p->struct_size, p->network_egress,
+	             fake_count(p->network_allow), fake_count(p->fs_allow_read),
+	             fake_count(p->fs_allow_write), p->cpu, (long long)p->memory_mb, p->timeout,
+	             p->strict ? "yes" : "no", who->struct_size, who->mode, who->subject,
+	             fake_count(who->groups), fake_count(who->credentials));
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return host->error_set(err, AKS_ERROR, "fake: call description too long");
+	int rc = host->result_write(out, AKS_STREAM_STDOUT, line, (size_t)n, err);
+	if (rc == AKS_OK)
+		host->result_set_exit_code(out, 0);
+	return rc;
+}
+
 static int fake_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
                                 aks_result *out, aks_error **err)
 {
+	if (strcmp(command, FAKE_DESCRIBE_CALL) == 0)
+		return fake_describe_call(sb, call, out, err);
 	return fake_run(sb, command, out, err);
 }
 
