@@ -178,11 +178,10 @@ static int lock_session(aks_worker_engine *e, const char *ikey, const char *id, 
 		if (rc == AKS_OK || rc == AKS_ECANCELLED || rc == AKS_ENOMEM || rc == AKS_EINVAL) {
 			if (rc < 0 && le && rc != AKS_ECANCELLED)
 				aks__error_prefix(le, "cannot lock sandbox session '%s'", id);
-			if (rc < 0 && err && !*err)
-				*err = le;
-			else
-				aks_error_free(le);
-			if (rc == AKS_OK && told)
+			if (rc < 0)
+				return aks__error_pass(err, rc, le);
+			aks_error_free(le);
+			if (told)
 				aks__log(AKS_LOG_INFO, "worker",
 				         "the response store answers again; running session '%s'",
 				         id);

@@ -14,16 +14,6 @@
 #include "tools/json.h"
 #include "util/util.h"
 
-/* Passes a library error on to the caller's err, or frees it. */
-static int pass_error(aks_error **err, int rc, aks_error *e)
-{
-	if (err && !*err)
-		*err = e;
-	else
-		aks_error_free(e);
-	return rc;
-}
-
 bool aks__engine_is_attached(const aks_profile *p)
 {
 	return p && aks_profile_get_environment(p) == AKS_ENV_ATTACHED;
@@ -84,7 +74,7 @@ int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const ak
 		aks_error *e = NULL;
 		int rc = aks_provider_attach(prov, target, call, out, &e);
 		if (rc != AKS_EGONE)
-			return rc < 0 ? pass_error(err, rc, e) : rc;
+			return rc < 0 ? aks__error_pass(err, rc, e) : rc;
 		aks_error_free(e);
 		if (attached)
 			return aks__error_set(
@@ -175,7 +165,7 @@ int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_ca
 		                      "sandbox operation '%s' exceeded timeout %ss",
 		                      aks__engine_op_name(req->op), t);
 	}
-	return pass_error(err, rc, e);
+	return aks__error_pass(err, rc, e);
 }
 
 /* The notice of an idle reset (malloc'd; NULL on ENOMEM). */

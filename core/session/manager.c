@@ -84,16 +84,6 @@ int aks__manager_check_conversation(const char *conversation, aks_error **err)
 	return aks__store_name_check("conversation id", conversation, err);
 }
 
-/* Passes a library error on to the caller's err, or frees it. */
-static int pass_error(aks_error **err, int rc, aks_error *e)
-{
-	if (err && !*err)
-		*err = e;
-	else
-		aks_error_free(e);
-	return rc;
-}
-
 /* ---- the per-session lock ---- */
 
 /*
@@ -573,7 +563,7 @@ static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
 	memset(&j->out, 0, sizeof(j->out));
 	rc = j->rc;
 	if (rc < 0) {
-		rc = pass_error(err, rc, j->err);
+		rc = aks__error_pass(err, rc, j->err);
 		j->err = NULL;
 	}
 	job_free(j);
