@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plugin/handle_cache.h"
+#include "plugin/provider.h"
 #include "plugin/result.h"
 #include "session/engine.h"
 #include "tools/json.h"
@@ -135,16 +136,12 @@ int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_ca
 	*out = NULL;
 	switch (req->op) {
 	case AKS_MGR_EXECUTE_CODE:
-		/* The result the call makes on this thread streams to the request's tap. */
-		aks__result_tap_next(req->output);
-		rc = aks_sandbox_execute_code(
-		    sb, req->code, req->language ? req->language : "python", call, out, &e);
-		aks__result_tap_next(NULL);
+		rc = aks__sandbox_execute_code(sb, req->code,
+		                               req->language ? req->language : "python", call,
+		                               req->output, out, &e);
 		break;
 	case AKS_MGR_EXECUTE_COMMAND:
-		aks__result_tap_next(req->output);
-		rc = aks_sandbox_execute_command(sb, req->command, call, out, &e);
-		aks__result_tap_next(NULL);
+		rc = aks__sandbox_execute_command(sb, req->command, call, req->output, out, &e);
 		break;
 	case AKS_MGR_UPLOAD:
 		rc = aks_sandbox_upload_file(sb, req->path, req->data, req->len, call, &e);
