@@ -19,6 +19,9 @@ int aks__error_set(aks_error **err, int code, const char *fmt, ...) AKS_PRINTF(3
 int aks__error_vset(aks_error **err, int code, const char *fmt, va_list ap) AKS_PRINTF(3, 0);
 /* Prefixes an existing error's message: "<prefix>: <old message>". */
 void aks__error_prefix(aks_error *err, const char *fmt, ...) AKS_PRINTF(2, 3);
+/* Hands a library error `e` (owned, may be NULL) on to the caller's err when that has none
+ * yet, else frees it; returns rc, so that `return aks__error_pass(err, rc, e);` ends a path. */
+int aks__error_pass(aks_error **err, int rc, aks_error *e);
 
 /* ---- principals (principal.c) ---- */
 int aks__principal_set(aks_principal_builder *b, int mode, const char *subject);

@@ -20,6 +20,7 @@
 #include "config/block.h"
 #include "plugin/handle_cache.h"
 #include "plugin/host_api.h"
+#include "plugin/provider.h"
 #include "plugin/result.h"
 #include "util/util.h"
 
@@ -295,19 +296,20 @@ AKS_EXPORT void aks_sandbox_close(aks_sandbox *sb)
 	free(sb);
 }
 
-/* Runs one result-producing operation: a fresh bounded result, the status
- * normalised, and the result kept on success, timeout and cancellation. */
+/* Runs one result-producing operation: a fresh bounded result (streaming to tap, may be
+ * NULL), the status normalised, and the result kept on success, timeout and cancellation. */
 typedef int (*result_op)(aks_sandbox *sb, const void *arg, const aks_call *call, aks_result *r,
                          aks_error **err);
 
 static int run_with_result(aks_sandbox *sb, const char *op_name, result_op op, const void *arg,
-                           const aks_call *call, aks_result **out, aks_error **err)
+                           const aks_call *call, aks_output_tap *tap, aks_result **out,
+                           aks_error **err)
 {
 	aks__imported_call c;
 	int rc = aks__call_import(&c, call, err);
 	if (rc < 0)
 		return rc;
-	aks_result *r = aks__result_new(sb->prov->stream_cap, sb->prov->file_cap);
+	aks_result *r = aks__result_new_tapped(sb->prov->stream_cap, sb->prov->file_cap, tap);
 	if (!r)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	rc = plugin_status(sb->prov, op_name, op(sb, arg, &c.call, r, err), err);
@@ -371,8 +373,9 @@ static bool declares_language(const aks_capabilities *caps, const char *language
 			return aks__error_set(err, AKS_EINVAL, fn ": missing argument");           \
 	} while (0)
 
-AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code, const char *language,
-                                        const aks_call *call, aks_result **out, aks_error **err)
+int aks__sandbox_execute_code(aks_sandbox *sb, const char *code, const char *language,
+                              const aks_call *call, aks_output_tap *tap, aks_result **out,
+                              aks_error **err)
 {
 	CHECK_ARGS(sb && code && call && out, "aks_sandbox_execute_code");
 	if (!language)
@@ -384,16 +387,28 @@ AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code, const
 		return capability_error(sb->prov, cap, err);
 	}
 	code_arg a = {code, language};
-	return run_with_result(sb, "execute_code", op_code, &a, call, out, err);
+	return run_with_result(sb, "execute_code", op_code, &a, call, tap, out, err);
+}
+
+AKS_EXPORT int aks_sandbox_execute_code(aks_sandbox *sb, const char *code, const char *language,
+                                        const aks_call *call, aks_result **out, aks_error **err)
+{
+	return aks__sandbox_execute_code(sb, code, language, call, NULL, out, err);
+}
+
+int aks__sandbox_execute_command(aks_sandbox *sb, const char *command, const aks_call *call,
+                                 aks_output_tap *tap, aks_result **out, aks_error **err)
+{
+	CHECK_ARGS(sb && command && call && out, "aks_sandbox_execute_command");
+	if (!sb->prov->caps->shell || !sb->prov->sandbox_ops->execute_command)
+		return capability_error(sb->prov, "shell", err);
+	return run_with_result(sb, "execute_command", op_command, command, call, tap, out, err);
 }
 
 AKS_EXPORT int aks_sandbox_execute_command(aks_sandbox *sb, const char *command,
                                            const aks_call *call, aks_result **out, aks_error **err)
 {
-	CHECK_ARGS(sb && command && call && out, "aks_sandbox_execute_command");
-	if (!sb->prov->caps->shell || !sb->prov->sandbox_ops->execute_command)
-		return capability_error(sb->prov, "shell", err);
-	return run_with_result(sb, "execute_command", op_command, command, call, out, err);
+	return aks__sandbox_execute_command(sb, command, call, NULL, out, err);
 }
 
 AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb, const char *const *packages,
@@ -402,7 +417,7 @@ AKS_EXPORT int aks_sandbox_install_packages(aks_sandbox *sb, const char *const *
 	CHECK_ARGS(sb && packages && call && out, "aks_sandbox_install_packages");
 	if (!sb->prov->caps->package_install || !sb->prov->sandbox_ops->install_packages)
 		return capability_error(sb->prov, "package_install", err);
-	return run_with_result(sb, "install_packages", op_install, packages, call, out, err);
+	return run_with_result(sb, "install_packages", op_install, packages, call, NULL, out, err);
 }
 
 AKS_EXPORT int aks_sandbox_upload_file(aks_sandbox *sb, const char *path, const void *data,
@@ -427,7 +442,7 @@ AKS_EXPORT int aks_sandbox_download_file(aks_sandbox *sb, const char *path, cons
 	CHECK_ARGS(sb && path && call && out, "aks_sandbox_download_file");
 	if (!sb->prov->caps->files || !sb->prov->sandbox_ops->download_file)
 		return capability_error(sb->prov, "files", err);
-	return run_with_result(sb, "download_file", op_download, path, call, out, err);
+	return run_with_result(sb, "download_file", op_download, path, call, NULL, out, err);
 }
 
 AKS_EXPORT const char *aks_version(void)

@@ -100,22 +100,20 @@ static void tap_emit(aks_output_tap *tap, int stream, const void *data, size_t l
 	pthread_mutex_unlock(&tap->mu);
 }
 
-static _Thread_local aks_output_tap *next_tap;
-
-void aks__result_tap_next(aks_output_tap *tap)
-{
-	next_tap = tap;
-}
-
-aks_result *aks__result_new(size_t stream_cap, size_t file_cap)
+aks_result *aks__result_new_tapped(size_t stream_cap, size_t file_cap, aks_output_tap *tap)
 {
 	aks_result *r = calloc(1, sizeof(*r));
 	if (!r)
 		return NULL;
 	r->stream_cap = stream_cap;
 	r->file_cap = file_cap;
-	r->tap = aks__output_tap_ref(next_tap);
+	r->tap = aks__output_tap_ref(tap);
 	return r;
+}
+
+aks_result *aks__result_new(size_t stream_cap, size_t file_cap)
+{
+	return aks__result_new_tapped(stream_cap, file_cap, NULL);
 }
 
 static int capture(stream_capture *s, size_t cap, const void *data, size_t len)

@@ -41,13 +41,10 @@ void aks__output_tap_unref(aks_output_tap *tap);          /* NULL-safe */
 /* Waits for a call in progress, then drops fn and userdata for good. NULL-safe. */
 void aks__output_tap_detach(aks_output_tap *tap);
 
-/*
- * The tap the next aks__result_new on this thread attaches (it takes its own reference), so
- * that the result a provider operation creates (core/plugin/provider.c, run_with_result) streams to
- * it: the engine sets it around aks_sandbox_execute_code/command and clears it (NULL) after.
- * Thread-local: only the result made on the calling thread, inside that call, is tapped.
- */
-void aks__result_tap_next(aks_output_tap *tap);
+/* As aks__result_new, streaming to `tap` (NULL: none; the result takes its own reference):
+ * what the core's execute calls make (core/plugin/provider.h) when the engine hands them the
+ * request's tap. */
+aks_result *aks__result_new_tapped(size_t stream_cap, size_t file_cap, aks_output_tap *tap);
 
 /* ---- cutting a finished result down (the queue worker's record truncation) ---- */
 

@@ -178,11 +178,10 @@ static int lock_session(aks_worker_engine *e, const char *ikey, const char *id, 
 		if (rc == AKS_OK || rc == AKS_ECANCELLED || rc == AKS_ENOMEM || rc == AKS_EINVAL) {
 			if (rc < 0 && le && rc != AKS_ECANCELLED)
 				aks__error_prefix(le, "cannot lock sandbox session '%s'", id);
-			if (rc < 0 && err && !*err)
-				*err = le;
-			else
-				aks_error_free(le);
-			if (rc == AKS_OK && told)
+			if (rc < 0)
+				return aks__error_pass(err, rc, le);
+			aks_error_free(le);
+			if (told)
 				aks__log(AKS_LOG_INFO, "worker",
 				         "the response store answers again; running session '%s'",
 				         id);
@@ -251,12 +250,6 @@ typedef struct run_state {
 	aks_result *result;
 } run_state;
 
-static void prepare_call(const run_state *st, aks_call *call)
-{
-	const aks_policy *policy = aks_profile_get_policy(st->profile);
-	aks_call_init(call, policy->timeout, policy, &st->req->principal, st->cancel);
-}
-
 /* destroy (§5.2 step 3): whatever sandbox the inventory or the request names goes. */
 static int run_destroy(run_state *st, aks_error **err)
 {
@@ -286,7 +279,54 @@ static int run_destroy(run_state *st, aks_error **err)
 	return AKS_OK;
 }
 
-/* Everything but destroy: gates, acquire, the operation. */
+/* The sandbox the inventory records for the session replaces the one its request names (see
+ * the top); a store that cannot be read leaves the request's, logged. */
+static int sandbox_from_inventory(run_state *st, aks_error **err)
+{
+	char *known = NULL;
+	aks_error *e = NULL;
+	int rc = inventory_get(st->e, st->ikey, &known, &e);
+	if (rc == AKS_OK) {
+		free(st->s.sandbox_id);
+		st->s.sandbox_id = known;
+	} else if (rc == AKS_ENOMEM) {
+		aks_error_free(e);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	} else if (rc != AKS_ENOTFOUND) {
+		aks__log(AKS_LOG_WARNING, "worker",
+		         "cannot read the inventory for session '%s' (%s); using the sandbox its "
+		         "request names",
+		         st->s.id, aks_error_message(e));
+	}
+	aks_error_free(e);
+	return AKS_OK;
+}
+
+/* The engine's record hook: a new sandbox goes in the inventory before it is used, so no
+ * failure after can orphan it. Best effort (inventory_put logs), so never a failure. */
+static int record_sandbox(void *ctx, const aks_session_rec *s, aks_error **err)
+{
+	(void)err;
+	run_state *st = ctx;
+	inventory_put(st->e, st->ikey, st->profile, st->ns, s);
+	return AKS_OK;
+}
+
+/* A completion always has a result: an upload's says exit code 0, and a recreated sandbox's
+ * notice goes on it unless the operation left one of its own. */
+static int complete_result(run_state *st, int op, const char *notice, aks_error **err)
+{
+	if (!st->result && !(st->result = aks__result_new(0, 0)))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (op == AKS_MGR_UPLOAD)
+		aks__result_set_exit_code(st->result, 0);
+	if (notice && !aks_result_get_notice(st->result) &&
+	    aks__result_set_notice(st->result, notice) < 0)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	return AKS_OK;
+}
+
+/* Everything but destroy: gates, then the operation in the session (aks__engine_run). */
 static int run_operation(run_state *st, aks_error **err)
 {
 	int rc = aks_profile_check_principal(st->profile, &st->req->principal, err);
@@ -295,77 +335,23 @@ static int run_operation(run_state *st, aks_error **err)
 	if (rc < 0)
 		return rc;
 	st->known = true; /* from here on, the inventory follows s */
-	if (st->ikey) {
-		char *known = NULL;
-		aks_error *e = NULL;
-		rc = inventory_get(st->e, st->ikey, &known, &e);
-		if (rc == AKS_OK) {
-			free(st->s.sandbox_id); /* the inventory knows better (see the top) */
-			st->s.sandbox_id = known;
-		} else if (rc == AKS_ENOMEM) {
-			aks_error_free(e);
-			return aks__error_set(err, AKS_ENOMEM, "out of memory");
-		} else if (rc != AKS_ENOTFOUND) {
-			aks__log(
-			    AKS_LOG_WARNING, "worker",
-			    "cannot read the inventory for session '%s' (%s); using the sandbox "
-			    "its request names",
-			    st->s.id, aks_error_message(e));
-		}
-		aks_error_free(e);
-	}
-	aks_sandbox *sb = NULL;
-	bool recreated = false, cached = false, use_cache = true;
-	aks_call call;
-again:
-	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &st->s, &call, &sb, &recreated,
-	                         use_cache ? &cached : NULL, err);
-	if (rc < 0)
+	if (st->ikey && (rc = sandbox_from_inventory(st, err)) < 0)
 		return rc;
-	if (!use_cache)
-		cached = false;
-	const char *sid = aks_sandbox_get_id(sb);
-	if (!st->s.sandbox_id || strcmp(st->s.sandbox_id, sid) != 0) {
-		free(st->s.sandbox_id);
-		st->s.closed = false;
-		if (!(st->s.sandbox_id = strdup(sid))) {
-			aks_sandbox_close(sb);
-			return aks__error_set(err, AKS_ENOMEM, "out of memory");
-		}
-		/* Recorded before it is used, so no failure below can orphan it. */
-		if (st->ikey)
-			inventory_put(st->e, st->ikey, st->profile, st->ns, &st->s);
-	}
 	aks_mgr_request mreq;
 	mgr_request_of(st->req, &mreq);
-	prepare_call(st, &call); /* the operation gets the whole timeout */
-	rc = aks__engine_run_op(sb, &mreq, &call, &st->result, err);
-	if (rc == AKS_EGONE && cached) {
-		/* Kept from an earlier operation, its sandbox has gone since (another worker's
-		 * sweep, say): self-heal through the backend, as with no kept handle. */
-		aks_sandbox_close(sb);
-		if (err && *err) {
-			aks_error_free(*err);
-			*err = NULL;
-		}
-		use_cache = false;
-		goto again;
-	}
-	aks__engine_release(st->profile, sb, rc);
-	st->s.last_used_at = aks__epoch_now();
-	if (rc == AKS_OK && !st->result && !(st->result = aks__result_new(0, 0)))
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	if (rc == AKS_OK && mreq.op == AKS_MGR_UPLOAD)
-		aks__result_set_exit_code(st->result, 0);
-	if (rc == AKS_OK && recreated && !aks_result_get_notice(st->result)) {
-		char *notice = aks__engine_recreated_notice(st->s.id);
-		if (!notice || aks__result_set_notice(st->result, notice) < 0) {
-			free(notice);
-			return aks__error_set(err, AKS_ENOMEM, "out of memory");
-		}
-		free(notice);
-	}
+	aks_engine_op op = {.profile = st->profile,
+	                    .req = &mreq,
+	                    .principal = &st->req->principal,
+	                    .cancel = st->cancel,
+	                    .keep_handle = true,
+	                    .record = st->ikey ? record_sandbox : NULL,
+	                    .record_ctx = st};
+	aks_engine_outcome done;
+	rc = aks__engine_run(&op, &st->s, &done, err);
+	st->result = done.result;
+	if (rc == AKS_OK)
+		rc = complete_result(st, mreq.op, done.notice, err);
+	free(done.notice);
 	return rc;
 }
 

@@ -220,8 +220,9 @@ static int start_workers(aks_broker_pool *p, aks_error **err)
 	return AKS_OK;
 }
 
-int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, const char *key,
-                       double wait, const aks_cancel *caller_cancel, aks_error **err)
+/* A job for ctx, referenced by its submitter and its worker. */
+static int job_new(const aks_broker_ops *ops, void *ctx, const char *key, job **out,
+                   aks_error **err)
 {
 	job *j = calloc(1, sizeof(*j));
 	if (!j || (key && !(j->key = strdup(key)))) {
@@ -237,63 +238,93 @@ int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx,
 	j->ops = ops;
 	j->ctx = ctx;
 	j->refs = 2; /* the submitter's and the worker's */
+	*out = j;
+	return AKS_OK;
+}
 
+/* Queues j for the workers (started when missing). On failure j is the caller's still. */
+static int enqueue(aks_broker_pool *p, job *j, aks_error **err)
+{
 	pthread_mutex_lock(&p->mu);
 	int rc = p->closing ? aks__error_set(err, AKS_EBROKER, "sandbox thread broker is closed")
 	                    : start_workers(p, err);
-	if (rc < 0) {
-		pthread_mutex_unlock(&p->mu);
-		pthread_mutex_destroy(&j->mu);
-		pthread_cond_destroy(&j->cv);
-		free(j->key);
-		free(j);
-		return rc;
+	if (rc == AKS_OK) {
+		if (p->tail)
+			p->tail->next = j;
+		else
+			p->head = j;
+		p->tail = j;
+		p->busy++;
+		pthread_cond_signal(&p->work);
 	}
-	if (p->tail)
-		p->tail->next = j;
-	else
-		p->head = j;
-	p->tail = j;
-	p->busy++;
-	pthread_cond_signal(&p->work);
 	pthread_mutex_unlock(&p->mu);
+	return rc;
+}
 
+/* Sleeps on the job's condition (job locked) until it is signalled, the deadline passes
+ * (when bounded) or, with a caller's token not yet passed on, for a 50 ms slice: the host's
+ * token has no way to wake us, so it is looked at that often. */
+static void wait_slice(job *j, const struct timespec *deadline, bool bounded, bool poll_cancel)
+{
+	if (!poll_cancel) {
+		if (bounded)
+			pthread_cond_timedwait(&j->cv, &j->mu, deadline);
+		else
+			pthread_cond_wait(&j->cv, &j->mu);
+		return;
+	}
+	struct timespec slice;
+	mono_deadline(&slice, 0.05);
+	if (bounded && (deadline->tv_sec < slice.tv_sec ||
+	                (deadline->tv_sec == slice.tv_sec && deadline->tv_nsec < slice.tv_nsec)))
+		slice = *deadline;
+	pthread_cond_timedwait(&j->cv, &j->mu, &slice);
+}
+
+/* The submitter's wait (see aks__broker_submit): AKS_OK when the run ended, 1 promoted. */
+static int wait_for(job *j, double wait, const aks_cancel *caller_cancel)
+{
 	struct timespec deadline;
 	mono_deadline(&deadline, wait);
 	bool bounded = wait >= 0, cancel_passed = false;
 	pthread_mutex_lock(&j->mu);
 	while (!j->done) {
 		if (bounded && mono_passed(&deadline)) {
-			if (ops->promote(ctx) >= 0) {
+			if (j->ops->promote(j->ctx) >= 0) {
 				j->promoted = true;
 				pthread_mutex_unlock(&j->mu);
-				job_unref(j);
 				return 1;
 			}
 			bounded = false; /* could not record a task: wait for the outcome */
 		}
-		if (caller_cancel && !cancel_passed) {
-			/* The host's token has no way to wake us: look at it every 50 ms. */
-			struct timespec slice;
-			mono_deadline(&slice, 0.05);
-			if (bounded &&
-			    (deadline.tv_sec < slice.tv_sec ||
-			     (deadline.tv_sec == slice.tv_sec && deadline.tv_nsec < slice.tv_nsec)))
-				slice = deadline;
-			pthread_cond_timedwait(&j->cv, &j->mu, &slice);
-			if (aks_cancel_is_triggered(caller_cancel)) {
-				ops->cancel(ctx);
-				cancel_passed = true;
-			}
-		} else if (bounded) {
-			pthread_cond_timedwait(&j->cv, &j->mu, &deadline);
-		} else {
-			pthread_cond_wait(&j->cv, &j->mu);
+		bool poll_cancel = caller_cancel && !cancel_passed;
+		wait_slice(j, &deadline, bounded, poll_cancel);
+		if (poll_cancel && aks_cancel_is_triggered(caller_cancel)) {
+			j->ops->cancel(j->ctx);
+			cancel_passed = true;
 		}
 	}
 	pthread_mutex_unlock(&j->mu);
-	job_unref(j);
 	return AKS_OK;
+}
+
+int aks__broker_submit(aks_broker_pool *p, const aks_broker_ops *ops, void *ctx, const char *key,
+                       double wait, const aks_cancel *caller_cancel, aks_error **err)
+{
+	job *j = NULL;
+	int rc = job_new(ops, ctx, key, &j, err);
+	if (rc == AKS_OK)
+		rc = enqueue(p, j, err);
+	if (rc < 0) {
+		if (j) {
+			j->refs = 1; /* no worker will ever see it */
+			job_unref(j);
+		}
+		return rc;
+	}
+	rc = wait_for(j, wait, caller_cancel);
+	job_unref(j);
+	return rc;
 }
 
 unsigned aks__broker_pending(aks_broker_pool *p)

@@ -9,20 +9,12 @@
 #include <string.h>
 
 #include "plugin/handle_cache.h"
+#include "plugin/provider.h"
 #include "plugin/result.h"
 #include "session/engine.h"
+#include "session/sessions.h"
 #include "tools/json.h"
 #include "util/util.h"
-
-/* Passes a library error on to the caller's err, or frees it. */
-static int pass_error(aks_error **err, int rc, aks_error *e)
-{
-	if (err && !*err)
-		*err = e;
-	else
-		aks_error_free(e);
-	return rc;
-}
 
 bool aks__engine_is_attached(const aks_profile *p)
 {
@@ -59,66 +51,74 @@ void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
 }
 
 /*
- * Attach-or-create with self-heal (§5.2 step 6). For an attached profile,
- * "create" means attaching to attach_to; a vanished attached environment is
- * an error, never a reason to provision one.
+ * The session's sandbox `target` is gone (§5.2 step 6): an attached environment is an error,
+ * never provisioned; a managed sandbox's leftovers are cleaned up so a new one can be created.
  */
-int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                        aks_sandbox **out, bool *recreated, bool *cached, aks_error **err)
+static int forget_gone(const aks_profile *p, const char *target, const char *session_id,
+                       const aks_call *call, aks_error **err)
+{
+	if (aks__engine_is_attached(p))
+		return aks__error_set(err, AKS_EGONE,
+		                      "attached environment '%s' (profile '%s') is unreachable; "
+		                      "not recreating — attached environments are never "
+		                      "provisioned by the framework",
+		                      target, aks_profile_get_name(p));
+	aks__log(AKS_LOG_INFO, "sandbox",
+	         "sandbox %s of session '%s' no longer exists; creating a new one", target,
+	         session_id);
+	/* What the vanished sandbox may have left (a docker workspace volume, say) is the
+	 * provider's to clean: destroy is idempotent, so a gone id is fine. */
+	aks_error *gone = NULL;
+	if (aks_provider_destroy(aks_profile_get_provider(p), target, call, &gone) < 0)
+		aks__log(AKS_LOG_INFO, "sandbox", "cleaning up vanished sandbox %s: %s", target,
+		         aks_error_message(gone));
+	aks_error_free(gone);
+	return AKS_OK;
+}
+
+/*
+ * Attach-or-create with self-heal: s->sandbox_id is attached when set (an attached
+ * profile's attach_to when not); a gone one is forgotten and created anew (*recreated).
+ * With `cached` non-NULL, the handle this process kept for the target is taken first,
+ * without asking the backend (*cached then says so).
+ */
+static int acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
+                   aks_sandbox **out, bool *recreated, bool *cached, aks_error **err)
 {
 	aks_provider *prov = aks_profile_get_provider(p);
-	bool attached = aks__engine_is_attached(p);
-	const char *target = s->sandbox_id ? s->sandbox_id
-	                     : attached    ? aks_profile_get_attach_to(p)
-	                                   : NULL;
+	const char *target = s->sandbox_id                ? s->sandbox_id
+	                     : aks__engine_is_attached(p) ? aks_profile_get_attach_to(p)
+	                                                  : NULL;
 	*recreated = false;
-	if (cached) {
-		*cached = false;
-		if (target &&
-		    (*out = aks__handle_cache_take(aks__provider_handles(prov), target))) {
-			*cached = true;
-			return AKS_OK;
-		}
+	*out = NULL;
+	if (cached && target &&
+	    (*out = aks__handle_cache_take(aks__provider_handles(prov), target))) {
+		*cached = true;
+		return AKS_OK;
 	}
 	if (target) {
 		aks_error *e = NULL;
 		int rc = aks_provider_attach(prov, target, call, out, &e);
 		if (rc != AKS_EGONE)
-			return rc < 0 ? pass_error(err, rc, e) : rc;
+			return rc < 0 ? aks__error_pass(err, rc, e) : rc;
 		aks_error_free(e);
-		if (attached)
-			return aks__error_set(
-			    err, AKS_EGONE,
-			    "attached environment '%s' (profile '%s') is unreachable; "
-			    "not recreating — attached environments are never "
-			    "provisioned by the framework",
-			    target, aks_profile_get_name(p));
-		aks__log(AKS_LOG_INFO, "sandbox",
-		         "sandbox %s of session '%s' no longer exists; creating a new one", target,
-		         s->id);
-		/* What the vanished sandbox may have left (a docker workspace volume, say) is
-		 * the provider's to clean: destroy is idempotent, so a gone id is fine. */
-		aks_error *gone = NULL;
-		if (aks_provider_destroy(prov, target, call, &gone) < 0)
-			aks__log(AKS_LOG_INFO, "sandbox", "cleaning up vanished sandbox %s: %s",
-			         target, aks_error_message(gone));
-		aks_error_free(gone);
+		if ((rc = forget_gone(p, target, s->id, call, err)) < 0)
+			return rc;
 		*recreated = true;
 	}
 	return aks_provider_create(prov, call, out, err);
 }
 
-void aks__engine_release(const aks_profile *p, aks_sandbox *sb, int op_rc)
+/* Gives a handle back after its operation: kept for the session's next call, or closed. */
+static void give_back(const aks_engine_op *op, aks_sandbox *sb, int op_rc)
 {
-	if (!sb)
-		return;
-	if (op_rc == AKS_EGONE) {
-		aks_sandbox_close(sb); /* the sandbox went away under it */
+	if (!op->keep_handle || op_rc == AKS_EGONE) {
+		aks_sandbox_close(sb); /* its own, or the sandbox went away under it */
 		return;
 	}
 	/* Past the profile's idle_timeout the session's next call resets the sandbox anyway. */
-	int64_t idle = aks_profile_get_idle_timeout(p);
-	aks__handle_cache_put(aks__provider_handles(aks_profile_get_provider(p)), sb,
+	int64_t idle = aks_profile_get_idle_timeout(op->profile);
+	aks__handle_cache_put(aks__provider_handles(aks_profile_get_provider(op->profile)), sb,
 	                      idle > 0 ? idle * 1000 : 0);
 }
 
@@ -137,24 +137,20 @@ const char *aks__engine_op_name(int op)
 }
 
 /* The operation itself (§5.2's table), under the call's deadline. */
-int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
-                       aks_result **out, aks_error **err)
+static int run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
+                  aks_result **out, aks_error **err)
 {
 	aks_error *e = NULL;
 	int rc;
 	*out = NULL;
 	switch (req->op) {
 	case AKS_MGR_EXECUTE_CODE:
-		/* The result the call makes on this thread streams to the request's tap. */
-		aks__result_tap_next(req->output);
-		rc = aks_sandbox_execute_code(
-		    sb, req->code, req->language ? req->language : "python", call, out, &e);
-		aks__result_tap_next(NULL);
+		rc = aks__sandbox_execute_code(sb, req->code,
+		                               req->language ? req->language : "python", call,
+		                               req->output, out, &e);
 		break;
 	case AKS_MGR_EXECUTE_COMMAND:
-		aks__result_tap_next(req->output);
-		rc = aks_sandbox_execute_command(sb, req->command, call, out, &e);
-		aks__result_tap_next(NULL);
+		rc = aks__sandbox_execute_command(sb, req->command, call, req->output, out, &e);
 		break;
 	case AKS_MGR_UPLOAD:
 		rc = aks_sandbox_upload_file(sb, req->path, req->data, req->len, call, &e);
@@ -175,7 +171,106 @@ int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_ca
 		                      "sandbox operation '%s' exceeded timeout %ss",
 		                      aks__engine_op_name(req->op), t);
 	}
-	return pass_error(err, rc, e);
+	return aks__error_pass(err, rc, e);
+}
+
+/* ---- running one operation in a session (engine.h) ---- */
+
+static void prepare_call(const aks_engine_op *op, aks_call *call)
+{
+	const aks_policy *policy = aks_profile_get_policy(op->profile);
+	aks_call_init(call, policy->timeout, policy, op->principal, op->cancel);
+}
+
+/* s takes sb's id when it is a new sandbox, recorded before it is used. On failure sb is
+ * closed, and a sandbox that could not be recorded is destroyed. */
+static int adopt(const aks_engine_op *op, aks_session_rec *s, aks_sandbox *sb, aks_error **err)
+{
+	const char *sid = aks_sandbox_get_id(sb);
+	if (s->sandbox_id && strcmp(s->sandbox_id, sid) == 0)
+		return AKS_OK;
+	char *copy = strdup(sid);
+	if (!copy) {
+		aks_sandbox_close(sb);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	free(s->sandbox_id);
+	s->sandbox_id = copy;
+	s->closed = false;
+	int rc = op->record ? op->record(op->record_ctx, s, err) : AKS_OK;
+	if (rc < 0) {
+		aks_sandbox_close(sb);
+		aks__engine_destroy(op->profile, s);
+	}
+	return rc;
+}
+
+/* The session's sandbox, acquired (from the kept handles when use_cache) and adopted; the
+ * recreated notice on out when it was made anew. On failure no handle is left open. */
+static int take_sandbox(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
+                        aks_sandbox **sb, bool *cached, aks_engine_outcome *out, aks_error **err)
+{
+	aks_call call;
+	bool recreated;
+	*cached = false;
+	prepare_call(op, &call);
+	int rc = acquire(op->profile, s, &call, sb, &recreated, use_cache ? cached : NULL, err);
+	if (rc == AKS_OK)
+		rc = adopt(op, s, *sb, err);
+	if (rc < 0 || !recreated)
+		return rc;
+	free(out->notice);
+	if (!(out->notice = aks__engine_recreated_notice(s->id))) {
+		aks_sandbox_close(*sb);
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	return AKS_OK;
+}
+
+/* One attempt. *gone_kept: it failed only because a kept handle's sandbox went away (then
+ * the handle is closed, the error dropped and nothing else touched). */
+static int run_once(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
+                    aks_engine_outcome *out, bool *gone_kept, aks_error **err)
+{
+	aks_sandbox *sb = NULL;
+	bool cached;
+	*gone_kept = false;
+	int rc = take_sandbox(op, s, use_cache, &sb, &cached, out, err);
+	if (rc < 0)
+		return rc;
+	aks_call call;
+	prepare_call(op, &call); /* the operation gets the whole timeout */
+	rc = run_op(sb, op->req, &call, &out->result, err);
+	if (rc == AKS_EGONE && cached) {
+		aks_sandbox_close(sb);
+		if (err && *err) {
+			aks_error_free(*err);
+			*err = NULL;
+		}
+		*gone_kept = true;
+		return rc;
+	}
+	/* §11 item 8 closed handles after every call; kept, the sandbox's agent and its Python
+	 * session live on for the session's next call (core/plugin/handle_cache.h). */
+	give_back(op, sb, rc);
+	s->last_used_at = aks__epoch_now();
+	out->ran = true;
+	return rc;
+}
+
+int aks__engine_run(const aks_engine_op *op, aks_session_rec *s, aks_engine_outcome *out,
+                    aks_error **err)
+{
+	memset(out, 0, sizeof(*out));
+	bool gone_kept;
+	int rc = run_once(op, s, op->keep_handle, out, &gone_kept, err);
+	if (!gone_kept)
+		return rc;
+	/* The kept handle's sandbox went away behind this process's back (another process's
+	 * destroy, a worker's sweep): ask the backend, which self-heals (a new sandbox and its
+	 * notice), and run it there. Without the cache, so never more than once. */
+	out->reacquired = true;
+	return run_once(op, s, false, out, &gone_kept, err);
 }
 
 /* The notice of an idle reset (malloc'd; NULL on ENOMEM). */

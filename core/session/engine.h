@@ -1,8 +1,13 @@
 /*
- * core/session/engine.h - what runs one operation on a sandbox, shared by the in-process brokers
- * (manager.c) and the queue worker (worker_engine.c): acquiring the session's sandbox with
- * self-heal (reference §5.2 step 6), the operation under the policy's timeout, the backend
- * destroy, and the notices those steps tell the agent. Internal API (aks__ names).
+ * core/session/engine.h - "run this operation in this session": the one place that acquires
+ * a session's sandbox (kept handle, attach, or create, with self-heal: reference §5.2 step
+ * 6), records a new sandbox before using it, runs the operation under the policy's timeout,
+ * retries once when a kept handle's sandbox went away, and gives the handle back. Both the
+ * in-process brokers (core/session/manager.c) and the queue worker
+ * (core/queue/worker_engine.c) run operations through aks__engine_run; what differs between
+ * them (where the session lives, how it is locked and written back, how the outcome is
+ * told) stays with them. Also here: the backend destroy and the notices. Internal API
+ * (aks__ names).
  */
 #ifndef AKS_CORE_SESSION_ENGINE_H
 #define AKS_CORE_SESSION_ENGINE_H
@@ -19,31 +24,73 @@ bool aks__engine_is_attached(const aks_profile *p);
 const char *aks__engine_op_name(int op);
 
 /*
- * Attach-or-create with self-heal: s->sandbox_id is attached when set (an attached profile's
- * attach_to when not); a managed sandbox that is gone is cleaned up with destroy and created
- * anew (*recreated); a gone attached environment is an AKS_EGONE error, never provisioned.
+ * Persists s, whose sandbox_id has just changed to the sandbox the engine is about to use,
+ * wherever its caller keeps sessions (the state store, the worker's inventory). AKS_OK, or
+ * an error that fails the call before the operation runs.
  */
-int aks__engine_acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                        aks_sandbox **out, bool *recreated, bool *cached, aks_error **err);
-/* With `cached` non-NULL, acquire first takes the handle this process kept for the session's
- * sandbox (core/plugin/handle_cache.h: its agent, Python session and connections live on), without
- * asking the backend; *cached then says so, and a caller whose operation fails with
- * AKS_EGONE on it releases it and acquires again (cached NULL) to self-heal as above.
- * aks__engine_release gives the handle back after the operation (closed if the operation
- * found the sandbox gone), for the session's next call; the profile's idle_timeout bounds
- * how long it is kept. */
-void aks__engine_release(const aks_profile *p, aks_sandbox *sb, int op_rc);
+typedef int (*aks_engine_record_fn)(void *ctx, const aks_session_rec *s, aks_error **err);
 
-/* The operation (§5.2's table) under call's deadline; a timeout is the reference's
- * "sandbox operation '<op>' exceeded timeout <t>s". */
-int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
-                       aks_result **out, aks_error **err);
+/* One operation to run (everything borrowed for the call). */
+typedef struct aks_engine_op {
+	const aks_profile *profile;
+	const aks_mgr_request *req; /* the operation; req->output: its tap (NULL: none) */
+	const aks_principal *principal;
+	aks_cancel *cancel; /* NULL: not cancellable */
+	/* Take the handle this process kept for the session's sandbox (core/plugin/
+	 * handle_cache.h), and give it back afterwards. false: attach or create a handle of its
+	 * own and close it after the operation (the manager's per_call). */
+	bool keep_handle;
+	aks_engine_record_fn record; /* NULL: the session is kept nowhere (per_call) */
+	void *record_ctx;
+} aks_engine_op;
+
+/* What aks__engine_run tells its caller, whatever it returns. */
+typedef struct aks_engine_outcome {
+	aks_result *result; /* the caller's: executions and downloads that succeeded; else NULL */
+	/* The notice of a sandbox that was gone and has been recreated empty (malloc'd, the
+	 * caller's; NULL when nothing was recreated). It is on neither the result nor s: the
+	 * caller decides who is told (the manager keeps it for a later call when this one
+	 * fails). */
+	char *notice;
+	bool ran;        /* the operation was run; s->last_used_at is when it ended */
+	bool reacquired; /* a kept handle's sandbox was gone: acquired again, ran again (once) */
+} aks_engine_outcome;
+
+/*
+ * Runs op in the session *s. The contract:
+ *
+ *  - The caller holds the session's lock (its state store's, or the worker's in the response
+ *    store) from before it loaded *s until after it writes *s back; the engine takes no lock
+ *    and writes no session record itself but through op->record.
+ *  - s->sandbox_id names the sandbox the session has (NULL: none; an attached profile then
+ *    means its attach_to). Acquiring may give another one (recreated after it was found
+ *    gone, or created): then s->sandbox_id takes the new id, s->closed is cleared, and
+ *    op->record is called before the operation runs, so that no failure after it (nor a
+ *    crash) leaves the new sandbox unrecorded. A failing record fails the call; the new
+ *    sandbox is then destroyed and s left closed with no sandbox_id.
+ *  - A gone managed sandbox is cleaned up and created anew (out->notice says so); a gone
+ *    attached environment is an AKS_EGONE error, never provisioned.
+ *  - The operation gets the policy's whole timeout (a timeout is the reference's
+ *    "sandbox operation '<op>' exceeded timeout <t>s"). When it fails with AKS_EGONE on a
+ *    kept handle (its sandbox was deleted behind this process's back), the handle is closed,
+ *    the error dropped, and the session's sandbox acquired again without the cache and the
+ *    operation run once more (out->reacquired): exactly one retry, since the second attempt
+ *    never uses a kept handle.
+ *  - After the operation the handle is given back (or closed: see keep_handle, and when the
+ *    operation found the sandbox gone) and s->last_used_at is set to now (out->ran).
+ *
+ * Returns the operation's status, or the failure of acquire or record before it.
+ * *out is filled in every case (zeroed first); the caller frees out->result and out->notice.
+ */
+int aks__engine_run(const aks_engine_op *op, aks_session_rec *s, aks_engine_outcome *out,
+                    aks_error **err);
 
 /*
  * Backend destroy shared by destroy, idle reset, per_call and the sweep: best effort, logged,
  * never an error; attached environments (and p NULL: a profile no longer configured) are never
- * destroyed. The session always ends closed with no sandbox_id. Like the original, it acts as
- * the plain "agent" principal under the default policy.
+ * destroyed. The handle kept for the sandbox is closed first. The session always ends closed
+ * with no sandbox_id. Like the original, it acts as the plain "agent" principal under the
+ * default policy.
  */
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
 

@@ -1,6 +1,8 @@
 /*
  * core/session/manager.c - profiles, sessions and the provider calls behind the tools
- * (reference §4 and the embedded broker's worker, §5.2-5.3).
+ * (reference §4 and the embedded broker's worker, §5.2-5.3): the entry points, a stored
+ * session's call under its lock, and the broker flavors (manager_internal.h), one of which
+ * each manager is given when it is made.
  */
 #include "config.h"
 
@@ -37,38 +39,6 @@ void aks__mgr_outcome_clear(aks_mgr_outcome *o)
 	memset(o, 0, sizeof(*o));
 }
 
-int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager **out,
-                     aks_error **err)
-{
-	aks_manager *m = calloc(1, sizeof(*m));
-	if (!m)
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	m->settings = settings;
-	m->store = store;
-	/* `thread` runs on the pool; `embedded` runs inline and never promotes. */
-	const char *flavor = aks_settings_get_broker_flavor(settings);
-	m->threaded = strcmp(flavor, "thread") == 0;
-	m->queued = strcmp(flavor, "queue") == 0;
-	m->remote = !m->threaded && !m->queued && strcmp(flavor, "embedded") != 0;
-	pthread_mutex_init(&m->mu, NULL);
-	*out = m;
-	return AKS_OK;
-}
-
-void aks__manager_free(aks_manager *m)
-{
-	if (!m)
-		return;
-	/* First: running work still uses the store. */
-	aks__broker_pool_free(m->pool);
-	aks__queue_client_free(m->queue);
-	pthread_mutex_destroy(&m->mu);
-	for (size_t i = 0; i < m->n_unconfigured; i++)
-		free(m->unconfigured[i]);
-	free(m->unconfigured);
-	free(m);
-}
-
 int aks__manager_check_conversation(const char *conversation, aks_error **err)
 {
 	if (!conversation || !*conversation)
@@ -82,16 +52,6 @@ int aks__manager_check_conversation(const char *conversation, aks_error **err)
 		                      "name the store's own namespaces",
 		                      conversation);
 	return aks__store_name_check("conversation id", conversation, err);
-}
-
-/* Passes a library error on to the caller's err, or frees it. */
-static int pass_error(aks_error **err, int rc, aks_error *e)
-{
-	if (err && !*err)
-		*err = e;
-	else
-		aks_error_free(e);
-	return rc;
 }
 
 /* ---- the per-session lock ---- */
@@ -122,7 +82,77 @@ static void unlock_session(aks_manager *m, aks_store_lock *lk)
 	aks__store_unlock(m->store, lk);
 }
 
-/* ---- provider calls: engine.c ---- */
+/* ---- operations in this process (embedded and thread): engine.c ---- */
+
+static void engine_op_of(const submit_state *st, bool keep_handle, aks_engine_op *op)
+{
+	*op = (aks_engine_op){.profile = st->profile,
+	                      .req = st->req,
+	                      .principal = st->principal,
+	                      .cancel = st->caller->cancel,
+	                      .keep_handle = keep_handle};
+}
+
+/* per_call: a sandbox created and destroyed around the operation, even when it fails. Its
+ * handle is its own (closed after the operation), since the sandbox never serves again. */
+static int run_ephemeral_here(submit_state *st, aks_mgr_outcome *out, aks_error **err)
+{
+	char id[33];
+	int rc = aks__uuid4_hex(id, err);
+	if (rc < 0)
+		return rc;
+	aks_session_rec s = {.id = id};
+	aks_engine_op op;
+	aks_engine_outcome done;
+	engine_op_of(st, false, &op);
+	rc = aks__engine_run(&op, &s, &done, err);
+	out->result = done.result;
+	free(done.notice); /* a new sandbox has no earlier state to have lost */
+	aks__engine_destroy(st->profile, &s);
+	/* The ephemeral id is never echoed: nothing could ever find it again. */
+	if (rc == AKS_OK && !(out->session_id = strdup("")))
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	return rc;
+}
+
+/* The engine's record hook: the session's new sandbox is saved before it is used. */
+static int record_sandbox(void *ctx, const aks_session_rec *s, aks_error **err)
+{
+	stored_run *r = ctx;
+	int rc = aks__sessions_save(r->st->m->store, r->st->ns, s, err);
+	r->dirty = rc < 0; /* saved: the record is s now */
+	return rc;
+}
+
+/* A stored session's operation on the session's sandbox, kept handles and self-heal
+ * included (aks__engine_run). */
+static int run_stored_here(stored_run *r, aks_mgr_outcome *out, aks_error **err)
+{
+	aks_engine_op op;
+	aks_engine_outcome done;
+	engine_op_of(r->st, true, &op);
+	op.record = record_sandbox;
+	op.record_ctx = r;
+	int rc = aks__engine_run(&op, &r->s, &done, err);
+	out->result = done.result;
+	if (done.notice) {
+		/* The recreate is the news: an empty sandbox says more than an idle reset. */
+		free(r->notice);
+		r->notice = done.notice;
+	}
+	r->dirty = r->dirty || done.ran;
+	return rc;
+}
+
+static void destroy_here(aks_manager *m, const aks_profile *p, const char *conversation,
+                         aks_session_rec *s)
+{
+	(void)m;
+	(void)conversation;
+	aks__engine_destroy(p, s);
+}
+
+/* ---- a stored session's call (per_session, per_runtime) ---- */
 
 /* Puts the manager's notice on the outcome (and on the result unless it has its own). */
 static int set_notice(aks_mgr_outcome *out, const char *notice, aks_error **err)
@@ -138,44 +168,6 @@ static int set_notice(aks_mgr_outcome *out, const char *notice, aks_error **err)
 	if (!(out->notice = strdup(shown)))
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	return AKS_OK;
-}
-
-/* ---- submission ---- */
-
-static void prepare_call(const submit_state *st, aks_call *call)
-{
-	const aks_policy *policy = aks_profile_get_policy(st->profile);
-	aks_call_init(call, policy->timeout, policy, st->principal, st->caller->cancel);
-}
-
-/* per_call: a sandbox created and destroyed around the operation, even when it fails. */
-static int submit_ephemeral(submit_state *st, aks_mgr_outcome *out, aks_error **err)
-{
-	char id[33];
-	int rc = aks__uuid4_hex(id, err);
-	if (rc < 0)
-		return rc;
-	aks_session_rec s = {.id = id};
-	aks_sandbox *sb = NULL;
-	bool recreated;
-	aks_call call;
-	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated, NULL, err);
-	if (rc < 0)
-		return rc;
-	s.sandbox_id = strdup(aks_sandbox_get_id(sb));
-	if (!s.sandbox_id) {
-		aks_sandbox_close(sb);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	prepare_call(st, &call); /* the operation gets the whole timeout */
-	rc = aks__engine_run_op(sb, st->req, &call, &out->result, err);
-	aks_sandbox_close(sb);
-	aks__engine_destroy(st->profile, &s);
-	/* The ephemeral id is never echoed: nothing could ever find it again. */
-	if (rc == AKS_OK && !(out->session_id = strdup("")))
-		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-	return rc;
 }
 
 static int new_default_session(const aks_profile *p, const char *id, double now, aks_session_rec *s,
@@ -203,10 +195,7 @@ static char *idle_reset(const submit_state *st, aks_session_rec *s, double now, 
 	*fail = false;
 	if (!s->sandbox_id || !(now - s->last_used_at > (double)idle))
 		return NULL;
-	if (st->m->queued)
-		aks__mgr_queue_destroy(st->m, p, st->caller->conversation, s);
-	else
-		aks__engine_destroy(p, s);
+	st->m->flavor->destroy(st->m, p, st->caller->conversation, s);
 	s->closed = false;
 	s->created_at = now;
 	char *notice = aks__engine_idle_notice(p, s->id);
@@ -214,380 +203,168 @@ static char *idle_reset(const submit_state *st, aks_session_rec *s, double now, 
 	return notice;
 }
 
-/* per_session and per_runtime: the stored session, under its lock from lookup to write-back. */
-static int submit_stored(submit_state *st, const char *ns, const char *id, bool explicit_id,
-                         aks_mgr_outcome *out, aks_error **err)
+/* The session's record into r->s, or a new default session; an explicit id that names no
+ * session is AKS_ESESSION_NOT_FOUND. */
+static int load_session(stored_run *r, double now, aks_error **err)
 {
-	aks_state_store *store = st->m->store;
-	aks_store_lock *lk = NULL;
-	int rc = lock_session(st->m, ns, id, st->caller->cancel, &lk, err);
-	if (rc < 0)
+	const submit_state *st = r->st;
+	int rc = aks__sessions_find_in(st->m->store, st->ns, st->id, &r->s, err);
+	r->existed = rc == AKS_OK;
+	if (rc != AKS_ENOTFOUND)
 		return rc;
-	aks_session_rec s;
-	double now = aks__epoch_now();
-	rc = aks__sessions_find_in(store, ns, id, &s, err);
-	bool existed = rc == AKS_OK;
-	if (rc == AKS_ENOTFOUND)
-		rc = explicit_id ? aks__error_set(err, AKS_ESESSION_NOT_FOUND,
-		                                  "unknown sandbox session '%s'", id)
-		                 : new_default_session(st->profile, id, now, &s, err);
-	if (rc < 0) {
-		unlock_session(st->m, lk);
-		return rc;
-	}
-	bool fail;
-	aks_autofree char *notice = idle_reset(st, &s, now, &fail);
-	bool dirty = notice != NULL;
-	if (fail) {
-		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-		goto done;
-	}
-	if (!notice && s.reset_notice && !(notice = strdup(s.reset_notice))) {
-		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-		goto done;
-	}
-	s.last_used_at = now;
+	if (st->explicit_id)
+		return aks__error_set(err, AKS_ESESSION_NOT_FOUND, "unknown sandbox session '%s'",
+		                      st->id);
+	return new_default_session(st->profile, st->id, now, &r->s, err);
+}
 
-	if (st->m->queued) {
-		bool sent;
-		rc = aks__mgr_queue_run(st, &s, out, &sent, err);
-		dirty = true;
-		/* Once a request has left, a worker may make a sandbox for the session whatever
-		 * this call's outcome (still running, a file operation past its wait): the
-		 * session is recorded even with no sandbox yet, so it is listed and a later
-		 * completion has a session to leave its sandbox in. */
-		existed = existed || sent;
-		if (rc == AKS_OK && out->task_id) {
-			/* Still running: the notice waits for a call that shows a result. */
-			if (notice && !s.reset_notice) {
-				s.reset_notice = notice;
-				notice = NULL;
-			}
-			if (!(out->session_id = strdup(id)))
-				rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-			goto done;
-		}
-		goto told;
-	}
-	aks_sandbox *sb = NULL;
-	bool recreated, cached;
-	bool use_cache = true;
-	aks_call call;
-again:
-	prepare_call(st, &call);
-	rc = aks__engine_acquire(st->profile, &s, &call, &sb, &recreated,
-	                         use_cache ? &cached : NULL, err);
-	if (rc < 0)
-		goto done;
-	if (!use_cache)
-		cached = false;
-	const char *sid = aks_sandbox_get_id(sb);
-	if (!s.sandbox_id || strcmp(s.sandbox_id, sid) != 0) {
-		/* Record the new sandbox before using it, so that no failure below
-		 * (nor a crash) can leave it behind unrecorded. */
-		free(s.sandbox_id);
-		s.closed = false;
-		if (!(s.sandbox_id = strdup(sid))) {
-			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-		} else {
-			rc = aks__sessions_save(store, ns, &s, err);
-			dirty = rc < 0;
-		}
-		if (rc < 0) {
-			aks_sandbox_close(sb);
-			aks__engine_destroy(st->profile, &s);
-			goto done;
-		}
-	}
-	if (recreated) {
-		free(notice);
-		if (!(notice = aks__engine_recreated_notice(s.id))) {
-			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-			aks_sandbox_close(sb);
-			goto done;
-		}
-	}
-	prepare_call(st, &call); /* the operation gets the whole timeout */
-	rc = aks__engine_run_op(sb, st->req, &call, &out->result, err);
-	if (rc == AKS_EGONE && cached) {
-		/* The kept handle's sandbox went away behind this process's back: ask the
-		 * backend, which self-heals (a new sandbox and its notice), and run it there. */
-		aks_sandbox_close(sb);
-		if (err && *err) {
-			aks_error_free(*err);
-			*err = NULL;
-		}
-		use_cache = false;
-		goto again;
-	}
-	/* §11 item 8 closed handles after every call; kept, the sandbox's agent and its Python
-	 * session live on for the session's next call (core/plugin/handle_cache.h). */
-	aks__engine_release(st->profile, sb, rc);
-	s.last_used_at = aks__epoch_now();
-	dirty = true;
-told:
-	if (rc == AKS_OK)
-		rc = set_notice(out, notice, err);
-	if (rc == AKS_OK) {
+/* What the call will tell the agent about its workspace: an idle reset it makes now, else
+ * the notice the reaper left; then the session is touched. */
+static int open_notice(stored_run *r, double now, aks_error **err)
+{
+	bool fail;
+	r->notice = idle_reset(r->st, &r->s, now, &fail);
+	r->dirty = r->notice != NULL;
+	if (fail || (!r->notice && r->s.reset_notice && !(r->notice = strdup(r->s.reset_notice))))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	r->s.last_used_at = now;
+	return AKS_OK;
+}
+
+/* After a successful run: the notice goes on the outcome and the session's id is echoed.
+ * A run still going on (a task) leaves the notice for a call that shows a result. */
+static int tell_notice(stored_run *r, aks_mgr_outcome *out, aks_error **err)
+{
+	int rc = AKS_OK;
+	if (out->task_id) {
+		if (r->notice && !r->s.reset_notice)
+			r->s.reset_notice = aks_steal(&r->notice);
+	} else if ((rc = set_notice(out, r->notice, err)) == AKS_OK) {
 		/* The reaper's notice has been told: it is not told again. */
-		free(s.reset_notice);
-		s.reset_notice = NULL;
+		free(r->s.reset_notice);
+		r->s.reset_notice = NULL;
 	}
-	if (rc == AKS_OK && !(out->session_id = strdup(id)))
+	if (rc == AKS_OK && !(out->session_id = strdup(r->st->id)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-done:
-	if (rc < 0 && notice && !s.reset_notice) {
+	return rc;
+}
+
+/* The session's record follows r->s when it changed. Best effort: a failure is logged. */
+static void write_back(stored_run *r, int rc)
+{
+	if (rc < 0 && r->notice && !r->s.reset_notice) {
 		/* The call failed, so the agent was not told its workspace was reset: keep the
 		 * notice for the session's next successful call instead of losing it. */
-		s.reset_notice = notice;
-		notice = NULL;
-		dirty = true;
+		r->s.reset_notice = aks_steal(&r->notice);
+		r->dirty = true;
 	}
-	if (dirty && (existed || s.sandbox_id)) {
-		aks_error *e = NULL;
-		if (aks__sessions_save(store, ns, &s, &e) < 0)
-			aks__log(AKS_LOG_WARNING, "sandbox", "cannot save sandbox session '%s': %s",
-			         id, aks_error_message(e));
-		aks_error_free(e);
+	if (!r->dirty || !(r->existed || r->s.sandbox_id))
+		return;
+	aks_error *e = NULL;
+	if (aks__sessions_save(r->st->m->store, r->st->ns, &r->s, &e) < 0)
+		aks__log(AKS_LOG_WARNING, "sandbox", "cannot save sandbox session '%s': %s",
+		         r->st->id, aks_error_message(e));
+	aks_error_free(e);
+}
+
+/* The stored session, under its lock from lookup to write-back; the flavor runs it. */
+static int submit_stored(submit_state *st, aks_mgr_outcome *out, aks_error **err)
+{
+	aks_store_lock *lk = NULL;
+	int rc = lock_session(st->m, st->ns, st->id, st->caller->cancel, &lk, err);
+	if (rc < 0)
+		return rc;
+	stored_run r = {.st = st};
+	double now = aks__epoch_now();
+	rc = load_session(&r, now, err);
+	if (rc == AKS_OK) {
+		rc = open_notice(&r, now, err);
+		if (rc == AKS_OK)
+			rc = st->m->flavor->run_stored(&r, out, err);
+		if (rc == AKS_OK)
+			rc = tell_notice(&r, out, err);
+		write_back(&r, rc);
+		free(r.notice);
+		aks__session_clear(&r.s);
 	}
-	aks__session_clear(&s);
 	unlock_session(st->m, lk);
 	return rc;
 }
 
-/* The operation on a prepared submission, on whatever thread runs it. */
-static int execute(submit_state *st, aks_mgr_outcome *out, aks_error **err)
+int aks__mgr_execute(submit_state *st, aks_mgr_outcome *out, aks_error **err)
 {
 	if (st->ephemeral)
-		return st->m->queued ? aks__mgr_queue_ephemeral(st, out, err)
-		                     : submit_ephemeral(st, out, err);
-	return submit_stored(st, st->ns, st->id, st->explicit_id, out, err);
+		return st->m->flavor->run_ephemeral(st, out, err);
+	return submit_stored(st, out, err);
 }
 
-/* ---- the thread broker's jobs ---- */
+/* ---- the broker flavors ---- */
 
-/* A submission handed to the pool: it owns copies of everything it uses,
- * because a promoted job outlives the caller's arguments and cancel token. */
-typedef struct mgr_job {
-	submit_state st;
-	aks_mgr_caller caller;
-	aks_mgr_request req;
-	aks_resolved_principal *principal;
-	aks_cancel *cancel; /* the job's own; the caller's is relayed while it waits */
-	char *conversation, *ns, *id, *code, *language, *command, *path, *data;
-	char task_id[33];
-	double submitted_at;
-	aks_mgr_outcome out;
-	int rc;
-	aks_error *err;
-} mgr_job;
-
-static void job_free(void *ctx)
-{
-	mgr_job *j = ctx;
-	aks_resolved_principal_free(j->principal);
-	aks_cancel_free(j->cancel);
-	free(j->conversation);
-	free(j->ns);
-	free(j->id);
-	free(j->code);
-	free(j->language);
-	free(j->command);
-	free(j->path);
-	free(j->data);
-	aks__output_tap_unref(j->req.output);
-	aks__mgr_outcome_clear(&j->out);
-	aks_error_free(j->err);
-	free(j);
-}
-
-static void job_run(void *ctx)
-{
-	mgr_job *j = ctx;
-	j->rc = execute(&j->st, &j->out, &j->err);
-}
-
-static const char *job_session_id(const mgr_job *j)
-{
-	return j->st.ephemeral ? "" : j->id; /* per_call ids are never echoed */
-}
-
-static int job_promote(void *ctx)
-{
-	mgr_job *j = ctx;
-	aks_error *e = NULL;
-	int rc =
-	    aks__task_record_pending(j->st.m->store, j->conversation, j->task_id, job_session_id(j),
-	                             aks_profile_get_name(j->st.profile), j->submitted_at, &e);
-	if (rc < 0)
-		aks__log(AKS_LOG_WARNING, "sandbox",
-		         "cannot record sandbox task %s (%s); waiting for the operation instead",
-		         j->task_id, aks_error_message(e));
-	aks_error_free(e);
-	return rc;
-}
-
-/* The promoted run has ended: its outcome goes to the store (§4.5). */
-static void job_promoted_done(void *ctx)
-{
-	mgr_job *j = ctx;
-	const char *status = j->rc == AKS_OK         ? "succeeded"
-	                     : j->rc == AKS_ETIMEOUT ? "timed_out"
-	                                             : "failed";
-	aks_tool_output to;
-	if (j->out.result)
-		aks__tool_output_from_result(j->out.result, &to);
-	const char *error = j->rc == AKS_OK ? NULL
-	                    : j->err        ? aks_error_message(j->err)
-	                                    : "sandbox operation failed";
-	struct json_object *summary = aks__tool_summary_new(
-	    j->out.result ? &to : NULL, error, j->out.notice,
-	    (size_t)aks_settings_get_tool_output_max_chars(j->st.m->settings));
-	aks_error *e = NULL;
-	if (!summary)
-		aks__error_set(&e, AKS_ENOMEM, "out of memory");
-	if (!summary || aks__task_record_done(j->st.m->store, j->conversation, j->task_id, status,
-	                                      j->out.notice, summary, &e) < 0)
-		aks__log(AKS_LOG_WARNING, "sandbox",
-		         "cannot record the outcome of sandbox task %s: %s", j->task_id,
-		         aks_error_message(e));
-	aks_error_free(e);
-}
-
-static void job_cancel(void *ctx)
-{
-	aks_cancel_trigger(((mgr_job *)ctx)->cancel);
-}
-
-static const aks_broker_ops job_ops = {
-    .run = job_run,
-    .promote = job_promote,
-    .promoted_done = job_promoted_done,
-    .cancel = job_cancel,
-    .free = job_free,
-};
-
-static int dup_opt(char **dst, const char *src)
-{
-	*dst = NULL;
-	return !src || (*dst = strdup(src)) ? 0 : -1;
-}
-
-/* Copies a prepared submission into a job that owns everything it uses. */
-static int job_new(const submit_state *st, aks_resolved_principal **principal, mgr_job **out,
-                   aks_error **err)
-{
-	mgr_job *j = calloc(1, sizeof(*j));
-	if (!j)
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	const aks_mgr_request *r = st->req;
-	int rc = aks_cancel_new(&j->cancel, err);
-	if (rc == AKS_OK)
-		rc = aks__uuid4_hex(j->task_id, err);
-	if (rc < 0) {
-		job_free(j);
-		return rc;
-	}
-	if (dup_opt(&j->conversation, st->caller->conversation) < 0 ||
-	    dup_opt(&j->ns, st->ns) < 0 || dup_opt(&j->id, st->id) < 0 ||
-	    dup_opt(&j->code, r->code) < 0 || dup_opt(&j->language, r->language) < 0 ||
-	    dup_opt(&j->command, r->command) < 0 || dup_opt(&j->path, r->path) < 0 ||
-	    (r->data && !(j->data = malloc(r->len + 1)))) {
-		job_free(j);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	if (r->data)
-		memcpy(j->data, r->data, r->len);
-	j->req = (aks_mgr_request){.op = r->op,
-	                           .code = j->code,
-	                           .language = j->language,
-	                           .command = j->command,
-	                           .path = j->path,
-	                           .data = j->data,
-	                           .len = r->len,
-	                           /* A promoted run outlives the caller's reference. */
-	                           .output = aks__output_tap_ref(r->output)};
-	j->caller = (aks_mgr_caller){.conversation = j->conversation, .cancel = j->cancel};
-	j->st = *st;
-	j->st.caller = &j->caller;
-	j->st.req = &j->req;
-	j->st.ns = j->ns;
-	j->st.id = j->id;
-	j->principal = *principal; /* the job owns the principal st points into */
-	*principal = NULL;
-	j->submitted_at = aks__epoch_now();
-	*out = j;
-	return AKS_OK;
-}
-
-/*
- * The thread broker (§5.4): the operation runs on the pool. Executions wait
- * up to broker.wait_timeout seconds (0: promoted at once) and are otherwise
- * promoted to a task; file operations wait for their outcome, so they never
- * report what did not happen (§11 item 2).
- */
-static int submit_threaded(submit_state *st, aks_resolved_principal **principal,
+/* embedded and queue: the submission runs on the caller's thread (the queue flavor's own
+ * wait is in manager_queue.c); the principal stays the caller's. */
+static int dispatch_inline(submit_state *st, aks_resolved_principal **principal,
                            aks_mgr_outcome *out, aks_error **err)
 {
-	aks_manager *m = st->m;
-	int rc = AKS_OK;
-	pthread_mutex_lock(&m->mu);
-	if (!m->pool)
-		rc = aks__broker_pool_new(AKS_BROKER_THREADS, &m->pool, err);
-	aks_broker_pool *pool = m->pool;
-	pthread_mutex_unlock(&m->mu);
-	if (rc < 0)
-		return rc;
-	mgr_job *j = NULL;
-	if ((rc = job_new(st, principal, &j, err)) < 0)
-		return rc;
-	bool exec = st->req->op == AKS_MGR_EXECUTE_CODE || st->req->op == AKS_MGR_EXECUTE_COMMAND;
-	double wait = exec ? aks_settings_get_wait_timeout(m->settings) : -1;
-	/* What the pending answer needs, before the pool may free the job. */
-	char task_id[33];
-	memcpy(task_id, j->task_id, sizeof(task_id));
-	aks_autofree char *echo = strdup(job_session_id(j));
-	if (!echo) {
-		job_free(j);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	/* One session's jobs run in order, one at a time; per_call ones need no order. The
-	 * length prefix keeps ("a/b", "c") and ("a", "b/c") apart. */
-	aks_autofree char *key = NULL;
-	if (!st->ephemeral && asprintf(&key, "%zu:%s/%s", strlen(st->ns), st->ns, st->id) < 0) {
-		key = NULL;
-		job_free(j);
-		return aks__error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	rc = aks__broker_submit(pool, &job_ops, j, key, wait, st->caller->cancel, err);
-	if (rc < 0) {
-		job_free(j);
-		return rc;
-	}
-	if (rc == 1) { /* promoted: the pool owns the job now */
-		if (!(out->task_id = strdup(task_id)) || !(out->session_id = strdup(echo)))
-			return aks__error_set(err, AKS_ENOMEM, "out of memory");
-		return AKS_OK;
-	}
-	*out = j->out;
-	memset(&j->out, 0, sizeof(j->out));
-	rc = j->rc;
-	if (rc < 0) {
-		rc = pass_error(err, rc, j->err);
-		j->err = NULL;
-	}
-	job_free(j);
-	return rc;
+	(void)principal;
+	return aks__mgr_execute(st, out, err);
+}
+
+/* `embedded` runs inline and never promotes. */
+static const aks_mgr_flavor embedded_flavor = {
+    .name = "embedded",
+    .runs = true,
+    .dispatch = dispatch_inline,
+    .run_ephemeral = run_ephemeral_here,
+    .run_stored = run_stored_here,
+    .destroy = destroy_here,
+    .reaps = true,
+};
+
+/* `thread` (the default) runs on the pool (manager_thread.c). */
+static const aks_mgr_flavor thread_flavor = {
+    .name = "thread",
+    .runs = true,
+    .dispatch = aks__mgr_thread_dispatch,
+    .run_ephemeral = run_ephemeral_here,
+    .run_stored = run_stored_here,
+    .destroy = destroy_here,
+    .reaps = true,
+};
+
+/* `queue` sends the work to the worker fleet (manager_queue.c), whose sandboxes are the
+ * workers' to reap (their idle sweep). */
+static const aks_mgr_flavor queue_flavor = {
+    .name = "queue",
+    .runs = true,
+    .dispatch = dispatch_inline,
+    .run_ephemeral = aks__mgr_queue_ephemeral,
+    .run_stored = aks__mgr_queue_stored,
+    .destroy = aks__mgr_queue_destroy,
+    .task = aks__mgr_queue_task,
+    .reaps = false,
+};
+
+/* Any other flavor names a broker plugin (a .so), which would run the work somewhere else. */
+static const aks_mgr_flavor plugin_flavor = {.name = "plugin", .runs = false};
+
+static const aks_mgr_flavor *flavor_named(const char *name)
+{
+	static const aks_mgr_flavor *const built_in[] = {&thread_flavor, &embedded_flavor,
+	                                                 &queue_flavor};
+	for (size_t i = 0; i < sizeof(built_in) / sizeof(*built_in); i++)
+		if (strcmp(name, built_in[i]->name) == 0)
+			return built_in[i];
+	return &plugin_flavor;
 }
 
 /*
- * A broker plugin (a flavor naming a .so) would run the work somewhere else; this build
- * cannot load one, and running the work in this process instead would put it where the
- * operator chose not to (and with credentials it should not need): refuse, saying so.
+ * This build cannot load a broker plugin, and running the work in this process instead would
+ * put it where the operator chose not to (and with credentials it should not need): refuse,
+ * saying so.
  */
-static int broker_missing(const aks_manager *m, aks_error **err)
+static int refuse_plugin_broker(const aks_manager *m, aks_error **err)
 {
-	if (!m->remote)
+	if (m->flavor->runs)
 		return AKS_OK;
 	return aks__error_set(
 	    err, AKS_EBROKER,
@@ -595,6 +372,36 @@ static int broker_missing(const aks_manager *m, aks_error **err)
 	    "build; nothing was run: use flavor 'thread', 'embedded' or 'queue'",
 	    aks_settings_get_broker_flavor(m->settings));
 }
+
+int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager **out,
+                     aks_error **err)
+{
+	aks_manager *m = calloc(1, sizeof(*m));
+	if (!m)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	m->settings = settings;
+	m->store = store;
+	m->flavor = flavor_named(aks_settings_get_broker_flavor(settings));
+	pthread_mutex_init(&m->mu, NULL);
+	*out = m;
+	return AKS_OK;
+}
+
+void aks__manager_free(aks_manager *m)
+{
+	if (!m)
+		return;
+	/* First: running work still uses the store. */
+	aks__broker_pool_free(m->pool);
+	aks__queue_client_free(m->queue);
+	pthread_mutex_destroy(&m->mu);
+	for (size_t i = 0; i < m->n_unconfigured; i++)
+		free(m->unconfigured[i]);
+	free(m->unconfigured);
+	free(m);
+}
+
+/* ---- submission ---- */
 
 static int check_request(const aks_mgr_request *req, aks_error **err)
 {
@@ -617,22 +424,13 @@ static int check_request(const aks_mgr_request *req, aks_error **err)
 	}
 }
 
-int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
-                        aks_mgr_outcome *out, aks_error **err)
+/* The profile (§4.4 step 2): an explicit id that names a session binds its profile. */
+static int resolve_profile(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
+                           aks_profile **out, aks_error **err)
 {
-	memset(out, 0, sizeof(*out));
-	int rc = aks__manager_check_conversation(caller->conversation, err);
-	if (rc == AKS_OK)
-		rc = check_request(req, err);
-	if (rc == AKS_OK)
-		rc = broker_missing(m, err);
-	if (rc < 0)
-		return rc;
-
-	/* Profile resolution (§4.4 step 2): an explicit id that names a session
-	 * binds the profile. */
 	const char *profile_name = req->profile;
 	aks_session_rec found = {0};
+	int rc = AKS_OK;
 	if (req->session_id) {
 		rc = aks__sessions_find(m->store, caller->conversation, req->session_id, &found,
 		                        err);
@@ -649,51 +447,80 @@ int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_
 			rc = AKS_OK;
 		}
 	}
-	submit_state st = {.m = m, .caller = caller, .req = req};
 	if (rc == AKS_OK)
-		rc = aks_settings_find_profile(m->settings, profile_name, &st.profile, err);
+		rc = aks_settings_find_profile(m->settings, profile_name, out, err);
 	aks__session_clear(&found);
-	if (rc < 0)
-		return rc;
+	return rc;
+}
 
-	/* The gates, fail closed, before any provider call. */
+/* The gates, fail closed, before any provider call: the resolver's principal (into
+ * *principal, the caller's to free), then the profile's principal and policy checks. */
+static int pass_gates(submit_state *st, aks_resolved_principal **principal, aks_error **err)
+{
+	const aks_mgr_caller *caller = st->caller;
 	aks_resolve_request rr;
 	aks_resolve_request_init(&rr, caller->conversation, caller->agent ? caller->agent : "agent",
 	                         caller->attributes);
-	aks_resolved_principal *principal = NULL;
-	rc = aks_resolver_resolve(aks_settings_get_resolver(m->settings), &rr, &principal, err);
+	int rc =
+	    aks_resolver_resolve(aks_settings_get_resolver(st->m->settings), &rr, principal, err);
 	if (rc < 0)
 		return rc;
-	st.principal = aks_resolved_principal_get(principal);
-	rc = aks_profile_check_principal(st.profile, st.principal, err);
+	st->principal = aks_resolved_principal_get(*principal);
+	rc = aks_profile_check_principal(st->profile, st->principal, err);
 	if (rc == AKS_OK)
-		rc = aks_profile_check_policy(st.profile, err);
-	aks_autofree char *def = NULL;
-	if (rc == AKS_OK) {
-		if (aks_profile_get_scope(st.profile) == AKS_SCOPE_PER_CALL) {
-			/* per_call never stores a session, so no explicit id can name
-			 * one (the original silently ignored it, §11 item 3). */
-			if (req->session_id)
-				rc =
-				    aks__error_set(err, AKS_ESESSION_NOT_FOUND,
-				                   "unknown sandbox session '%s'", req->session_id);
-			st.ephemeral = true;
-		} else {
-			st.ns = aks__session_ns(st.profile, caller->conversation);
-			st.id = req->session_id;
-			st.explicit_id = st.id != NULL;
-			if (!st.id &&
-			    asprintf(&def, "default:%s", aks_profile_get_name(st.profile)) < 0) {
-				def = NULL;
-				rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-			}
-			if (!st.id)
-				st.id = def;
-		}
+		rc = aks_profile_check_policy(st->profile, err);
+	return rc;
+}
+
+/* Where the session lives: nowhere for per_call, else its namespace and id (*def: the
+ * default session's id when none was named, the caller's to free). */
+static int place_session(submit_state *st, char **def, aks_error **err)
+{
+	const char *named = st->req->session_id;
+	*def = NULL;
+	if (aks_profile_get_scope(st->profile) == AKS_SCOPE_PER_CALL) {
+		/* per_call never stores a session, so no explicit id can name one (the original
+		 * silently ignored it, §11 item 3). */
+		st->ephemeral = true;
+		if (named)
+			return aks__error_set(err, AKS_ESESSION_NOT_FOUND,
+			                      "unknown sandbox session '%s'", named);
+		return AKS_OK;
 	}
+	st->ns = aks__session_ns(st->profile, st->caller->conversation);
+	st->id = named;
+	st->explicit_id = named != NULL;
+	if (named)
+		return AKS_OK;
+	if (asprintf(def, "default:%s", aks_profile_get_name(st->profile)) < 0) {
+		*def = NULL;
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	st->id = *def;
+	return AKS_OK;
+}
+
+int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
+                        aks_mgr_outcome *out, aks_error **err)
+{
+	memset(out, 0, sizeof(*out));
+	submit_state st = {.m = m, .caller = caller, .req = req};
+	int rc = aks__manager_check_conversation(caller->conversation, err);
 	if (rc == AKS_OK)
-		rc = m->threaded ? submit_threaded(&st, &principal, out, err)
-		                 : execute(&st, out, err);
+		rc = check_request(req, err);
+	if (rc == AKS_OK)
+		rc = refuse_plugin_broker(m, err);
+	if (rc == AKS_OK)
+		rc = resolve_profile(m, caller, req, &st.profile, err);
+	if (rc < 0)
+		return rc;
+	aks_resolved_principal *principal = NULL;
+	aks_autofree char *def = NULL;
+	rc = pass_gates(&st, &principal, err);
+	if (rc == AKS_OK)
+		rc = place_session(&st, &def, err);
+	if (rc == AKS_OK)
+		rc = m->flavor->dispatch(&st, &principal, out, err);
 	aks_resolved_principal_free(principal);
 	if (rc < 0)
 		aks__mgr_outcome_clear(out);
@@ -707,7 +534,7 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 {
 	int rc = aks__manager_check_conversation(caller->conversation, err);
 	if (rc == AKS_OK)
-		rc = broker_missing(m, err);
+		rc = refuse_plugin_broker(m, err);
 	if (rc < 0)
 		return rc;
 	if (!id)
@@ -738,10 +565,7 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 					         id, s.profile, s.sandbox_id);
 				p = NULL;
 			}
-			if (m->queued && p)
-				aks__mgr_queue_destroy(m, p, caller->conversation, &s);
-			else
-				aks__engine_destroy(p, &s);
+			m->flavor->destroy(m, p, caller->conversation, &s);
 			rc = aks__sessions_remove(m->store, nss[i], id, err);
 			aks__session_clear(&s);
 		} else if (rc == AKS_ENOTFOUND) {
@@ -781,11 +605,8 @@ int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *
 	int rc = aks__manager_check_conversation(caller->conversation, err);
 	if (rc < 0)
 		return rc;
-	if (m->queued) {
-		/* A pending task's completion may be waiting in the response store. */
-		rc = aks__mgr_queue_resolve_task(m, caller->conversation, task_id, err);
-		if (rc == AKS_OK)
-			rc = aks__mgr_queue_task_direct(m, caller->conversation, task_id, out, err);
+	if (m->flavor->task) {
+		rc = m->flavor->task(m, caller->conversation, task_id, out, err);
 		if (rc != AKS_ENOTFOUND)
 			return rc;
 	}
@@ -906,7 +727,7 @@ int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)
 {
 	if (reaped)
 		*reaped = 0;
-	if (m->remote || m->queued)
+	if (!m->flavor->reaps)
 		return AKS_OK; /* the backends are the workers' to reap (their idle sweep) */
 	char **names = NULL;
 	int rc = aks__store_list(m->store, &names, err);

@@ -10,12 +10,16 @@
  * file) and other processes, so no race creates two sandboxes for one
  * session and destroy is serialised with executions.
  *
- * Brokers: `flavor: thread` (the default) runs every operation on the
- * thread broker's pool (broker_thread.h). run_code and run_command wait up to
- * broker.wait_timeout seconds and are then promoted to a task recorded in the
- * conversation's store document (tasks.h), whose outcome the worker writes
+ * Brokers (one strategy per flavor, chosen when the manager is made:
+ * manager_internal.h): `flavor: thread` (the default) runs every operation on
+ * the thread broker's pool (broker_thread.h). run_code and run_command wait up
+ * to broker.wait_timeout seconds and are then promoted to a task recorded in
+ * the conversation's store document (tasks.h), whose outcome the worker writes
  * there when the run ends; file operations wait without a bound. `embedded`
- * (and the flavors not built yet) run inline and never promote.
+ * runs inline and never promotes; `queue` sends the work to the worker fleet
+ * (manager_queue.c). Any other flavor names a broker plugin, which this build
+ * cannot load: every operation is refused. Both in-process flavors run the
+ * operation itself through the engine (engine.h), as the queue worker does.
  * Internal API (aks__ names).
  */
 #ifndef AKS_CORE_SESSION_MANAGER_H

@@ -20,6 +20,7 @@
 #include "config/settings.h"
 #include "plugin/result.h"
 #include "queue/worker.h"
+#include "session/engine.h"
 #include "session/manager_internal.h"
 #include "session/tasks.h"
 #include "tools/json.h"
@@ -209,8 +210,8 @@ static int fold_session(aks_session_rec *s, const aks_session_rec *done)
 	return AKS_OK;
 }
 
-int aks__mgr_queue_run(submit_state *st, aks_session_rec *s, aks_mgr_outcome *out, bool *sent,
-                       aks_error **err)
+static int queue_run(submit_state *st, aks_session_rec *s, aks_mgr_outcome *out, bool *sent,
+                     aks_error **err)
 {
 	char task_id[33];
 	aks_wire_completion *c = NULL;
@@ -235,9 +236,26 @@ int aks__mgr_queue_run(submit_state *st, aks_session_rec *s, aks_mgr_outcome *ou
 	return rc;
 }
 
+int aks__mgr_queue_stored(stored_run *r, aks_mgr_outcome *out, aks_error **err)
+{
+	bool sent;
+	int rc = queue_run(r->st, &r->s, out, &sent, err);
+	r->dirty = true;
+	/* Once a request has left, a worker may make a sandbox for the session whatever this
+	 * call's outcome (still running, a file operation past its wait): the session is
+	 * recorded even with no sandbox yet, so it is listed and a later completion has a
+	 * session to leave its sandbox in. */
+	r->existed = r->existed || sent;
+	return rc;
+}
+
 void aks__mgr_queue_destroy(aks_manager *m, const aks_profile *p, const char *conversation,
                             aks_session_rec *s)
 {
+	if (!p) {
+		aks__engine_destroy(NULL, s); /* no profile, no workers to ask: only forgotten */
+		return;
+	}
 	aks_queue_client *qc = NULL;
 	aks_error *e = NULL;
 	char task_id[33];
@@ -318,8 +336,10 @@ static void fold_task_session(aks_manager *m, const char *conversation, const ch
 	aks_error_free(e);
 }
 
-int aks__mgr_queue_resolve_task(aks_manager *m, const char *conversation, const char *task_id,
-                                aks_error **err)
+/* A pending task whose completion has arrived is made terminal in the state store, and its
+ * session takes the sandbox the worker left (when that is the newer news). No-op otherwise. */
+static int resolve_task(aks_manager *m, const char *conversation, const char *task_id,
+                        aks_error **err)
 {
 	aks_autofree char *status = NULL, *profile = NULL;
 	int rc = aks__task_lookup(m->store, conversation, task_id, &status, NULL, &profile, err);
@@ -345,8 +365,12 @@ int aks__mgr_queue_resolve_task(aks_manager *m, const char *conversation, const 
 	return rc;
 }
 
-int aks__mgr_queue_task_direct(aks_manager *m, const char *conversation, const char *task_id,
-                               char **out, aks_error **err)
+/* A task this state store has no record of (submitted from a host with another state
+ * store): answered from the response store when the completion is there and belongs to the
+ * conversation; AKS_ENOTFOUND (no error set) otherwise, and for tasks the state store does
+ * know (they are answered from it). */
+static int task_direct(aks_manager *m, const char *conversation, const char *task_id, char **out,
+                       aks_error **err)
 {
 	*out = NULL;
 	int rc = aks__task_lookup(m->store, conversation, task_id, NULL, NULL, NULL, err);
@@ -368,4 +392,14 @@ int aks__mgr_queue_task_direct(aks_manager *m, const char *conversation, const c
 	json_object_put(summary);
 	aks__wire_completion_free(c);
 	return *out ? AKS_OK : aks__error_set(err, AKS_ENOMEM, "out of memory");
+}
+
+int aks__mgr_queue_task(aks_manager *m, const char *conversation, const char *task_id, char **out,
+                        aks_error **err)
+{
+	/* A pending task's completion may be waiting in the response store. */
+	int rc = resolve_task(m, conversation, task_id, err);
+	if (rc == AKS_OK)
+		rc = task_direct(m, conversation, task_id, out, err);
+	return rc;
 }

@@ -59,6 +59,15 @@ void aks__error_prefix(aks_error *err, const char *fmt, ...)
 	free(prefix);
 }
 
+int aks__error_pass(aks_error **err, int rc, aks_error *e)
+{
+	if (err && !*err)
+		*err = e;
+	else
+		aks_error_free(e);
+	return rc;
+}
+
 AKS_EXPORT int aks_error_code(const aks_error *err)
 {
 	return err ? err->code : AKS_OK;

@@ -228,6 +228,33 @@ static void test_attach_and_destroy(void **state)
 	aks_error_free(err);
 }
 
+/* The vanish marker loses the sandbox under the operation, as a backend deleting it would:
+ * the operation and every later attach answer gone; another sandbox is untouched. */
+static void test_vanish_marker(void **state)
+{
+	(void)state;
+	aks_sandbox *sb = create(), *other = create(), *again = NULL;
+	aks_result *r = NULL;
+	aks_call call;
+	char id[64];
+
+	snprintf(id, sizeof(id), "%s", aks_sandbox_get_id(sb));
+	assert_int_equal(
+	    aks_sandbox_execute_command(sb, "echo __vanish__", call_of(&call), &r, NULL),
+	    AKS_EGONE);
+	assert_null(r);
+	assert_int_equal(aks_sandbox_execute_command(sb, "echo", call_of(&call), &r, NULL),
+	                 AKS_EGONE);
+	assert_int_equal(aks_provider_attach(prov, id, call_of(&call), &again, NULL), AKS_EGONE);
+	assert_null(again);
+	assert_int_equal(aks_sandbox_execute_command(other, "still", call_of(&call), &r, NULL),
+	                 AKS_OK);
+	aks_result_free(r);
+	aks_sandbox_close(sb);
+	destroy(aks_sandbox_get_id(other));
+	aks_sandbox_close(other);
+}
+
 /* Each thread works on its own sandboxes and also destroys the sandbox the
  * previous thread created last, so handles die under other threads' feet. */
 struct worker {
@@ -326,7 +353,7 @@ int main(void)
 	    cmocka_unit_test(test_capabilities),   cmocka_unit_test(test_id_is_uuid4_hex),
 	    cmocka_unit_test(test_execute_echoes), cmocka_unit_test(test_marker_fails_the_program),
 	    cmocka_unit_test(test_files),          cmocka_unit_test(test_attach_and_destroy),
-	    cmocka_unit_test(test_threads),
+	    cmocka_unit_test(test_vanish_marker),  cmocka_unit_test(test_threads),
 	};
 	return cmocka_run_group_tests_name("fake-provider", tests, open_fake, close_fake);
 }

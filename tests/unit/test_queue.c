@@ -4,8 +4,9 @@
  * synchronous result keeps its sandbox (also for a second runtime on the same state
  * directory), promotion and check_sandbox_task, tasks not leaking across conversations, the
  * ceiling and size guards, typed errors across the wire (compared with the thread flavor),
- * fire-and-forget destroy, the idle reset on touch, the workers' idle sweep, per_call, binary
- * file round trips, and failed operations that still record their sandbox.
+ * fire-and-forget destroy, the idle reset on touch, the workers' idle sweep, self-heal (its
+ * retry happening once, in the worker and, under the thread flavor, in the manager), per_call,
+ * binary file round trips, and failed operations that still record their sandbox.
  *
  * Effects are observed through the fake provider's create_log and destroy_log (one sandbox id
  * a line), local_subprocess workspace directories, and the state store's session records. */
@@ -936,6 +937,48 @@ static void test_self_heal(void **state)
 	free(old);
 }
 
+/*
+ * The retry after a kept handle's sandbox went away happens once, whoever runs the
+ * operation: the worker (queue) and the manager itself (thread) both go through
+ * aks__engine_run. The fake's vanish marker loses the sandbox under the operation, so the
+ * kept handle fails, the normal acquire recreates the sandbox, and the retry loses that one
+ * too: its error is the answer, with one new sandbox, not a loop. The retry's sandbox was
+ * recorded, so the next call finds it gone and recreates it with the notice.
+ */
+static void self_heal_once(fixture *fx)
+{
+	free(call(fx, "run_code", "{\"code\": \"1\"}")); /* its handle is kept */
+	assert_int_equal(log_lines(fx, "creates.log"), 1);
+	char *got = call(fx, "run_code", "{\"code\": \"__vanish__\"}");
+	char *error = member(got, "error");
+	if (!error || !strstr(error, "was destroyed"))
+		fail_msg("want the retry's gone error, got %s", got);
+	free(error);
+	free(got);
+	assert_int_equal(log_lines(fx, "creates.log"), 2);
+	got = call(fx, "run_code", "{\"code\": \"3\"}");
+	char *notice = member(got, "notice");
+	if (!notice || !strstr(notice, "no longer existed and was recreated empty"))
+		fail_msg("want the recreated notice, got %s", got);
+	free(notice);
+	free(got);
+	assert_int_equal(log_lines(fx, "creates.log"), 3);
+}
+
+static void test_self_heal_once_worker(void **state)
+{
+	self_heal_once(*state);
+}
+
+static void test_self_heal_once_manager(void **state)
+{
+	(void)state;
+	fixture *fx = fixture_new("thread", 20, 300);
+	assert_non_null(fx);
+	self_heal_once(fx);
+	assert_int_equal(fixture_free(fx), 0);
+}
+
 /* ---- 11. per_call under queue ---- */
 
 static void test_per_call(void **state)
@@ -1099,6 +1142,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sweep, setup_sweep, teardown),
 	    cmocka_unit_test_setup_teardown(test_sweep_recreated_notice, setup_sweep, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_self_heal_once_worker, setup, teardown),
+	    cmocka_unit_test(test_self_heal_once_manager),
 	    cmocka_unit_test_setup_teardown(test_per_call, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_binary_files, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_failed_op_records_sandbox, setup, teardown),

@@ -8,7 +8,10 @@
  *    stderr "simulated non-zero exit" and exit code 1 (a failing program is a
  *    result, never an error). The command FAKE_DESCRIBE_CALL instead prints
  *    what the call carries (fake_describe_call), for tests of what the host
- *    hands a plugin.
+ *    hands a plugin. Input containing FAKE_VANISH_MARKER makes the
+ *    sandbox vanish as if its backend deleted it behind the host's back: the
+ *    operation fails with AKS_EGONE, and so does any later attach of its id
+ *    (destroy is not called, so destroy_log does not list it).
  *  - Files live in an in-memory map per sandbox; a missing file is
  *    AKS_ENOTFOUND.
  *  - install_packages is deliberately absent: the host turns the NULL slot into
@@ -65,6 +68,7 @@
 #define FAKE_FAIL_MARKER   "__nonzero_exit__"
 #define FAKE_FAIL_STDERR   "simulated non-zero exit"
 #define FAKE_DESCRIBE_CALL "__describe_call__"
+#define FAKE_VANISH_MARKER "__vanish__"
 #define FAKE_ID_LEN        32
 
 struct fake_file {
@@ -187,14 +191,31 @@ static const char *fake_sandbox_id(const aks_sandbox_impl *sb)
 	return sb->box->id;
 }
 
+/* Takes a managed box out of the instance's table (lock held), as its backend deleting it
+ * would: handles still open on it answer AKS_EGONE from now on. */
+static void fake_box_vanish(aks_provider_impl *prov, struct fake_box *box)
+{
+	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
+		if (*p != box)
+			continue;
+		*p = box->next;
+		box->next = NULL;
+		box->destroyed = true;
+		fake_box_unref(box);
+		return;
+	}
+}
+
 /* Both execution operations follow one rule: echo the input, or fail the
- * "program" when it contains the marker. */
+ * "program" when it contains the marker, or lose the sandbox on the vanish marker. */
 static int fake_run(aks_sandbox_impl *sb, const char *input, aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	bool gone;
 
 	pthread_mutex_lock(&sb->prov->lock);
+	if (strstr(input, FAKE_VANISH_MARKER) && !sb->box->external)
+		fake_box_vanish(sb->prov, sb->box);
 	gone = sb->box->destroyed;
 	pthread_mutex_unlock(&sb->prov->lock);
 	if (gone)
