@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aks_text.h"
 #include "cli.h"
 
 int cli_error_set(cli_error *err, int code, const char *fmt, ...)
@@ -58,18 +59,18 @@ int cli_write_all(int fd, const void *data, size_t len)
 void cli_warn(const char *fmt, ...)
 {
 	/* One buffer and one write(2), so the line is not interleaved with the
-	 * program's stderr that was written with write(2) just before. */
-	char line[2048];
+	 * program's stderr that was written with write(2) just before. Messages carry bytes
+	 * from sandboxes and backends: escaped, so none can steer the terminal. */
+	char line[2048], safe[4 * sizeof(line) + 2];
 	va_list ap;
-	int n = snprintf(line, sizeof(line), "aksandbox: ");
 	va_start(ap, fmt);
-	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	int m = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
-	if (len > sizeof(line) - 2)
-		len = sizeof(line) - 2;
-	line[len++] = '\n';
-	(void)cli_write_all(STDERR_FILENO, line, len);
+	size_t len = m < 0 ? 0 : (size_t)m < sizeof(line) ? (size_t)m : sizeof(line) - 1;
+	int n = snprintf(safe, sizeof(safe), "aksandbox: ");
+	len = (size_t)n + aks__text_printable(safe + n, sizeof(safe) - (size_t)n - 1, line, len);
+	safe[len++] = '\n';
+	(void)cli_write_all(STDERR_FILENO, safe, len);
 }
 
 /* Characters that never need quoting in a POSIX shell word. */

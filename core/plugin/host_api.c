@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_text.h"
 #include "config/block.h"
 #include "plugin/host_api.h"
 #include "plugin/result.h"
@@ -57,9 +58,16 @@ static void vlog(int level, const char *component, const char *fmt, va_list ap)
 	                 names[level > AKS_LOG_DEBUG ? AKS_LOG_DEBUG : level]);
 	if (n < 0 || (size_t)n >= sizeof(line))
 		return;
-	vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	size_t len = m < 0 ? (size_t)n : (size_t)n + (size_t)m;
+	if (len >= sizeof(line))
+		len = sizeof(line) - 1;
+	/* Messages carry bytes from sandboxes and backends: nothing in them may steer the
+	 * terminal or start a forged line of its own. */
+	char safe[4 * sizeof(line) + 1];
+	aks__text_printable(safe, sizeof(safe), line, len);
 	/* One write per line, so concurrent threads do not interleave. */
-	fprintf(stderr, "%s\n", line);
+	fprintf(stderr, "%s\n", safe);
 }
 
 void aks__log(int level, const char *component, const char *fmt, ...)
