@@ -28,6 +28,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <archive.h>
+#include <archive_entry.h>
+
+#include "agent/sha256.h"
 #include "aks_agent.h"
 #include "aks_container.h"
 #include "dk_internal.h"
@@ -167,6 +171,40 @@ static int stat_path(dk_conn *c, const char *id, const char *cpath, const aks_ca
 	return rc;
 }
 
+/* Whether the copy at DK_AGENT_PATH is this build's: its bytes, fetched with the archive
+ * API, hashed against the program's. The sandbox's own root may have overwritten it (with
+ * something of the same size, even); a copy that is not ours is never started. */
+static int copy_is_ours(dk_conn *c, const char *id, const aks_call *call, bool *ours,
+                        aks_error **err)
+{
+	aks_provider_impl *prov = (aks_provider_impl *)c->prov;
+	*ours = false;
+	char path[320];
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=" DK_AGENT_PATH, id);
+	dk_req r = {.method = "GET", .path = path};
+	int rc = dk_request(c, &r, call, err);
+	struct archive *a = rc == AKS_OK && r.status == 200 ? archive_read_new() : NULL;
+	struct archive_entry *e;
+	if (a && archive_read_support_format_tar(a) == ARCHIVE_OK &&
+	    archive_read_open_memory(a, r.resp.data, r.resp.len) == ARCHIVE_OK &&
+	    archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		aks_sha256 h;
+		aks__sha256_init(&h);
+		char buf[16384];
+		la_ssize_t n;
+		while ((n = archive_read_data(a, buf, sizeof(buf))) > 0)
+			aks__sha256_update(&h, buf, (size_t)n);
+		uint8_t got[AKS_SHA256_LEN];
+		aks__sha256_final(&h, got);
+		*ours =
+		    n == 0 && memcmp(got, aks_agent_program_sha256(prov->agent), sizeof(got)) == 0;
+	}
+	if (a)
+		archive_read_free(a);
+	dk_req_free(&r);
+	return rc;
+}
+
 /* PUT the agent: into DK_AGENT_DIR (in_dir) or the directory and the program into /. */
 static int put_agent(dk_conn *c, const char *id, bool in_dir, const aks_call *call, char **why,
                      aks_error **err)
@@ -223,11 +261,20 @@ static int dk_agent_place(dk_conn *c, const char *id, const aks_call *call, char
 		return rc;
 	size_t agent_size;
 	aks_agent_program_data(prov->agent, &agent_size);
-	if (exists && size == (int64_t)agent_size && !(mode & GO_MODE_DIR) && (mode & 0100)) {
-		/* there already (this build's, as far as its size tells) */
+	bool ours = false;
+	if (exists && size == (int64_t)agent_size && !(mode & GO_MODE_DIR) && (mode & 0100) &&
+	    (rc = copy_is_ours(c, id, call, &ours, err)) != AKS_OK)
+		return rc;
+	if (ours) { /* there already, this build's */
 		ring_add(prov, prov->placed, N_PLACED, &prov->placed_next, id);
 		return AKS_OK;
 	}
+	if (exists) /* another build's; of the same size but other bytes: changed inside */
+		prov->host->log(
+		    size == (int64_t)agent_size ? AKS_LOG_WARNING : AKS_LOG_INFO, DK_NAME,
+		    "the aksandbox-agent in container '%s' is not this build's%s: placing "
+		    "it again",
+		    id, size == (int64_t)agent_size ? " (changed inside the sandbox?)" : "");
 	/* Into the directory when it exists (a volume of ours under a read-only root), else
 	 * the directory and the program into /. */
 	rc = stat_path(c, id, DK_AGENT_DIR, call, &exists, &size, &mode, err);

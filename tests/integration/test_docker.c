@@ -1519,24 +1519,44 @@ static void t_agent_fallback_arch(void **state)
 	free(arm);
 }
 
-/* Placed but not runnable (a corrupt program of the right size in the container): the
- * handle falls back when no HELLO comes, and says why. */
-static void t_agent_fallback_no_hello(void **state)
+/* The sandbox's root overwrites the agent with something of the same size (as hostile code
+ * would, to disable it): the copy is checked by its SHA-256 before it is started, found not
+ * ours and placed again, so operations still run through the real agent; with the agent
+ * killed as well, the restart does the same. Never a silent fall back to per call. */
+static void t_agent_replaced_inside(void **state)
 {
 	fixture *f = *state;
+	const char *corrupt =
+	    "n=$(stat -c %s " AGENT_IN_CTR "); head -c $n /dev/zero > " AGENT_IN_CTR
+	    ".x && chmod 755 " AGENT_IN_CTR ".x && mv " AGENT_IN_CTR ".x " AGENT_IN_CTR;
 	int st;
-	free(ctr_sh(f->id, &st,
-	            "n=$(stat -c %s " AGENT_IN_CTR "); head -c $n /dev/zero > " AGENT_IN_CTR
-	            ".x && chmod 755 " AGENT_IN_CTR ".x && mv " AGENT_IN_CTR ".x " AGENT_IN_CTR));
+	free(ctr_sh(f->id, &st, corrupt));
 	assert_int_equal(st, 0);
 	char *out = run_ok(f, "echo still-works");
 	assert_string_equal(out, "still-works");
 	free(out);
-	const char *d = aks_provider_get_description(f->prov);
-	if (!strstr(d, "did not start in container"))
-		fail_msg("description: %s", d);
-	assert_false(aks_provider_get_capabilities(f->prov)->stateful);
-	assert_int_equal(agent_pid(f->id), 0);
+	assert_true(agent_pid(f->id) > 0); /* through the agent, ours again */
+	assert_true(aks_provider_get_capabilities(f->prov)->stateful);
+	assert_null(strstr(aks_provider_get_description(f->prov), "per call:"));
+	/* the agent up, then overwritten and killed: the restart places ours again */
+	free(python_out(f, "x = 41", NULL, NULL));
+	free(ctr_sh(f->id, &st, corrupt));
+	assert_int_equal(st, 0);
+	char *kill = xasprintf("kill -9 %d", agent_pid(f->id));
+	free(ctr_sh(f->id, &st, kill));
+	assert_int_equal(st, 0);
+	free(kill);
+	char *notice = NULL;
+	int code = 0;
+	out = python_out(f, "print('after')", &code, &notice);
+	assert_int_equal(code, 0);
+	assert_string_equal(out, "after\n");
+	if (!notice || !strstr(notice, "was restarted"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	free(notice);
+	free(out);
+	free(ctr_sh(f->id, &st, "[ \"$(head -c 4 " AGENT_IN_CTR " | tail -c 3)\" = ELF ]"));
+	assert_int_equal(st, 0); /* the zeros are gone: a program again */
 }
 
 /* agent: must be false, null or an executable absolute path. */
@@ -1659,7 +1679,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_agent_attach_to, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback_dynamic, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback_arch, setup_bare, teardown),
-	    cmocka_unit_test_setup_teardown(t_agent_fallback_no_hello, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_replaced_inside, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_config, setup_bare, teardown),
 	};
 	const struct CMUnitTest tests[] = {

@@ -501,6 +501,39 @@ static void t_no_hello_falls_back(void **state)
 	assert_int_equal(f->opens, 1);
 }
 
+/* An agent that ran for this handle and cannot be started again (a sandbox that made it
+ * unrunnable) is an error of every call until it starts: never a silent downgrade to per
+ * call, which would lose the whole-tree kills and the Python state. */
+static void t_lost_agent_refused(void **state)
+{
+	fake_sb *f = *state;
+	expect_out(f, NULL, "x = 41", "");
+	kill(f->pid, SIGKILL);
+	waitpid(f->pid, NULL, 0);
+	f->pid = 0;
+	usleep(100 * 1000);
+	f->open_fails_left = 2; /* the next two starts say no HELLO */
+	for (int i = 0; i < 2; i++) {
+		aks_error *err = NULL;
+		int rc;
+		aks_result *r = run(f, "echo x", NULL, 30, &rc, &err);
+		assert_int_equal(rc, AKS_EIO);
+		assert_non_null(strstr(aks_error_message(err), "cannot be started again"));
+		aks_error_free(err);
+		aks_result_free(r);
+	}
+	assert_int_equal(f->per_call, 0);
+	assert_true(stateful); /* nothing was downgraded */
+	/* once it can start, the handle goes on, with the restart notice */
+	aks_error *err = NULL;
+	int rc;
+	aks_result *r = run(f, "echo back", NULL, 30, &rc, &err);
+	assert_int_equal(rc, AKS_OK);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "back\n");
+	assert_non_null(strstr(aks_result_get_notice(r), "was restarted"));
+	aks_result_free(r);
+}
+
 static void t_unusable_program(void **state)
 {
 	fake_sb *f = *state;
@@ -681,6 +714,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_remembered_placement_checked_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_no_hello_falls_back, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_unusable_program, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_lost_agent_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_broken_stream, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_timeout_wording, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_long_texts, setup, teardown),

@@ -13,6 +13,7 @@
 
 #include "agent_internal.h"
 #include "aks_agent_client.h"
+#include "aks_text.h"
 
 /* How long the agent has to answer HELLO (at most; the setup's deadline may be sooner). */
 #define HELLO_MS 10000
@@ -171,7 +172,8 @@ int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, voi
 	return AKS_OK;
 }
 
-void aks_agent_session_stop(aks_agent_session *s)
+/* Ends the agent's stream; a loss (was_up stays) or the start of a deliberate stop. */
+static void stop_agent(aks_agent_session *s)
 {
 	if (s->agent) { /* closes its fds first: the agent sees EOF and exits */
 		aks__agent_free(s->agent);
@@ -185,11 +187,17 @@ void aks_agent_session_stop(aks_agent_session *s)
 		s->state = S_UNTRIED;
 }
 
+void aks_agent_session_stop(aks_agent_session *s)
+{
+	stop_agent(s);
+	s->was_up = false; /* not a loss: the next start says nothing */
+}
+
 void aks_agent_session_free(aks_agent_session *s)
 {
 	if (!s)
 		return;
-	aks_agent_session_stop(s);
+	stop_agent(s);
 	for (size_t i = 0; s->env && s->env[i]; i++)
 		free(s->env[i]);
 	free(s->env);
@@ -208,7 +216,7 @@ bool aks_agent_session_up(const aks_agent_session *s)
 
 static void fall_back(aks_agent_session *s, const char *why)
 {
-	aks_agent_session_stop(s);
+	stop_agent(s);
 	s->state = S_FALLBACK;
 	aks__agent_fell_back(s->prog, why, false);
 	s->host->log(AKS_LOG_WARNING, s->prog->provider,
@@ -221,17 +229,38 @@ static void fall_back(aks_agent_session *s, const char *why)
 	           why, s->prog->per_call);
 }
 
+/* The agent ran for this handle and cannot be started again (killed, then made unrunnable:
+ * a sandbox that overwrote it, say). Running on per call would silently drop what the
+ * agent guarantees (the whole-tree kill, the Python state): the caller is told, every
+ * call, until it starts again or the session is recreated. */
+static int lost(aks_agent_session *s, const char *why, aks_error **err)
+{
+	stop_agent(s);
+	s->state = S_UNTRIED;
+	s->host->log(AKS_LOG_WARNING, s->prog->provider,
+	             "the aksandbox-agent of %s '%s' stopped and cannot be started again: %s",
+	             s->ops->noun, s->id, why);
+	return s->host->error_set(err, AKS_EIO,
+	                          "%s: the aksandbox-agent of %s '%s' stopped and cannot be "
+	                          "started again (%s); its operations are refused rather than run "
+	                          "without it (the Python session's state is lost; destroying the "
+	                          "session gives a new sandbox)",
+	                          s->prog->provider, s->ops->noun, s->id, why);
+}
+
 /* The reason a start failed: what the program said on stderr, else the client's error. */
 static char *start_failure(aks_agent_session *s, aks_error *e)
 {
 	char said[512] = "";
 	s->ops->close(s->sb, s->stream, said, sizeof(said));
 	s->stream = NULL;
+	/* what the program said is the sandbox's: escaped before it reaches a message */
+	char safe[4 * sizeof(said)];
+	aks__text_printable(safe, sizeof(safe), said, strlen(said));
+	const char *reason = safe[0] ? safe : e ? s->host->error_message(e) : "no answer";
 	char *why = NULL;
 	if (asprintf(&why, "aksandbox-agent did not start in %s '%s': %s", s->ops->noun, s->id,
-	             said[0] ? said
-	             : e     ? s->host->error_message(e)
-	                     : "no answer") < 0)
+	             reason) < 0)
 		why = NULL;
 	return why;
 }
@@ -258,7 +287,7 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, aks_er
 	bool timed_out = setup->deadline_ms && host->now_ms() >= setup->deadline_ms;
 	if (cancelled(host, setup) || timed_out) {
 		drop_error(host, &e);
-		aks_agent_session_stop(s);
+		stop_agent(s);
 		return over(s, cancelled(host, setup) ? AKS_ECANCELLED : AKS_ETIMEOUT, setup, err);
 	}
 	*why = start_failure(s, e);
@@ -302,7 +331,9 @@ static int bring_up(aks_agent_session *s, const aks_call *call, bool look_again,
 		if (rc == AKS_OK && !why)
 			rc = start(s, &setup, &why, err);
 	}
-	if (rc == AKS_OK && why)
+	if (rc == AKS_OK && why && s->was_up)
+		rc = lost(s, why, err);
+	else if (rc == AKS_OK && why)
 		fall_back(s, why);
 	else if (rc == AKS_OK)
 		s->state = S_UP;
@@ -323,7 +354,7 @@ static int still_there(aks_agent_session *s, const aks_call *call, bool *alive, 
 		int rc = ops->check(s->sb, &c, err);
 		if (rc != AKS_OK) {
 			if (rc == AKS_EGONE)
-				aks_agent_session_stop(s);
+				stop_agent(s);
 			return rc;
 		}
 	}
@@ -358,7 +389,7 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_err
 			    "the aksandbox-agent of %s '%s' is gone (killed, or its %s "
 			    "restarted); starting another (the Python session's state is lost)",
 			    s->ops->noun, s->id, s->ops->noun);
-		aks_agent_session_stop(s);
+		stop_agent(s);
 		if ((rc = bring_up(s, call, restart, err)) != AKS_OK || s->state != S_UP)
 			return rc;
 		if (restart)
@@ -385,7 +416,7 @@ static int broke(aks_agent_session *s, const char *what, aks_error *e, aks_error
 	char msg[300];
 	snprintf(msg, sizeof(msg), "%s", e ? host->error_message(e) : "its stream ended");
 	drop_error(host, &e);
-	aks_agent_session_stop(s);
+	stop_agent(s);
 	if (s->ops->check) {
 		aks_call c = quick_call(s, NULL, CHECK_MS);
 		aks_error *ce = NULL;
