@@ -795,6 +795,9 @@ int main(int argc, char **argv)
 		a.reqs[i].fd = -1;
 	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit. */
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Not dumpable: our /proc entries (our stdio is the host's channel) are closed to the
+	 * programs we run as the same non-root user; they are dumpable again after exec. */
+	prctl(PR_SET_DUMPABLE, 0);
 	signal(SIGPIPE, SIG_IGN);
 	sigset_t chld;
 	sigemptyset(&chld);

@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,6 +149,29 @@ static void ls_fini(aks_provider_impl *prov)
 	free(prov);
 }
 
+/*
+ * No isolation, but two attacks need not be this easy: a program reading this host's
+ * environment (its secrets) through /proc/<host>/environ, or writing forged replies into
+ * its descriptors (an MCP server's stdout) through /proc/<host>/fd. Both need the host to
+ * be dumpable to a process of the same user; a non-dumpable process's /proc entries belong
+ * to root. As root nothing closes them (the programs run as root too, with CAP_SYS_PTRACE):
+ * the description says so, and so does `aksandbox check`.
+ */
+static const char *close_host_proc(aks_provider_impl *prov)
+{
+	const char *how;
+	if (geteuid() == 0)
+		how = "; it runs as root, so its programs can read this host's memory, "
+		      "environment and descriptors";
+	else if (prctl(PR_SET_DUMPABLE, 0) == 0)
+		how = "; this host's /proc entries are closed to its programs (not dumpable)";
+	else
+		how = "; this host's /proc entries could not be closed to its programs";
+	if (geteuid() == 0)
+		prov->host->log(AKS_LOG_WARNING, LS_NAME, "%s", how + 2);
+	return how;
+}
+
 /* Checks and copies the validated config block. */
 static int read_config(aks_provider_impl *prov, const aks_config *config, aks_error **err)
 {
@@ -186,6 +210,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 	    .per_call = "a new program per call",
 	    .python_session = strcmp(python, "python3") == 0,
 	    .stateful = &prov->caps.stateful,
+	    .note = close_host_proc(prov),
 	};
 	int rc = aks_agent_program_open(host, &ao, &prov->agent, err);
 	if (rc != AKS_OK)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1213,6 +1214,98 @@ static void test_concurrent_sandboxes(void **state)
 	}
 }
 
+/* The probe a hostile program runs as the host's own user: read a process's environment,
+ * write into its stdout. Prints "read PID" / "wrote PID" for what worked, then "done". */
+static char *proc_probe(pid_t host, pid_t control)
+{
+	return xasprintf("for p in %d $PPID %d; do "
+	                 "cat /proc/$p/environ >/dev/null 2>&1 && echo read $p; "
+	                 "(printf '{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\\n' "
+	                 "> /proc/$p/fd/1) 2>/dev/null && echo wrote $p; "
+	                 "done; echo done",
+	                 (int)host, (int)control);
+}
+
+/* In a child as `nobody`: a host with a secret in its environment opens a provider and
+ * runs the probe. Exit codes: 0 as expected, 10+ which step failed (no cmocka here). */
+static int probe_as_nobody(const char *base, const char *agent)
+{
+	if (setgid(65534) < 0 || setuid(65534) < 0)
+		return 10;
+	setenv("AKS_TEST_SECRET", "hunter2", 1);
+	char *yaml = xasprintf("%s/nobody.yaml", base);
+	char *text = xasprintf("sandbox:\n  enabled: true\n  type: local_subprocess\n"
+	                       "  local_subprocess:\n    workdir: %s/nobody-work\n    agent: %s\n",
+	                       base, agent);
+	write_text(yaml, text);
+	const aks_plugin *plugin = NULL;
+	aks_config *config = NULL;
+	aks_provider *prov = NULL;
+	aks_sandbox *sb = NULL;
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	if (aks_plugin_load("local_subprocess", AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK ||
+	    aks_config_load_block(plugin, yaml, &config, &err) != AKS_OK ||
+	    aks_provider_open(plugin, config, &prov, &err) != AKS_OK ||
+	    aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+		return 11;
+	if (!strstr(aks_provider_get_description(prov), "closed to its programs"))
+		return 12;
+	/* a control the probe must be able to read and write: a dumpable process of ours whose
+	 * stdout is a pipe, as an MCP server's is */
+	int pfd[2];
+	if (pipe(pfd) < 0)
+		return 15;
+	pid_t control = fork();
+	if (control == 0) {
+		dup2(pfd[1], 1);
+		execl("/bin/sleep", "sleep", "30", (char *)NULL);
+		_exit(127);
+	}
+	char *probe = proc_probe(getpid(), control);
+	int rc = aks_sandbox_execute_command(sb, probe, &call, &r, &err);
+	kill(control, SIGKILL);
+	char *want = xasprintf("read %d\nwrote %d\ndone\n", (int)control, (int)control);
+	int code = rc != AKS_OK ? 13 : strcmp(aks_result_get_stdout(r, NULL), want) != 0 ? 14 : 0;
+	if (code == 14)
+		fprintf(stderr, "probe said: %s", aks_result_get_stdout(r, NULL));
+	return code;
+}
+
+/*
+ * No isolation, but this host's /proc entries are closed to its programs: a program cannot
+ * read the host's environment (its secrets) nor write forged replies into its stdout (an
+ * MCP server's channel), nor do either to the agent or supervisor between them. As root
+ * nothing closes them, and the description says so plainly.
+ */
+static void test_host_proc_closed(void **state)
+{
+	fixture *f = *state;
+	load_config(f, NULL);
+	open_provider(f);
+	if (geteuid() != 0) {
+		skip(); /* the suite runs as root in CI; the probe below needs to switch users */
+		return;
+	}
+	assert_non_null(strstr(aks_provider_get_description(f->prov),
+	                       "runs as root, so its programs can read this host's memory"));
+	char *work = xasprintf("%s/nobody-work", f->base);
+	assert_int_equal(mkdir(work, 0700), 0);
+	assert_int_equal(chown(work, 65534, 65534), 0);
+	assert_int_equal(chmod(f->base, 0777), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		_exit(probe_as_nobody(f->base, LS_TEST_AGENT));
+	int st = 0;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	free(work);
+}
+
 #define T(name)  cmocka_unit_test_setup_teardown(name, setup, teardown)
 #define TB(name) cmocka_unit_test_setup_teardown(name, setup_bare, teardown)
 
@@ -1241,6 +1334,7 @@ static const struct CMUnitTest tests[] = {
     T(test_cancel),
     T(test_huge_output),
     T(test_concurrent_sandboxes),
+    TB(test_host_proc_closed),
 };
 
 int main(void)

@@ -11,14 +11,15 @@
 struct aks_agent_program {
 	const aks_host_api *host;
 	aks_agent_program_opts opts; /* its strings are the copies below */
-	char *provider, *detail, *per_call;
+	char *provider, *detail, *per_call, *note;
 	char *path;          /* NULL: disabled */
 	unsigned char *data; /* copied_in: the program's bytes */
 	size_t size;
 	uint8_t sha256[AKS_SHA256_LEN];
 	char name[64];
 	aks_elf_info elf;
-	char *desc_agent;    /* the description while the agent runs */
+	char *desc_base;     /* how operations run while the agent does, without the note */
+	char *desc_agent;    /* the description while the agent runs: desc_base and the note */
 	char *desc_fallback; /* atomic, set once: the description after a fallback */
 	int unusable;        /* atomic: every sandbox runs per call */
 };

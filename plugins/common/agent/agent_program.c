@@ -89,19 +89,24 @@ static int load_bytes(aks_agent_program *p, aks_error **err)
 static int describe(aks_agent_program *p, bool installed)
 {
 	const aks_agent_program_opts *o = &p->opts;
-	if (!p->path)
-		return asprintf(&p->desc_agent, "%s (agent disabled%s)", o->per_call,
-		                installed ? "" : " or not installed");
 	char arch[48] = "";
 	if (p->elf.uname)
 		snprintf(arch, sizeof(arch), " (%s)", p->elf.uname);
-	return asprintf(&p->desc_agent,
-	                "through aksandbox-agent %s%s, one per sandbox handle%s%s%s; %s where it "
-	                "cannot be placed or started",
-	                p->path, arch, o->detail ? " " : "", o->detail ? o->detail : "",
-	                o->python_session ? ", Python in its persistent session"
-	                                  : "; python is not python3: Python runs per call",
-	                o->per_call);
+	int n = !p->path
+	            ? asprintf(&p->desc_base, "%s (agent disabled%s)", o->per_call,
+	                       installed ? "" : " or not installed")
+	            : asprintf(&p->desc_base,
+	                       "through aksandbox-agent %s%s, one per sandbox handle%s%s%s; %s "
+	                       "where it cannot be placed or started",
+	                       p->path, arch, o->detail ? " " : "", o->detail ? o->detail : "",
+	                       o->python_session ? ", Python in its persistent session"
+	                                         : "; python is not python3: Python runs per call",
+	                       o->per_call);
+	if (n < 0) {
+		p->desc_base = NULL;
+		return n;
+	}
+	return asprintf(&p->desc_agent, "%s%s", p->desc_base, p->note);
 }
 
 /* Where the `agent` key points: NULL for none; AKS_ECONFIG for a bad path. */
@@ -138,13 +143,14 @@ int aks_agent_program_open(const aks_host_api *host, const aks_agent_program_opt
 	p->opts = *o;
 	if (!(p->provider = strdup(o->provider)) || (path && !(p->path = strdup(path))) ||
 	    (o->detail && !(p->detail = strdup(o->detail))) ||
-	    !(p->per_call = strdup(o->per_call))) {
+	    !(p->per_call = strdup(o->per_call)) || !(p->note = strdup(o->note ? o->note : ""))) {
 		aks_agent_program_free(p);
 		return oom(host, err);
 	}
 	p->opts.provider = p->provider;
 	p->opts.detail = p->detail;
 	p->opts.per_call = p->per_call;
+	p->opts.note = p->note;
 	p->opts.configured = p->opts.installed = NULL;
 	if (p->path && o->copied_in && (rc = load_bytes(p, err)) != AKS_OK) {
 		aks_agent_program_free(p);
@@ -181,6 +187,8 @@ void aks_agent_program_free(aks_agent_program *p)
 	free(p->path);
 	free(p->detail);
 	free(p->per_call);
+	free(p->note);
+	free(p->desc_base);
 	free(p->data);
 	free(p->desc_agent);
 	free(p->desc_fallback);
@@ -197,9 +205,9 @@ void aks__agent_clear_stateful(aks_agent_program *p)
 bool aks__agent_fell_back(aks_agent_program *p, const char *reason, bool everywhere)
 {
 	char *d = NULL;
-	int n = everywhere ? asprintf(&d, "%s: %s", p->per_call, reason)
-	                   : asprintf(&d, "%s; %s in a sandbox where it could not run: %s",
-	                              p->desc_agent, p->per_call, reason);
+	int n = everywhere ? asprintf(&d, "%s: %s%s", p->per_call, reason, p->note)
+	                   : asprintf(&d, "%s; %s in a sandbox where it could not run: %s%s",
+	                              p->desc_base, p->per_call, reason, p->note);
 	char *none = NULL;
 	/* The first reason stays: readers hold the pointer (aks_agent_program_description). */
 	bool first = n >= 0 && __atomic_compare_exchange_n(&p->desc_fallback, &none, d, false,

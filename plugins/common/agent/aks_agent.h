@@ -61,6 +61,7 @@ typedef struct aks_agent_program_opts {
 	bool copied_in;      /* copied into sandboxes: must be a static ELF (its bytes are kept) */
 	bool python_session; /* the provider's Python is the agent's session interpreter */
 	bool *stateful;      /* the instance's capability, cleared (atomically) on a fallback */
+	const char *note;    /* ends every description ("; ..."), or NULL */
 } aks_agent_program_opts;
 
 /*
