@@ -16,6 +16,7 @@
 typedef struct builder {
 	yaml_parser_t parser;
 	const char *name;
+	const char *const *sections; /* top-level keys to build (NULL: all) */
 	aks_error **err;
 } builder;
 
@@ -43,14 +44,72 @@ void aks__node_free(aks_node *node)
 	free(node);
 }
 
-static int node_push(aks_node *parent, aks_node *child)
+/* Appends to a node being built. `cap` is the capacity of parent->items, kept by the
+ * builder: growing by doubling keeps a node of n children O(n) to build. */
+static int node_push(aks_node *parent, size_t *cap, aks_node *child)
 {
-	aks_node **items = realloc(parent->items, (parent->count + 1) * sizeof(*items));
-	if (!items)
-		return AKS_ENOMEM;
-	parent->items = items;
-	items[parent->count++] = child;
+	if (parent->count == *cap) {
+		size_t ncap = *cap ? 2 * *cap : 8;
+		aks_node **items = realloc(parent->items, ncap * sizeof(*items));
+		if (!items)
+			return AKS_ENOMEM;
+		parent->items = items;
+		*cap = ncap;
+	}
+	parent->items[parent->count++] = child;
 	return AKS_OK;
+}
+
+/* Document order of two keys of one mapping (no two share a line and a column). */
+static bool precedes(const aks_node *x, const aks_node *y)
+{
+	return x->line < y->line || (x->line == y->line && x->column < y->column);
+}
+
+/* By text, then in document order. */
+static int compare_keys(const void *a, const void *b)
+{
+	const aks_node *x = *(const aks_node *const *)a, *y = *(const aks_node *const *)b;
+	int c = strcmp(x->value, y->value);
+	return c ? c : precedes(x, y) ? -1 : precedes(y, x);
+}
+
+/*
+ * Refuses a mapping that sets a key twice, naming the earliest repetition in the document
+ * (as a reader going top to bottom would meet it). The keys are sorted, so a mapping of n
+ * keys costs O(n log n): comparing each key with every earlier one was quadratic, minutes
+ * for a config near AKS_YAML_MAX_FILE.
+ */
+static int check_unique_keys(builder *b, const aks_node *map)
+{
+	size_t pairs = map->count / 2;
+	if (pairs < 2)
+		return AKS_OK;
+	const aks_node **keys = malloc(pairs * sizeof(*keys));
+	if (!keys)
+		return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
+	for (size_t i = 0; i < pairs; i++)
+		keys[i] = map->items[2 * i];
+	qsort(keys, pairs, sizeof(*keys), compare_keys);
+	const aks_node *first = NULL, *again = NULL;
+	for (size_t i = 1; i < pairs; i++) {
+		/* keys[i - 1] is the first of its run only if it does not repeat the one before. */
+		bool repeats = strcmp(keys[i - 1]->value, keys[i]->value) == 0;
+		bool run_start = i == 1 || strcmp(keys[i - 2]->value, keys[i - 1]->value) != 0;
+		if (!repeats || !run_start)
+			continue;
+		if (!again || precedes(keys[i], again)) {
+			first = keys[i - 1];
+			again = keys[i];
+		}
+	}
+	int rc = AKS_OK;
+	if (again)
+		rc = aks__error_set(b->err, AKS_ECONFIG,
+		                    "%s:%u:%u: duplicate key '%s' (first set at line %u)", b->name,
+		                    again->line, again->column, again->value, first->line);
+	free(keys);
+	return rc;
 }
 
 static int parse_error(builder *b)
@@ -68,44 +127,71 @@ static int parse_error(builder *b)
 static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *file,
                       aks_node **out);
 
+/* Whether the root mapping's value for `key` is built or skipped. */
+static bool section_wanted(const builder *b, const char *key)
+{
+	if (!b->sections)
+		return true;
+	for (size_t i = 0; b->sections[i]; i++)
+		if (strcmp(b->sections[i], key) == 0)
+			return true;
+	return false;
+}
+
+/* Consumes the events of the next node without building it: libyaml still checks its syntax,
+ * but no node is allocated and none of this file's own rules (unique keys, no aliases, the
+ * depth limit) applies to a section the caller never reads. Iterative, so any depth is fine. */
+static int skip_node(builder *b)
+{
+	size_t open = 0;
+	do {
+		yaml_event_t ev;
+		if (!yaml_parser_parse(&b->parser, &ev))
+			return parse_error(b);
+		if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT)
+			open++;
+		else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT)
+			open--;
+		yaml_event_delete(&ev);
+	} while (open > 0);
+	return AKS_OK;
+}
+
 static int build_children(builder *b, aks_node *parent, yaml_event_type_t end, unsigned depth,
                           const char *file)
 {
+	size_t cap = 0;
 	for (;;) {
 		yaml_event_t ev;
 		if (!yaml_parser_parse(&b->parser, &ev))
 			return parse_error(b);
 		if (ev.type == end) {
 			yaml_event_delete(&ev);
-			return AKS_OK;
+			return parent->kind == AKS_NODE_MAPPING ? check_unique_keys(b, parent)
+			                                        : AKS_OK;
 		}
 		aks_node *child = NULL;
 		int rc = build_node(b, &ev, depth + 1, file, &child);
 		yaml_event_delete(&ev);
 		if (rc < 0)
 			return rc;
-		if (parent->kind == AKS_NODE_MAPPING && parent->count % 2 == 0) {
-			/* A key: must be a scalar, and unique in this mapping. */
-			if (child->kind != AKS_NODE_SCALAR) {
-				rc = aks__error_set(b->err, AKS_ECONFIG,
-				                    "%s:%u:%u: mapping keys must be scalars",
-				                    b->name, child->line, child->column);
-				aks__node_free(child);
-				return rc;
-			}
-			for (size_t i = 0; i < parent->count; i += 2) {
-				if (strcmp(parent->items[i]->value, child->value) == 0) {
-					rc = aks__error_set(
-					    b->err, AKS_ECONFIG,
-					    "%s:%u:%u: duplicate key '%s' (first set at line %u)",
-					    b->name, child->line, child->column, child->value,
-					    parent->items[i]->line);
-					aks__node_free(child);
-					return rc;
-				}
-			}
+		/* A key must be a scalar (uniqueness is checked when the mapping ends). */
+		if (parent->kind == AKS_NODE_MAPPING && parent->count % 2 == 0 &&
+		    child->kind != AKS_NODE_SCALAR) {
+			rc = aks__error_set(b->err, AKS_ECONFIG,
+			                    "%s:%u:%u: mapping keys must be scalars", b->name,
+			                    child->line, child->column);
+			aks__node_free(child);
+			return rc;
 		}
-		if (node_push(parent, child) < 0) {
+		if (depth == 0 && parent->kind == AKS_NODE_MAPPING && parent->count % 2 == 0 &&
+		    !section_wanted(b, child->value)) {
+			aks__node_free(child);
+			if ((rc = skip_node(b)) < 0)
+				return rc;
+			continue;
+		}
+		if (node_push(parent, &cap, child) < 0) {
 			aks__node_free(child);
 			return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s",
 			                      b->name);
@@ -173,7 +259,13 @@ static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *
 
 int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out, aks_error **err)
 {
-	builder b = {.name = name, .err = err};
+	return aks__yaml_parse_sections(text, len, name, NULL, out, err);
+}
+
+int aks__yaml_parse_sections(const char *text, size_t len, const char *name,
+                             const char *const *sections, aks_node **out, aks_error **err)
+{
+	builder b = {.name = name, .sections = sections, .err = err};
 	aks_node *root = NULL;
 	char *file = strdup(name);
 	if (!file || !yaml_parser_initialize(&b.parser)) {
@@ -237,6 +329,12 @@ int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **o
 
 int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err)
 {
+	return aks__yaml_load_file_sections(path, NULL, out, err);
+}
+
+int aks__yaml_load_file_sections(const char *path, const char *const *sections, aks_node **out,
+                                 aks_error **err)
+{
 	FILE *f = fopen(path, "rb");
 	if (!f)
 		return aks__error_set(err, errno == ENOENT ? AKS_ENOTFOUND : AKS_ECONFIG,
@@ -261,7 +359,8 @@ int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err)
 		    aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
 	fclose(f);
 	if (rc == AKS_OK)
-		rc = aks__yaml_parse(text.data ? text.data : "", text.len, path, out, err);
+		rc = aks__yaml_parse_sections(text.data ? text.data : "", text.len, path, sections,
+		                              out, err);
 	aks__buf_free(&text);
 	return rc;
 }

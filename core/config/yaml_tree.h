@@ -38,6 +38,16 @@ struct aks_node {
 int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out,
                     aks_error **err);
 int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err);
+
+/* The same, building only the values of the root mapping's keys listed in `sections`
+ * (NULL-terminated; NULL: all). The other top-level pairs are parsed (their YAML must be
+ * well formed) but left out of the tree, so a file's sections that belong to other
+ * programs cost no memory and obey none of the rules above (unique keys, no aliases,
+ * depth). A root that is not a mapping is built whole. */
+int aks__yaml_parse_sections(const char *text, size_t len, const char *name,
+                             const char *const *sections, aks_node **out, aks_error **err);
+int aks__yaml_load_file_sections(const char *path, const char *const *sections, aks_node **out,
+                                 aks_error **err);
 void aks__node_free(aks_node *node);
 
 /* The value for `key` in a mapping, or NULL. */

@@ -121,6 +121,27 @@ static void test_defaults(void **state)
 	aks_settings_free(s);
 }
 
+/* Sections of other programs are parsed, not built: what YAML allows there (anchors and
+ * aliases, a key set twice, deep nesting) is theirs to judge; broken YAML still fails. */
+static void test_foreign_sections_skipped(void **state)
+{
+	(void)state;
+	aks_settings *s =
+	    load_ok("defaults: &d {retries: 3}\n"
+	            "agent:\n  <<: *d\n  name: a\n  name: b\n"
+	            "deep: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	            "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n"
+	            "sandbox:\n  enabled: false\n  default_profile: mine\n");
+	assert_string_equal(aks_settings_get_default_profile(s), "mine");
+	aks_settings_free(s);
+	char *msg = load_err("other: [1, 2\nsandbox: {}\n");
+	assert_non_null(strstr(msg, "config.yaml:"));
+	assert_non_null(strstr(msg, "invalid YAML"));
+	free(msg);
+	EXPECT_ERROR("other: 1\nsandbox: {}\nsandbox: {}\n",
+	             "config.yaml:3:1: duplicate key 'sandbox' (first set at line 2)");
+}
+
 static void test_embedded_default(void **state)
 {
 	(void)state;
@@ -583,6 +604,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_foreign_sections_skipped),
 	    cmocka_unit_test(test_embedded_default),
 	    cmocka_unit_test(test_sugar),
 	    cmocka_unit_test(test_profile_defaults_and_values),
