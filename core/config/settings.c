@@ -767,9 +767,14 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 		p->attach_to = strdup(aks__node_get(params, "attach_to")->value);
 	rc = aks_provider_open(p->plugin, p->block, &p->provider, &e);
 	if (rc < 0) {
-		rc = aks__error_set(
-		    err, rc, "%s: sandbox profile '%s': provider '%s' failed to start: %s",
-		    where(type_node, pos, sizeof(pos)), p->name, name, aks_error_message(e));
+		/* A plugin's own checks of its block come back as text: when that text quotes
+		 * one value of the block ("env: 'A=B' is not a variable name"), that value is
+		 * where the mistake is; otherwise the profile's type line. */
+		const aks_node *at = aks__node_quoted_in(block, aks_error_message(e));
+		rc = aks__error_set(err, rc,
+		                    "%s: sandbox profile '%s': provider '%s' failed to start: %s",
+		                    where(at ? at : type_node, pos, sizeof(pos)), p->name, name,
+		                    aks_error_message(e));
 		aks_error_free(e);
 		return rc;
 	}

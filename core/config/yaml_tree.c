@@ -16,6 +16,8 @@
 typedef struct builder {
 	yaml_parser_t parser;
 	const char *name;
+	const unsigned char *text; /* the input, for positions libyaml gives as offsets */
+	size_t len;
 	const char *const *sections; /* top-level keys to build (NULL: all) */
 	aks_error **err;
 } builder;
@@ -112,15 +114,118 @@ static int check_unique_keys(builder *b, const aks_node *map)
 	return rc;
 }
 
+/*
+ * The line and column (1-based; columns count characters, as libyaml's marks do) of byte
+ * `offset` of UTF-8 text: the lines end as YAML's do, at LF, CR LF, CR, NEL, LS and PS.
+ */
+static void text_position(const unsigned char *text, size_t len, size_t offset, size_t *line,
+                          size_t *column)
+{
+	*line = 1;
+	*column = 1;
+	for (size_t i = 0; i < offset && i < len;) {
+		size_t brk = 0;
+		if (text[i] == '\r')
+			brk = i + 1 < len && text[i + 1] == '\n' ? 2 : 1;
+		else if (text[i] == '\n')
+			brk = 1;
+		else if (text[i] == 0xC2 && i + 1 < len && text[i + 1] == 0x85)
+			brk = 2;
+		else if (text[i] == 0xE2 && i + 2 < len && text[i + 1] == 0x80 &&
+		         (text[i + 2] == 0xA8 || text[i + 2] == 0xA9))
+			brk = 3;
+		if (brk) {
+			++*line;
+			*column = 1;
+			i += brk;
+			continue;
+		}
+		if ((text[i] & 0xC0) != 0x80) /* not a continuation byte: a new character */
+			++*column;
+		i++;
+	}
+	/* An offset inside a character: its lead byte, before it, was counted as the next. */
+	if (offset < len && (text[offset] & 0xC0) == 0x80 && *column > 1)
+		--*column;
+}
+
 static int parse_error(builder *b)
 {
 	const yaml_parser_t *p = &b->parser;
 	if (p->error == YAML_MEMORY_ERROR)
 		return aks__error_set(b->err, AKS_ENOMEM, "out of memory parsing %s", b->name);
+	if (p->error == YAML_READER_ERROR && p->encoding == YAML_UTF8_ENCODING) {
+		/* A character the reader refuses (a control character, say) comes with its byte
+		 * offset only: problem_mark is not set. */
+		size_t line, column;
+		text_position(b->text, b->len, p->problem_offset, &line, &column);
+		return aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: invalid YAML: %s (U+%04X)",
+		                      b->name, line, column, p->problem ? p->problem : "bad input",
+		                      (unsigned)p->problem_value);
+	}
 	return aks__error_set(b->err, AKS_ECONFIG, "%s:%zu:%zu: invalid YAML: %s%s%s", b->name,
 	                      (size_t)p->problem_mark.line + 1, (size_t)p->problem_mark.column + 1,
 	                      p->problem ? p->problem : "syntax error", p->context ? " " : "",
 	                      p->context ? p->context : "");
+}
+
+/* The length of the well-formed UTF-8 sequence at s[0] (RFC 3629: no overlong forms, no
+ * surrogates, nothing above U+10FFFF), or 0. */
+static size_t utf8_sequence(const unsigned char *s, size_t len)
+{
+	unsigned char c = s[0];
+	size_t n;
+	unsigned char lo = 0x80, hi = 0xBF; /* the allowed range of the second byte */
+	if (c < 0x80)
+		return 1;
+	if (c >= 0xC2 && c <= 0xDF)
+		n = 2;
+	else if (c >= 0xE0 && c <= 0xEF)
+		n = 3;
+	else if (c >= 0xF0 && c <= 0xF4)
+		n = 4;
+	else
+		return 0;
+	if (c == 0xE0)
+		lo = 0xA0;
+	else if (c == 0xED)
+		hi = 0x9F;
+	else if (c == 0xF0)
+		lo = 0x90;
+	else if (c == 0xF4)
+		hi = 0x8F;
+	if (len < n || s[1] < lo || s[1] > hi)
+		return 0;
+	for (size_t i = 2; i < n; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+	return n;
+}
+
+/*
+ * Refuses text that is not UTF-8, naming the first byte that is not. libyaml finds these
+ * too, but says where only as an offset, and points past the start of a broken sequence.
+ * Text that starts with a UTF-16 byte order mark is left to libyaml, which decodes it.
+ */
+static int check_utf8(const builder *b)
+{
+	const unsigned char *s = b->text;
+	if (b->len >= 2 && ((s[0] == 0xFF && s[1] == 0xFE) || (s[0] == 0xFE && s[1] == 0xFF)))
+		return AKS_OK;
+	for (size_t i = 0; i < b->len;) {
+		size_t n = utf8_sequence(s + i, b->len - i);
+		if (n) {
+			i += n;
+			continue;
+		}
+		size_t line, column;
+		text_position(s, b->len, i, &line, &column);
+		return aks__error_set(b->err, AKS_ECONFIG,
+		                      "%s:%zu:%zu: invalid UTF-8 (byte 0x%02X): the text must be "
+		                      "UTF-8",
+		                      b->name, line, column, s[i]);
+	}
+	return AKS_OK;
 }
 
 /* Reads the node that starts with `ev` (already taken from the parser). */
@@ -265,7 +370,14 @@ int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **o
 int aks__yaml_parse_sections(const char *text, size_t len, const char *name,
                              const char *const *sections, aks_node **out, aks_error **err)
 {
-	builder b = {.name = name, .sections = sections, .err = err};
+	builder b = {.name = name,
+	             .text = (const unsigned char *)text,
+	             .len = len,
+	             .sections = sections,
+	             .err = err};
+	int rc = check_utf8(&b);
+	if (rc < 0)
+		return rc;
 	aks_node *root = NULL;
 	char *file = strdup(name);
 	if (!file || !yaml_parser_initialize(&b.parser)) {
@@ -273,7 +385,6 @@ int aks__yaml_parse_sections(const char *text, size_t len, const char *name,
 		return aks__error_set(err, AKS_ENOMEM, "out of memory parsing %s", name);
 	}
 	yaml_parser_set_input_string(&b.parser, (const unsigned char *)text, len);
-	int rc = AKS_OK;
 	bool in_document = false;
 	for (;;) {
 		yaml_event_t ev;
@@ -389,6 +500,42 @@ bool aks__node_is_null(const aks_node *node)
 size_t aks__node_pairs(const aks_node *map)
 {
 	return map && map->kind == AKS_NODE_MAPPING ? map->count / 2 : 0;
+}
+
+/* Whether `message` holds "'<value>'". */
+static bool quotes(const char *message, const char *value)
+{
+	size_t n = strlen(value);
+	for (const char *p = strchr(message, '\''); p; p = strchr(p + 1, '\''))
+		if (strncmp(p + 1, value, n) == 0 && p[1 + n] == '\'')
+			return true;
+	return false;
+}
+
+/* Counts the scalars under `n` that `message` quotes, keeping the first in *found. */
+static size_t count_quoted(const aks_node *n, const char *message, const aks_node **found)
+{
+	if (!n)
+		return 0;
+	if (n->kind == AKS_NODE_SCALAR) {
+		if (!n->value || !*n->value || !quotes(message, n->value))
+			return 0;
+		if (!*found)
+			*found = n;
+		return 1;
+	}
+	size_t total = 0;
+	for (size_t i = 0; i < n->count; i++)
+		total += count_quoted(n->items[i], message, found);
+	return total;
+}
+
+const aks_node *aks__node_quoted_in(const aks_node *tree, const char *message)
+{
+	const aks_node *found = NULL;
+	if (!message || count_quoted(tree, message, &found) != 1)
+		return NULL;
+	return found;
 }
 
 const char *aks__node_where(const aks_node *node, char *buf, size_t size)

@@ -55,6 +55,11 @@ const aks_node *aks__node_get(const aks_node *map, const char *key);
 bool aks__node_is_null(const aks_node *node);
 size_t aks__node_pairs(const aks_node *map);
 
+/* The one scalar of `tree` (a key or a value, at any depth) that `message` quotes whole, as
+ * '<value>'; NULL when none does, or more than one (empty scalars are never matched). Lets
+ * an error a plugin reports about its config block point at the value it names. */
+const aks_node *aks__node_quoted_in(const aks_node *tree, const char *message);
+
 /* Enough for aks__node_where() with any sensible path; longer ones are cut. */
 #define AKS_NODE_WHERE_SIZE 1024
 

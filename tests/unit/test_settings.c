@@ -363,6 +363,27 @@ static void test_profile_errors(void **state)
 #undef PROFILE
 }
 
+/* A plugin's own check of its block is reported where the value it names is written. */
+static void test_plugin_error_located(void **state)
+{
+	(void)state;
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  profiles:\n    p:\n"
+	             "      type: local_subprocess\n      local_subprocess:\n"
+	             "        env:\n          GOOD: x\n          \"BAD=1\": y\n",
+	             "config.yaml:9:11: sandbox profile 'p': provider 'local_subprocess' failed "
+	             "to start: local_subprocess: env: 'BAD=1' is not a variable name");
+	/* The same through the single-backend sugar, in flow style. */
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  type: local_subprocess\n"
+	             "  local_subprocess: {env_passthrough: [HOME], env: {A: b, =x: c}}\n",
+	             "config.yaml:4:59: sandbox profile 'default': provider 'local_subprocess' "
+	             "failed to start: local_subprocess: env: '=x' is not a variable name");
+	/* A message quoting no value of the block stays at the type line. */
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  profiles:\n    p:\n"
+	             "      type: local_subprocess\n      local_subprocess: {python: ''}\n",
+	             "config.yaml:5:13: sandbox profile 'p': provider 'local_subprocess' failed "
+	             "to start: local_subprocess: python must not be empty");
+}
+
 static void test_disabled_is_inert(void **state)
 {
 	(void)state;
@@ -611,6 +632,7 @@ int main(void)
 	    cmocka_unit_test(test_unknown_profile),
 	    cmocka_unit_test(test_key_and_type_errors),
 	    cmocka_unit_test(test_profile_errors),
+	    cmocka_unit_test(test_plugin_error_located),
 	    cmocka_unit_test(test_disabled_is_inert),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_environment_matrix),

@@ -92,6 +92,51 @@ static void test_syntax_error_has_position(void **state)
 	free(msg);
 }
 
+/* Text that is not UTF-8 is refused at the first byte that breaks it; columns count
+ * characters, as libyaml's do. */
+static void test_invalid_utf8_located(void **state)
+{
+	(void)state;
+	char *msg = parse_err("a: 1\nb: 2\nc: 3\nd: \"caf\xe9\"\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:4:8: invalid UTF-8 (byte 0xE9): the text must be UTF-8");
+	free(msg);
+	/* A valid two-byte character before it is one column; CR LF ends a line once. */
+	msg = parse_err("a: 1\r\nb: \xc3\xa9\xff\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:2:5: invalid UTF-8 (byte 0xFF): the text must be UTF-8");
+	free(msg);
+	/* An overlong form and an encoded surrogate are not UTF-8 either. */
+	msg = parse_err("a: \xc0\x80\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:1:4: invalid UTF-8 (byte 0xC0): the text must be UTF-8");
+	free(msg);
+	msg = parse_err("x: y\na: \xed\xa0\x80\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:2:4: invalid UTF-8 (byte 0xED): the text must be UTF-8");
+	free(msg);
+	/* A sequence cut short by the end of the text. */
+	msg = parse_err("a: \xe2\x82", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:1:4: invalid UTF-8 (byte 0xE2): the text must be UTF-8");
+	free(msg);
+	aks__node_free(parse_ok("a: \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"\n"));
+}
+
+/* Characters YAML does not allow (libyaml reports them as a byte offset) are located too. */
+static void test_control_character_located(void **state)
+{
+	(void)state;
+	char *msg = parse_err("a: 1\nb: 2\nc: 3\nd: \"\xc3\xa9\x01\"\n", AKS_ECONFIG);
+	assert_string_equal(
+	    msg, "t.yaml:4:6: invalid YAML: control characters are not allowed (U+0001)");
+	free(msg);
+	aks_node *root = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks__yaml_parse("a: 1\nb: x\0y\n", 12, "t.yaml", &root, &err),
+	                 AKS_ECONFIG);
+	assert_string_equal(
+	    aks_error_message(err),
+	    "t.yaml:2:5: invalid YAML: control characters are not allowed (U+0000)");
+	aks_error_free(err);
+	assert_null(root);
+}
+
 static void test_duplicate_key(void **state)
 {
 	(void)state;
@@ -274,6 +319,8 @@ int main(void)
 	    cmocka_unit_test(test_nulls),
 	    cmocka_unit_test(test_empty_document_is_empty_mapping),
 	    cmocka_unit_test(test_syntax_error_has_position),
+	    cmocka_unit_test(test_invalid_utf8_located),
+	    cmocka_unit_test(test_control_character_located),
 	    cmocka_unit_test(test_duplicate_key),
 	    cmocka_unit_test(test_duplicate_key_earliest_repetition),
 	    cmocka_unit_test(test_many_keys_linear),
