@@ -4,9 +4,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <yaml.h>
 
@@ -443,32 +446,92 @@ int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err)
 	return aks__yaml_load_file_sections(path, NULL, out, err);
 }
 
+/* "a FIFO" for messages about a file that is not a regular one. */
+static const char *file_kind(mode_t mode)
+{
+	if (S_ISDIR(mode))
+		return "a directory";
+	if (S_ISFIFO(mode))
+		return "a FIFO";
+	if (S_ISCHR(mode))
+		return "a character device";
+	if (S_ISBLK(mode))
+		return "a block device";
+	if (S_ISSOCK(mode))
+		return "a socket";
+	return "not a regular file";
+}
+
+static int not_regular(const char *path, mode_t mode, aks_error **err)
+{
+	return aks__error_set(err, AKS_ECONFIG, "'%s' is %s: a config file must be a regular file",
+	                      path, file_kind(mode));
+}
+
+/*
+ * Opens a config file for reading, refusing anything but a regular file: a FIFO would block
+ * the open (and the read) until a writer came, a device could be read for ever. stat() first,
+ * so nothing else is ever opened; O_NONBLOCK and fstat() after, for a file swapped for a FIFO
+ * in between. Returns the descriptor and its size, or a negative status.
+ */
+static int open_regular(const char *path, off_t *size, aks_error **err)
+{
+	struct stat st;
+	if (stat(path, &st) < 0)
+		return aks__error_set(err, errno == ENOENT ? AKS_ENOTFOUND : AKS_ECONFIG,
+		                      "cannot open '%s': %s", path, strerror(errno));
+	if (!S_ISREG(st.st_mode))
+		return not_regular(path, st.st_mode, err);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd < 0)
+		return aks__error_set(err, errno == ENOENT ? AKS_ENOTFOUND : AKS_ECONFIG,
+		                      "cannot open '%s': %s", path, strerror(errno));
+	int rc = AKS_OK;
+	if (fstat(fd, &st) < 0)
+		rc =
+		    aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
+	else if (!S_ISREG(st.st_mode))
+		rc = not_regular(path, st.st_mode, err);
+	if (rc < 0) {
+		close(fd);
+		return rc;
+	}
+	*size = st.st_size;
+	return fd;
+}
+
 int aks__yaml_load_file_sections(const char *path, const char *const *sections, aks_node **out,
                                  aks_error **err)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return aks__error_set(err, errno == ENOENT ? AKS_ENOTFOUND : AKS_ECONFIG,
-		                      "cannot open '%s': %s", path, strerror(errno));
-	aks_buf text = AKS_BUF_INIT;
-	char chunk[8192];
-	size_t n;
+	off_t size = 0;
+	int fd = open_regular(path, &size, err);
+	if (fd < 0)
+		return fd;
 	int rc = AKS_OK;
-	while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0) {
-		if (text.len + n > AKS_YAML_MAX_FILE) {
+	if (size > (off_t)AKS_YAML_MAX_FILE)
+		rc = aks__error_set(err, AKS_ECONFIG, "'%s' is larger than %u bytes", path,
+		                    AKS_YAML_MAX_FILE);
+	/* The size is a hint (the file may grow while read); the cap is enforced on what comes. */
+	aks_buf text = AKS_BUF_INIT;
+	char chunk[65536];
+	while (rc == AKS_OK) {
+		ssize_t n = read(fd, chunk, sizeof(chunk));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			rc = aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path,
+			                    strerror(errno));
+			break;
+		}
+		if (n == 0)
+			break;
+		if (text.len + (size_t)n > AKS_YAML_MAX_FILE)
 			rc = aks__error_set(err, AKS_ECONFIG, "'%s' is larger than %u bytes", path,
 			                    AKS_YAML_MAX_FILE);
-			break;
-		}
-		if (aks__buf_append(&text, chunk, n) < 0) {
+		else if (aks__buf_append(&text, chunk, (size_t)n) < 0)
 			rc = aks__error_set(err, AKS_ENOMEM, "out of memory reading '%s'", path);
-			break;
-		}
 	}
-	if (rc == AKS_OK && ferror(f))
-		rc =
-		    aks__error_set(err, AKS_ECONFIG, "cannot read '%s': %s", path, strerror(errno));
-	fclose(f);
+	close(fd);
 	if (rc == AKS_OK)
 		rc = aks__yaml_parse_sections(text.data ? text.data : "", text.len, path, sections,
 		                              out, err);

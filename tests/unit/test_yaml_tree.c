@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -312,6 +314,49 @@ static void test_missing_file(void **state)
 	aks_error_free(err);
 }
 
+static char *load_err_path(const char *path)
+{
+	aks_node *root = NULL;
+	aks_error *err = NULL;
+	/* A FIFO used to block the open until a writer came: never wait for one here. */
+	alarm(10);
+	int rc = aks__yaml_load_file(path, &root, &err);
+	alarm(0);
+	assert_int_equal(rc, AKS_ECONFIG);
+	assert_null(root);
+	char *msg = strdup(aks_error_message(err));
+	aks_error_free(err);
+	return msg;
+}
+
+/* Only a regular file is read: a FIFO, a directory or a device is refused by name. */
+static void test_not_a_regular_file(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/aks-yaml-XXXXXX", fifo[64], expected[160];
+	assert_non_null(mkdtemp(dir));
+	snprintf(fifo, sizeof(fifo), "%s/config.yaml", dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	char *msg = load_err_path(fifo);
+	snprintf(expected, sizeof(expected), "'%s' is a FIFO: a config file must be a regular file",
+	         fifo);
+	assert_string_equal(msg, expected);
+	free(msg);
+	unlink(fifo);
+
+	msg = load_err_path(dir);
+	snprintf(expected, sizeof(expected),
+	         "'%s' is a directory: a config file must be a regular file", dir);
+	assert_string_equal(msg, expected);
+	free(msg);
+	rmdir(dir);
+
+	msg = load_err_path("/dev/zero");
+	assert_string_equal(
+	    msg, "'/dev/zero' is a character device: a config file must be a regular file");
+	free(msg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -330,6 +375,7 @@ int main(void)
 	    cmocka_unit_test(test_depth_limit),
 	    cmocka_unit_test(test_two_documents_refused),
 	    cmocka_unit_test(test_missing_file),
+	    cmocka_unit_test(test_not_a_regular_file),
 	};
 	return cmocka_run_group_tests_name("yaml_tree", tests, NULL, NULL);
 }
