@@ -195,8 +195,9 @@ struct json_object *aks__tool_schema(int tool);
 /*
  * Checks an arguments object against the tool's schema: an object (NULL
  * counts as {}), no unknown key, each value of its type, every required key
- * present. AKS_EINVAL with a message such as "run_code: argument 'code' is
- * required" otherwise.
+ * present, no NUL character in a string but write_sandbox_file's content
+ * (the others are handed on as C strings). AKS_EINVAL with a message such
+ * as "run_code: argument 'code' is required" otherwise.
  */
 int aks__tool_validate_args(int tool, struct json_object *args, aks_error **err);
 
