@@ -28,6 +28,9 @@
 #include "store/store.h"
 #include "util/util.h"
 
+_Static_assert(sizeof("default:") - 1 + AKS_PROFILE_NAME_MAX <= AKS_STORE_NAME_MAX,
+               "a profile's default session id must fit a state store key");
+
 /* ---- locations and messages ---------------------------------------------- */
 
 /* "file:line:col" or "environment variable NAME" (config when unknown). */
@@ -788,6 +791,17 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 	return AKS_OK;
 }
 
+/* A profile's name, `at` the node that gives it, is held to AKS_PROFILE_NAME_MAX. */
+static int check_profile_name(const aks_node *at, const char *name, aks_error **err)
+{
+	size_t len = strlen(name);
+	if (len <= AKS_PROFILE_NAME_MAX)
+		return AKS_OK;
+	return fail(err, at, NULL,
+	            "the profile name '%.32s...' is %zu bytes long; the limit is %d bytes", name,
+	            len, AKS_PROFILE_NAME_MAX);
+}
+
 /* `sugar`: the node is the sandbox block itself, read only for type, scope,
  * environment and the provider blocks. */
 static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool load,
@@ -1183,15 +1197,20 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		rc = get_map(sb, "profiles", "sandbox.profiles", &profiles, err);
 	for (size_t i = 0; rc == AKS_OK && profiles && i + 1 < profiles->count; i += 2) {
 		aks_profile *p = NULL;
-		rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false, load,
-		                   &p, err);
+		rc = check_profile_name(profiles->items[i], profiles->items[i]->value, err);
+		if (rc == AKS_OK)
+			rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false,
+			                   load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}
 	if (rc == AKS_OK && s->profile_count == 0 && !aks__node_is_null(sugar_type)) {
 		/* Single-backend sugar: profiles[default_profile] from type and its block. */
 		aks_profile *p = NULL;
-		rc = parse_profile(s->default_profile, sb, true, load, &p, err);
+		rc = check_profile_name(aks__node_get(sb, "default_profile"), s->default_profile,
+		                        err);
+		if (rc == AKS_OK)
+			rc = parse_profile(s->default_profile, sb, true, load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}

@@ -6,10 +6,14 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include <aksandbox/store.h>
+
+#include "config/settings.h"
 #include "tools/json.h"
 #include "util/util.h"
 
@@ -19,8 +23,16 @@ typedef enum arg_kind {
 	 * without a word, so one is refused. */
 	ARG_TEXT,
 	/* Bytes handed on with their length (a file's content): anything goes, NUL included. */
-	ARG_BYTES
+	ARG_BYTES,
+	/* Text that names something (a session, a task, a language, a session's name): at most
+	 * AKS_TOOL_ID_MAX bytes, so a stray megabyte is refused rather than stored and echoed. */
+	ARG_ID,
+	/* A profile's name: at most AKS_PROFILE_NAME_MAX bytes, as in the config. */
+	ARG_PROFILE
 } arg_kind;
+
+/* Session and task ids are state store keys: they can be no longer than one. */
+#define AKS_TOOL_ID_MAX AKS_STORE_NAME_MAX
 
 typedef struct tool_arg {
 	const char *name;
@@ -41,12 +53,12 @@ typedef struct tool_def {
 
 #define SESSION_ARG                                                                                \
 	{                                                                                          \
-		"sandbox_session_id", ARG_TEXT, true, false, NULL,                                 \
+		"sandbox_session_id", ARG_ID, true, false, NULL,                                   \
 		    "reuse an existing sandbox session; omit for the default session"              \
 	}
 #define PROFILE_ARG                                                                                \
 	{                                                                                          \
-		"profile", ARG_TEXT, true, false, NULL,                                            \
+		"profile", ARG_PROFILE, true, false, NULL,                                         \
 		    "workload profile; omit for the configured default"                            \
 	}
 
@@ -56,7 +68,7 @@ static const tool_def tools[AKS_TOOL_COUNT] = {
      "Run code in the sandbox; returns stdout, stderr and exit_code, or a pending task_id when "
      "the run outlasts the wait.",
      {{"code", ARG_TEXT, false, true, NULL, "the source code to run"},
-      {"language", ARG_TEXT, false, false, "python", "the language of the code"},
+      {"language", ARG_ID, false, false, "python", "the language of the code"},
       SESSION_ARG,
       PROFILE_ARG}},
     {"run_command",
@@ -79,19 +91,19 @@ static const tool_def tools[AKS_TOOL_COUNT] = {
     {"check_sandbox_task",
      "Poll a long-running execution that returned status 'pending'; a finished task's outcome "
      "is under \"result\".",
-     {{"task_id", ARG_TEXT, false, true, NULL, "the task_id that the pending result gave"}}},
+     {{"task_id", ARG_ID, false, true, NULL, "the task_id that the pending result gave"}}},
     {"list_sandbox_sessions",
      "List the sandbox sessions this conversation can use (id, name, profile, status).",
      {{NULL, ARG_TEXT, false, false, NULL, NULL}}},
     {"new_sandbox_session",
      "Create a fresh, empty sandbox session with a short descriptive name; returns its "
      "sandbox_session_id.",
-     {{"name", ARG_TEXT, true, false, NULL,
+     {{"name", ARG_ID, true, false, NULL,
        "a short descriptive name for the session, such as \"uv-project\""},
       PROFILE_ARG}},
     {"destroy_sandbox_session",
      "Destroy a sandbox session and its sandbox.",
-     {{"sandbox_session_id", ARG_TEXT, false, true, NULL,
+     {{"sandbox_session_id", ARG_ID, false, true, NULL,
        "the id of the sandbox session to destroy"}}},
 };
 
@@ -224,6 +236,19 @@ static int unknown_argument(const tool_def *t, const char *key, aks_error **err)
 	return rc;
 }
 
+/* The longest string an argument of this kind may be, in bytes. */
+static size_t kind_max_len(arg_kind kind)
+{
+	switch (kind) {
+	case ARG_ID:
+		return AKS_TOOL_ID_MAX;
+	case ARG_PROFILE:
+		return AKS_PROFILE_NAME_MAX;
+	default:
+		return SIZE_MAX;
+	}
+}
+
 /* What a string argument may hold, by its kind. */
 static int check_string(const tool_def *t, const tool_arg *a, struct json_object *val,
                         aks_error **err)
@@ -233,6 +258,10 @@ static int check_string(const tool_def *t, const tool_arg *a, struct json_object
 		return aks__error_set(err, AKS_EINVAL,
 		                      "%s: argument '%s' must not contain NUL characters (U+0000)",
 		                      t->name, a->name);
+	if (len > kind_max_len(a->kind))
+		return aks__error_set(err, AKS_EINVAL,
+		                      "%s: argument '%s' is %zu bytes long; the limit is %zu bytes",
+		                      t->name, a->name, len, kind_max_len(a->kind));
 	return AKS_OK;
 }
 

@@ -384,6 +384,36 @@ static void test_plugin_error_located(void **state)
 	             "to start: local_subprocess: python must not be empty");
 }
 
+/* A profile name is at most 128 bytes: its default session's id must fit a store key. */
+static void test_profile_name_bounded(void **state)
+{
+	(void)state;
+	char name[160], yaml[512];
+	memset(name, 'p', 129);
+	name[129] = '\0';
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  profiles:\n    %s: {type: local_subprocess, local_subprocess: {}}\n",
+	         name);
+	EXPECT_ERROR(yaml,
+	             "config.yaml:3:5: the profile name 'pppppppppppppppppppppppppppppppp...' "
+	             "is 129 bytes long; the limit is 128 bytes");
+	/* The single-backend sugar names its profile after default_profile. */
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  default_profile: %s\n  type: local_subprocess\n"
+	         "  local_subprocess: {}\n",
+	         name);
+	EXPECT_ERROR(yaml,
+	             "config.yaml:2:20: the profile name 'pppppppppppppppppppppppppppppppp...' "
+	             "is 129 bytes long; the limit is 128 bytes");
+	name[128] = '\0';
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  profiles:\n    %s: {type: local_subprocess, local_subprocess: {}}\n",
+	         name);
+	aks_settings *s = load_ok(yaml);
+	assert_int_equal(aks_settings_get_profile_count(s), 1);
+	aks_settings_free(s);
+}
+
 static void test_disabled_is_inert(void **state)
 {
 	(void)state;
@@ -633,6 +663,7 @@ int main(void)
 	    cmocka_unit_test(test_key_and_type_errors),
 	    cmocka_unit_test(test_profile_errors),
 	    cmocka_unit_test(test_plugin_error_located),
+	    cmocka_unit_test(test_profile_name_bounded),
 	    cmocka_unit_test(test_disabled_is_inert),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_environment_matrix),

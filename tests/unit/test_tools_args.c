@@ -1,6 +1,7 @@
 /* Unit tests: what the tools refuse in their arguments before anything runs, through
  * aks_runtime_call_tool on a local_subprocess profile — NUL characters in strings handed on
- * as C strings (while a file's content keeps every byte). */
+ * as C strings (while a file's content keeps every byte), and identifiers longer than their
+ * bound. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -158,11 +159,70 @@ static void test_nul_in_content_kept(void **state)
 	       "\"default:default\"}");
 }
 
+/* A JSON object {"<key>": "xxx...x"} with a value of n bytes, plus `more` members. */
+static char *long_arg(const char *key, size_t n, const char *more)
+{
+	char *json = malloc(n + strlen(key) + strlen(more) + 16);
+	assert_non_null(json);
+	size_t at = (size_t)sprintf(json, "{\"%s\": \"", key);
+	memset(json + at, 'x', n);
+	sprintf(json + at + n, "\"%s}", more);
+	return json;
+}
+
+/* The error a too long argument gets, or (want NULL) that it gets none of that kind. */
+static void expect_bound(fixture *fx, const char *tool, const char *key, size_t n, const char *more,
+                         const char *want)
+{
+	char *args = long_arg(key, n, more);
+	char *got = call(fx, tool, args);
+	if (want)
+		assert_non_null(strstr(got, want));
+	else if (strstr(got, "bytes long"))
+		fail_msg("%s %s of %zu bytes refused: %s", tool, key, n, got);
+	free(got);
+	free(args);
+}
+
+/* Identifiers have a documented bound: 256 bytes (a session or task id is a state store key),
+ * 128 for a profile name (as in the config). */
+static void test_identifiers_bounded(void **state)
+{
+	fixture *fx = *state;
+	expect_bound(fx, "new_sandbox_session", "name", 100 * 1024, "",
+	             "{\"error\": \"new_sandbox_session: argument 'name' is 102400 bytes long; the "
+	             "limit is 256 bytes\", \"sandbox_session_id\": \"\"}");
+	expect_bound(fx, "new_sandbox_session", "name", 257, "",
+	             "argument 'name' is 257 bytes long; the limit is 256 bytes");
+	expect_bound(fx, "new_sandbox_session", "name", 256, "", NULL);
+	expect_bound(fx, "run_command", "sandbox_session_id", 257, ", \"command\": \"true\"",
+	             "run_command: argument 'sandbox_session_id' is 257 bytes long; the limit is "
+	             "256 bytes");
+	expect_bound(fx, "destroy_sandbox_session", "sandbox_session_id", 4096, "",
+	             "argument 'sandbox_session_id' is 4096 bytes long; the limit is 256 bytes");
+	expect_bound(fx, "check_sandbox_task", "task_id", 257, "",
+	             "check_sandbox_task: argument 'task_id' is 257 bytes long; the limit is 256 "
+	             "bytes");
+	expect_bound(fx, "run_code", "language", 257, ", \"code\": \"1\"",
+	             "run_code: argument 'language' is 257 bytes long; the limit is 256 bytes");
+	expect_bound(fx, "run_command", "profile", 129, ", \"command\": \"true\"",
+	             "run_command: argument 'profile' is 129 bytes long; the limit is 128 bytes");
+	expect_bound(fx, "run_command", "profile", 128, ", \"command\": \"true\"", NULL);
+	/* Only the session of the 256-byte name was made. */
+	char *list = call(fx, "list_sandbox_sessions", NULL);
+	assert_non_null(strstr(list, "\"name\": \"xxxx"));
+	assert_null(strstr(list, "}, {"));
+	free(list);
+	/* Code, commands and paths have no such bound. */
+	expect_bound(fx, "run_command", "command", 100 * 1024, "", NULL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_nul_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_nul_in_content_kept, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_identifiers_bounded, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("tools_args", tests, NULL, NULL);
 }
