@@ -1,7 +1,7 @@
 /* Unit tests: what the tools refuse in their arguments before anything runs, through
  * aks_runtime_call_tool on a local_subprocess profile — NUL characters in strings handed on
  * as C strings (while a file's content keeps every byte), and identifiers longer than their
- * bound. */
+ * bound; and what destroy_sandbox_session answers for a session it did not destroy. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -217,12 +217,48 @@ static void test_identifiers_bounded(void **state)
 	expect_bound(fx, "run_command", "command", 100 * 1024, "", NULL);
 }
 
+/* destroy_sandbox_session says whether it destroyed anything: an id that never existed
+ * keeps the result's shape (no error: the call is idempotent) with destroyed false. */
+static void test_destroy_unknown_session(void **state)
+{
+	fixture *fx = *state;
+	expect(fx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"never-made\"}",
+	       "{\"sandbox_session_id\": \"never-made\", \"destroyed\": false}");
+	/* The default session before its first use has nothing to destroy either... */
+	expect(fx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:default\"}",
+	       "{\"sandbox_session_id\": \"default:default\", \"destroyed\": false}");
+	/* ... and once used, it has. */
+	free(call(fx, "run_command", "{\"command\": \"true\"}"));
+	assert_int_equal(sandboxes(fx), 1);
+	expect(fx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:default\"}",
+	       "{\"sandbox_session_id\": \"default:default\", \"destroyed\": true}");
+	assert_int_equal(sandboxes(fx), 0);
+	/* Another conversation's session is not this one's to destroy. */
+	char *made = call(fx, "new_sandbox_session", "{}");
+	char id[33] = {0};
+	assert_int_equal(sscanf(made, "{\"sandbox_session_id\": \"%32[0-9a-f]\"", id), 1);
+	free(made);
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, "conv-b", NULL);
+	char args[96], want[160], *out = NULL;
+	snprintf(args, sizeof(args), "{\"sandbox_session_id\": \"%s\"}", id);
+	assert_int_equal(
+	    aks_runtime_call_tool(fx->rt, "destroy_sandbox_session", args, &ctx, &out, NULL),
+	    AKS_OK);
+	snprintf(want, sizeof(want), "{\"sandbox_session_id\": \"%s\", \"destroyed\": false}", id);
+	assert_string_equal(out, want);
+	free(out);
+	snprintf(want, sizeof(want), "{\"sandbox_session_id\": \"%s\", \"destroyed\": true}", id);
+	expect(fx, "destroy_sandbox_session", args, want);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test_setup_teardown(test_nul_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_nul_in_content_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_identifiers_bounded, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_destroy_unknown_session, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("tools_args", tests, NULL, NULL);
 }
