@@ -28,6 +28,9 @@
 #include "store/store.h"
 #include "util/util.h"
 
+_Static_assert(sizeof("default:") - 1 + AKS_PROFILE_NAME_MAX <= AKS_STORE_NAME_MAX,
+               "a profile's default session id must fit a state store key");
+
 /* ---- locations and messages ---------------------------------------------- */
 
 /* "file:line:col" or "environment variable NAME" (config when unknown). */
@@ -767,9 +770,14 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 		p->attach_to = strdup(aks__node_get(params, "attach_to")->value);
 	rc = aks_provider_open(p->plugin, p->block, &p->provider, &e);
 	if (rc < 0) {
-		rc = aks__error_set(
-		    err, rc, "%s: sandbox profile '%s': provider '%s' failed to start: %s",
-		    where(type_node, pos, sizeof(pos)), p->name, name, aks_error_message(e));
+		/* A plugin's own checks of its block come back as text: when that text quotes
+		 * one value of the block ("env: 'A=B' is not a variable name"), that value is
+		 * where the mistake is; otherwise the profile's type line. */
+		const aks_node *at = aks__node_quoted_in(block, aks_error_message(e));
+		rc = aks__error_set(err, rc,
+		                    "%s: sandbox profile '%s': provider '%s' failed to start: %s",
+		                    where(at ? at : type_node, pos, sizeof(pos)), p->name, name,
+		                    aks_error_message(e));
 		aks_error_free(e);
 		return rc;
 	}
@@ -781,6 +789,17 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 	p->unenforced =
 	    aks__policy_unenforced(&p->policy, aks_provider_get_capabilities(p->provider));
 	return AKS_OK;
+}
+
+/* A profile's name, `at` the node that gives it, is held to AKS_PROFILE_NAME_MAX. */
+static int check_profile_name(const aks_node *at, const char *name, aks_error **err)
+{
+	size_t len = strlen(name);
+	if (len <= AKS_PROFILE_NAME_MAX)
+		return AKS_OK;
+	return fail(err, at, NULL,
+	            "the profile name '%.32s...' is %zu bytes long; the limit is %d bytes", name,
+	            len, AKS_PROFILE_NAME_MAX);
 }
 
 /* `sugar`: the node is the sandbox block itself, read only for type, scope,
@@ -1178,15 +1197,20 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		rc = get_map(sb, "profiles", "sandbox.profiles", &profiles, err);
 	for (size_t i = 0; rc == AKS_OK && profiles && i + 1 < profiles->count; i += 2) {
 		aks_profile *p = NULL;
-		rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false, load,
-		                   &p, err);
+		rc = check_profile_name(profiles->items[i], profiles->items[i]->value, err);
+		if (rc == AKS_OK)
+			rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false,
+			                   load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}
 	if (rc == AKS_OK && s->profile_count == 0 && !aks__node_is_null(sugar_type)) {
 		/* Single-backend sugar: profiles[default_profile] from type and its block. */
 		aks_profile *p = NULL;
-		rc = parse_profile(s->default_profile, sb, true, load, &p, err);
+		rc = check_profile_name(aks__node_get(sb, "default_profile"), s->default_profile,
+		                        err);
+		if (rc == AKS_OK)
+			rc = parse_profile(s->default_profile, sb, true, load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}

@@ -16,6 +16,10 @@ enum {
 	AKS_DIM_RESOURCES = AKS_POLICY_RESOURCES,
 };
 
+/* The longest profile name, in bytes: its default session's id, "default:<name>", must fit a
+ * state store key (AKS_STORE_NAME_MAX), and tool arguments naming a profile are held to it. */
+#define AKS_PROFILE_NAME_MAX 128
+
 typedef struct aks_broker_settings {
 	char *flavor;              /* embedded | thread | queue | plugin */
 	double wait_timeout;       /* seconds; 0 = always promote */

@@ -56,8 +56,10 @@ AKS_EXPORT int aks_settings_load(const char *path, const char *const *envp, aks_
 {
 	if (!out)
 		return aks__error_set(err, AKS_EINVAL, "aks_settings_load: no output");
+	/* Only `sandbox:` is ours: the other sections are parsed, not built. */
+	static const char *const sections[] = {"sandbox", NULL};
 	aks_node *root = NULL;
-	int rc = path ? aks__yaml_load_file(path, &root, err)
+	int rc = path ? aks__yaml_load_file_sections(path, sections, &root, err)
 	              : aks__yaml_parse(embedded_default, sizeof(embedded_default) - 1,
 	                                "<embedded default>", &root, err);
 	if (rc < 0)

@@ -38,12 +38,27 @@ struct aks_node {
 int aks__yaml_parse(const char *text, size_t len, const char *name, aks_node **out,
                     aks_error **err);
 int aks__yaml_load_file(const char *path, aks_node **out, aks_error **err);
+
+/* The same, building only the values of the root mapping's keys listed in `sections`
+ * (NULL-terminated; NULL: all). The other top-level pairs are parsed (their YAML must be
+ * well formed) but left out of the tree, so a file's sections that belong to other
+ * programs cost no memory and obey none of the rules above (unique keys, no aliases,
+ * depth). A root that is not a mapping is built whole. */
+int aks__yaml_parse_sections(const char *text, size_t len, const char *name,
+                             const char *const *sections, aks_node **out, aks_error **err);
+int aks__yaml_load_file_sections(const char *path, const char *const *sections, aks_node **out,
+                                 aks_error **err);
 void aks__node_free(aks_node *node);
 
 /* The value for `key` in a mapping, or NULL. */
 const aks_node *aks__node_get(const aks_node *map, const char *key);
 bool aks__node_is_null(const aks_node *node);
 size_t aks__node_pairs(const aks_node *map);
+
+/* The one scalar of `tree` (a key or a value, at any depth) that `message` quotes whole, as
+ * '<value>'; NULL when none does, or more than one (empty scalars are never matched). Lets
+ * an error a plugin reports about its config block point at the value it names. */
+const aks_node *aks__node_quoted_in(const aks_node *tree, const char *message);
 
 /* Enough for aks__node_where() with any sensible path; longer ones are cut. */
 #define AKS_NODE_WHERE_SIZE 1024

@@ -270,19 +270,53 @@ static bool session_utf8(const aks_session_rec *s)
 	       utf8_str(s->provider_type) && utf8_str(s->sandbox_id) && utf8_str(s->reset_notice);
 }
 
+/* A JSON string with a NUL character inside: as a C string it would end there. */
+static bool string_has_nul(struct json_object *s)
+{
+	return memchr(json_object_get_string(s), '\0', (size_t)json_object_get_string_len(s));
+}
+
+/*
+ * The key of the first string under `o` (at any depth; an array's items go by the array's
+ * key) that holds a NUL character, or NULL. Every string of a request becomes a C string on
+ * the worker (a command, a path, a package, a group, a credential, the session's fields),
+ * where a NUL would cut it short without a word; file contents travel as base64.
+ */
+static const char *nul_member(struct json_object *o, const char *key)
+{
+	const char *found = NULL;
+	switch (json_object_get_type(o)) {
+	case json_type_string:
+		return string_has_nul(o) ? key : NULL;
+	case json_type_object: {
+		json_object_object_foreach(o, k, v)
+		{
+			if ((found = nul_member(v, k)))
+				return found;
+		}
+		return NULL;
+	}
+	case json_type_array:
+		for (size_t i = 0; !found && i < json_object_array_length(o); i++)
+			found = nul_member(json_object_array_get_idx(o, i), key);
+		return found;
+	default:
+		return NULL;
+	}
+}
+
 static char *dup_string(reader *rd, struct json_object *o, const char *key, bool required)
 {
 	struct json_object *v = member(rd, o, key, json_type_string, required);
 	if (!v)
 		return NULL;
-	char *s = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-	if (!s && rd->rc == AKS_OK)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
-	if (s && strlen(s) != (size_t)json_object_get_string_len(v)) {
-		free(s);
+	if (string_has_nul(v)) {
 		bad(rd, "'%s' contains a NUL character", key);
 		return NULL;
 	}
+	char *s = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
+	if (!s && rd->rc == AKS_OK)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
 	/* Carried on as it came, never "repaired": a command must not change on the way. */
 	if (s && !valid_utf8((const unsigned char *)s, strlen(s))) {
 		free(s);
@@ -520,6 +554,12 @@ int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **ou
 	struct json_object *o = parse(&rd, json, len);
 	if (!o)
 		return rd.rc;
+	const char *nul_key = nul_member(o, "request");
+	if (nul_key) {
+		bad(&rd, "'%s' contains a NUL character", nul_key);
+		json_object_put(o);
+		return rd.rc;
+	}
 	aks_wire_request *r = calloc(1, sizeof(*r));
 	if (!r) {
 		json_object_put(o);

@@ -574,7 +574,7 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
 		unlock_session(m, lk);
 		return rc;
 	}
-	return AKS_OK; /* unknown ids are destroyed already */
+	return AKS_ENOTFOUND; /* no session by that id: nothing to destroy (err left unset) */
 }
 
 int aks__manager_new_session(aks_manager *m, const aks_mgr_caller *caller, const char *profile,

@@ -102,7 +102,7 @@ int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *
 int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err);
 
 /* destroy_sandbox_session (§4.6): idempotent; never calls the provider for an
- * attached profile. */
+ * attached profile. AKS_ENOTFOUND (err unset) when no session has that id. */
 int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, const char *id,
                                  aks_error **err);
 

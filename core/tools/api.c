@@ -280,9 +280,15 @@ static int tool_destroy(tool_call *tc, char **out, aks_error **err)
 {
 	const char *id = arg_str(tc->args, "sandbox_session_id");
 	aks_error *e = NULL;
-	if (aks__manager_destroy_session(tc->rt->manager, &tc->caller, id, &e) < 0)
+	int rc = aks__manager_destroy_session(tc->rt->manager, &tc->caller, id, &e);
+	if (rc == AKS_ENOTFOUND) {
+		/* Still idempotent (the same shape, no error), but truthful: nothing went. */
+		aks_error_free(e);
+		return done(aks__tool_json_destroyed(id, false), out, err);
+	}
+	if (rc < 0)
 		return fail_json(e, id, out, err);
-	return done(aks__tool_json_destroyed(id), out, err);
+	return done(aks__tool_json_destroyed(id, true), out, err);
 }
 
 static int dispatch(tool_call *tc, char **out, aks_error **err)

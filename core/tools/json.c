@@ -590,11 +590,11 @@ char *aks__tool_json_new_session(const char *session_id, const char *name, const
 	return finish(obj, ok);
 }
 
-char *aks__tool_json_destroyed(const char *session_id)
+char *aks__tool_json_destroyed(const char *session_id, bool destroyed)
 {
 	struct json_object *obj = json_object_new_object();
 	bool ok = obj && add_str(obj, "sandbox_session_id", session_id) &&
-	          add_obj(obj, "destroyed", json_object_new_boolean(1));
+	          add_obj(obj, "destroyed", json_object_new_boolean(destroyed));
 	return finish(obj, ok);
 }
 

@@ -137,8 +137,9 @@ typedef struct aks_tool_session_row {
 char *aks__tool_json_sessions(const aks_tool_session_row *rows, size_t count);
 /* new_sandbox_session: {sandbox_session_id, name, profile} (name NULL: null). */
 char *aks__tool_json_new_session(const char *session_id, const char *name, const char *profile);
-/* destroy_sandbox_session: {sandbox_session_id, destroyed: true}. */
-char *aks__tool_json_destroyed(const char *session_id);
+/* destroy_sandbox_session: {sandbox_session_id, destroyed}; destroyed is false when there was
+ * no session by that id (never made, or destroyed already): nothing was destroyed. */
+char *aks__tool_json_destroyed(const char *session_id, bool destroyed);
 /* Any failure: {error, sandbox_session_id} (session_id NULL: ""). */
 char *aks__tool_json_error(const char *message, const char *session_id);
 /* The capability is off: {"error": "sandbox capability is disabled"}. */
@@ -195,8 +196,9 @@ struct json_object *aks__tool_schema(int tool);
 /*
  * Checks an arguments object against the tool's schema: an object (NULL
  * counts as {}), no unknown key, each value of its type, every required key
- * present. AKS_EINVAL with a message such as "run_code: argument 'code' is
- * required" otherwise.
+ * present, no NUL character in a string but write_sandbox_file's content
+ * (the others are handed on as C strings). AKS_EINVAL with a message such
+ * as "run_code: argument 'code' is required" otherwise.
  */
 int aks__tool_validate_args(int tool, struct json_object *args, aks_error **err);
 

@@ -6,15 +6,37 @@
  */
 #include "config.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
+#include <aksandbox/store.h>
+
+#include "config/settings.h"
 #include "tools/json.h"
 #include "util/util.h"
 
+/* What an argument's string may hold. */
+typedef enum arg_kind {
+	/* Text handed on as a C string (code, a command, a path): a NUL would cut it short
+	 * without a word, so one is refused. */
+	ARG_TEXT,
+	/* Bytes handed on with their length (a file's content): anything goes, NUL included. */
+	ARG_BYTES,
+	/* Text that names something (a session, a task, a language, a session's name): at most
+	 * AKS_TOOL_ID_MAX bytes, so a stray megabyte is refused rather than stored and echoed. */
+	ARG_ID,
+	/* A profile's name: at most AKS_PROFILE_NAME_MAX bytes, as in the config. */
+	ARG_PROFILE
+} arg_kind;
+
+/* Session and task ids are state store keys: they can be no longer than one. */
+#define AKS_TOOL_ID_MAX AKS_STORE_NAME_MAX
+
 typedef struct tool_arg {
 	const char *name;
+	arg_kind kind;
 	bool nullable; /* every argument is a string; these also take null (= omitted) */
 	bool required;
 	const char *default_value; /* a string default, or NULL */
@@ -31,12 +53,13 @@ typedef struct tool_def {
 
 #define SESSION_ARG                                                                                \
 	{                                                                                          \
-		"sandbox_session_id", true, false, NULL,                                           \
+		"sandbox_session_id", ARG_ID, true, false, NULL,                                   \
 		    "reuse an existing sandbox session; omit for the default session"              \
 	}
 #define PROFILE_ARG                                                                                \
 	{                                                                                          \
-		"profile", true, false, NULL, "workload profile; omit for the configured default"  \
+		"profile", ARG_PROFILE, true, false, NULL,                                         \
+		    "workload profile; omit for the configured default"                            \
 	}
 
 /* In the original's fixed order (aks_tool_id). */
@@ -44,41 +67,44 @@ static const tool_def tools[AKS_TOOL_COUNT] = {
     {"run_code",
      "Run code in the sandbox; returns stdout, stderr and exit_code, or a pending task_id when "
      "the run outlasts the wait.",
-     {{"code", false, true, NULL, "the source code to run"},
-      {"language", false, false, "python", "the language of the code"},
+     {{"code", ARG_TEXT, false, true, NULL, "the source code to run"},
+      {"language", ARG_ID, false, false, "python", "the language of the code"},
       SESSION_ARG,
       PROFILE_ARG}},
     {"run_command",
      "Run a shell command in the sandbox; returns stdout, stderr and exit_code, or a pending "
      "task_id when the run outlasts the wait.",
-     {{"command", false, true, NULL, "the shell command to run"}, SESSION_ARG, PROFILE_ARG}},
+     {{"command", ARG_TEXT, false, true, NULL, "the shell command to run"},
+      SESSION_ARG,
+      PROFILE_ARG}},
     {"write_sandbox_file",
      "Write a UTF-8 text file into the sandbox workspace.",
-     {{"path", false, true, NULL, "the file's path in the sandbox workspace"},
-      {"content", false, true, NULL, "the text to write"},
+     {{"path", ARG_TEXT, false, true, NULL, "the file's path in the sandbox workspace"},
+      {"content", ARG_BYTES, false, true, NULL, "the text to write"},
       SESSION_ARG,
       PROFILE_ARG}},
     {"read_sandbox_file",
      "Read a UTF-8 text file from the sandbox workspace.",
-     {{"path", false, true, NULL, "the file's path in the sandbox workspace"},
+     {{"path", ARG_TEXT, false, true, NULL, "the file's path in the sandbox workspace"},
       SESSION_ARG,
       PROFILE_ARG}},
     {"check_sandbox_task",
      "Poll a long-running execution that returned status 'pending'; a finished task's outcome "
      "is under \"result\".",
-     {{"task_id", false, true, NULL, "the task_id that the pending result gave"}}},
+     {{"task_id", ARG_ID, false, true, NULL, "the task_id that the pending result gave"}}},
     {"list_sandbox_sessions",
      "List the sandbox sessions this conversation can use (id, name, profile, status).",
-     {{NULL, false, false, NULL, NULL}}},
+     {{NULL, ARG_TEXT, false, false, NULL, NULL}}},
     {"new_sandbox_session",
      "Create a fresh, empty sandbox session with a short descriptive name; returns its "
      "sandbox_session_id.",
-     {{"name", true, false, NULL,
+     {{"name", ARG_ID, true, false, NULL,
        "a short descriptive name for the session, such as \"uv-project\""},
       PROFILE_ARG}},
     {"destroy_sandbox_session",
      "Destroy a sandbox session and its sandbox.",
-     {{"sandbox_session_id", false, true, NULL, "the id of the sandbox session to destroy"}}},
+     {{"sandbox_session_id", ARG_ID, false, true, NULL,
+       "the id of the sandbox session to destroy"}}},
 };
 
 const char *aks__tool_name(int tool)
@@ -210,6 +236,35 @@ static int unknown_argument(const tool_def *t, const char *key, aks_error **err)
 	return rc;
 }
 
+/* The longest string an argument of this kind may be, in bytes. */
+static size_t kind_max_len(arg_kind kind)
+{
+	switch (kind) {
+	case ARG_ID:
+		return AKS_TOOL_ID_MAX;
+	case ARG_PROFILE:
+		return AKS_PROFILE_NAME_MAX;
+	default:
+		return SIZE_MAX;
+	}
+}
+
+/* What a string argument may hold, by its kind. */
+static int check_string(const tool_def *t, const tool_arg *a, struct json_object *val,
+                        aks_error **err)
+{
+	size_t len = (size_t)json_object_get_string_len(val);
+	if (a->kind != ARG_BYTES && memchr(json_object_get_string(val), '\0', len))
+		return aks__error_set(err, AKS_EINVAL,
+		                      "%s: argument '%s' must not contain NUL characters (U+0000)",
+		                      t->name, a->name);
+	if (len > kind_max_len(a->kind))
+		return aks__error_set(err, AKS_EINVAL,
+		                      "%s: argument '%s' is %zu bytes long; the limit is %zu bytes",
+		                      t->name, a->name, len, kind_max_len(a->kind));
+	return AKS_OK;
+}
+
 int aks__tool_validate_args(int tool, struct json_object *args, aks_error **err)
 {
 	if (tool < 0 || tool >= AKS_TOOL_COUNT)
@@ -226,8 +281,12 @@ int aks__tool_validate_args(int tool, struct json_object *args, aks_error **err)
 				a++;
 			if (!a->name)
 				return unknown_argument(t, key, err);
-			if (json_object_is_type(val, json_type_string))
+			if (json_object_is_type(val, json_type_string)) {
+				int rc = check_string(t, a, val, err);
+				if (rc < 0)
+					return rc;
 				continue;
+			}
 			if (a->nullable && json_object_is_type(val, json_type_null))
 				continue;
 			return aks__error_set(err, AKS_EINVAL,

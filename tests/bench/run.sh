@@ -12,7 +12,8 @@
 # BENCH_SESSIONS (idle sessions for bench_tool sessions, default 1000), BENCH_MCP_ITER
 # (bench_mcp calls, default 200), BENCH_QUEUE_CALLS and BENCH_QUEUE_LATENCY (bench_queue:
 # calls through the fleet, default 400; sequential calls for the latency, default 100),
-# BENCH_K8S_ITER and BENCH_K8S_FIRST (bench_k8s: exec samples, default 50; new pods, default 5).
+# BENCH_K8S_ITER and BENCH_K8S_FIRST (bench_k8s: exec samples, default 50; new pods, default 5),
+# BENCH_CONFIG_RUNS (bench_config: loads per file, default 5).
 set -eu
 
 B=${AKS_TEST_BUILDDIR:?run through make bench}
@@ -113,6 +114,11 @@ printf '  %-45s %8d\n' "aksandbox run -- head -c 4MiB /dev/zero" "$capped"
 printf '  %-45s %8d\n' "aksandbox run -- head -c 256MiB /dev/zero" "$big"
 printf '  growth for 4 MiB of output: %d KiB; for 256 MiB: %d KiB (cap: 4096 KiB)\n' \
 	$((capped - small)) $((big - small))
+
+# Loading a large config: 10,000 to 140,000 keys (up to the 16 MiB file cap) in a foreign
+# section and in a section that is read, against libyaml's own parse of the same text.
+echo
+"$(real_binary "$B/tests/bench/bench_config")" -n "${BENCH_CONFIG_RUNS:-5}" "$T"
 
 # The state store: one session transaction, reads, and 1,000 conversations.
 echo

@@ -121,6 +121,27 @@ static void test_defaults(void **state)
 	aks_settings_free(s);
 }
 
+/* Sections of other programs are parsed, not built: what YAML allows there (anchors and
+ * aliases, a key set twice, deep nesting) is theirs to judge; broken YAML still fails. */
+static void test_foreign_sections_skipped(void **state)
+{
+	(void)state;
+	aks_settings *s =
+	    load_ok("defaults: &d {retries: 3}\n"
+	            "agent:\n  <<: *d\n  name: a\n  name: b\n"
+	            "deep: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["
+	            "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n"
+	            "sandbox:\n  enabled: false\n  default_profile: mine\n");
+	assert_string_equal(aks_settings_get_default_profile(s), "mine");
+	aks_settings_free(s);
+	char *msg = load_err("other: [1, 2\nsandbox: {}\n");
+	assert_non_null(strstr(msg, "config.yaml:"));
+	assert_non_null(strstr(msg, "invalid YAML"));
+	free(msg);
+	EXPECT_ERROR("other: 1\nsandbox: {}\nsandbox: {}\n",
+	             "config.yaml:3:1: duplicate key 'sandbox' (first set at line 2)");
+}
+
 static void test_embedded_default(void **state)
 {
 	(void)state;
@@ -340,6 +361,57 @@ static void test_profile_errors(void **state)
 	                            "'acme_cloud' not found; searched: "));
 	free(msg);
 #undef PROFILE
+}
+
+/* A plugin's own check of its block is reported where the value it names is written. */
+static void test_plugin_error_located(void **state)
+{
+	(void)state;
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  profiles:\n    p:\n"
+	             "      type: local_subprocess\n      local_subprocess:\n"
+	             "        env:\n          GOOD: x\n          \"BAD=1\": y\n",
+	             "config.yaml:9:11: sandbox profile 'p': provider 'local_subprocess' failed "
+	             "to start: local_subprocess: env: 'BAD=1' is not a variable name");
+	/* The same through the single-backend sugar, in flow style. */
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  type: local_subprocess\n"
+	             "  local_subprocess: {env_passthrough: [HOME], env: {A: b, =x: c}}\n",
+	             "config.yaml:4:59: sandbox profile 'default': provider 'local_subprocess' "
+	             "failed to start: local_subprocess: env: '=x' is not a variable name");
+	/* A message quoting no value of the block stays at the type line. */
+	EXPECT_ERROR("sandbox:\n  enabled: true\n  profiles:\n    p:\n"
+	             "      type: local_subprocess\n      local_subprocess: {python: ''}\n",
+	             "config.yaml:5:13: sandbox profile 'p': provider 'local_subprocess' failed "
+	             "to start: local_subprocess: python must not be empty");
+}
+
+/* A profile name is at most 128 bytes: its default session's id must fit a store key. */
+static void test_profile_name_bounded(void **state)
+{
+	(void)state;
+	char name[160], yaml[512];
+	memset(name, 'p', 129);
+	name[129] = '\0';
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  profiles:\n    %s: {type: local_subprocess, local_subprocess: {}}\n",
+	         name);
+	EXPECT_ERROR(yaml,
+	             "config.yaml:3:5: the profile name 'pppppppppppppppppppppppppppppppp...' "
+	             "is 129 bytes long; the limit is 128 bytes");
+	/* The single-backend sugar names its profile after default_profile. */
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  default_profile: %s\n  type: local_subprocess\n"
+	         "  local_subprocess: {}\n",
+	         name);
+	EXPECT_ERROR(yaml,
+	             "config.yaml:2:20: the profile name 'pppppppppppppppppppppppppppppppp...' "
+	             "is 129 bytes long; the limit is 128 bytes");
+	name[128] = '\0';
+	snprintf(yaml, sizeof(yaml),
+	         "sandbox:\n  profiles:\n    %s: {type: local_subprocess, local_subprocess: {}}\n",
+	         name);
+	aks_settings *s = load_ok(yaml);
+	assert_int_equal(aks_settings_get_profile_count(s), 1);
+	aks_settings_free(s);
 }
 
 static void test_disabled_is_inert(void **state)
@@ -583,12 +655,15 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
+	    cmocka_unit_test(test_foreign_sections_skipped),
 	    cmocka_unit_test(test_embedded_default),
 	    cmocka_unit_test(test_sugar),
 	    cmocka_unit_test(test_profile_defaults_and_values),
 	    cmocka_unit_test(test_unknown_profile),
 	    cmocka_unit_test(test_key_and_type_errors),
 	    cmocka_unit_test(test_profile_errors),
+	    cmocka_unit_test(test_plugin_error_located),
+	    cmocka_unit_test(test_profile_name_bounded),
 	    cmocka_unit_test(test_disabled_is_inert),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_environment_matrix),

@@ -397,8 +397,10 @@ static void test_session_shapes(void **state)
 	            "\"profile\": \"default\"}");
 	ASSERT_JSON(aks__tool_json_new_session("9b2f", NULL, "default"),
 	            "{\"sandbox_session_id\": \"9b2f\", \"name\": null, \"profile\": \"default\"}");
-	ASSERT_JSON(aks__tool_json_destroyed("default:default"),
+	ASSERT_JSON(aks__tool_json_destroyed("default:default", true),
 	            "{\"sandbox_session_id\": \"default:default\", \"destroyed\": true}");
+	ASSERT_JSON(aks__tool_json_destroyed("nope", false),
+	            "{\"sandbox_session_id\": \"nope\", \"destroyed\": false}");
 }
 
 static void test_error_shapes(void **state)

@@ -184,6 +184,30 @@ static void test_request_refusals(void **state)
 	expect_refused(HEAD "\"operation\": \"execute_command\", \"payload\": {\"command\": "
 	                    "\"\xed\xa0\x80\"}, " TAIL,
 	               "not valid UTF-8"); /* a surrogate */
+	/* A NUL anywhere a request holds a string, not only in the payload's: each becomes a C
+	 * string on the worker, which it would cut short. */
+	expect_refused(HEAD "\"operation\": \"install_packages\", \"payload\": {\"packages\": "
+	                    "[\"numpy\", \"x\\u0000; rm -rf /\"]}, " TAIL,
+	               "'packages' contains a NUL character");
+	expect_refused(HEAD "\"operation\": \"destroy\", \"principal\": {\"subject\": \"a\", "
+	                    "\"groups\": [\"dev\\u0000admin\"]}, \"policy\": {}, "
+	                    "\"sandbox_session\": {\"sandbox_session_id\": \"s\", \"profile\": "
+	                    "\"p\"}}",
+	               "'groups' contains a NUL character");
+	expect_refused(HEAD "\"operation\": \"destroy\", \"principal\": {\"subject\": \"a\", "
+	                    "\"credentials\": {\"token\": \"abc\\u0000def\"}}, \"policy\": {}, "
+	                    "\"sandbox_session\": {\"sandbox_session_id\": \"s\", \"profile\": "
+	                    "\"p\"}}",
+	               "'token' contains a NUL character");
+	expect_refused(HEAD "\"operation\": \"destroy\", \"principal\": {\"subject\": \"a\"}, "
+	                    "\"policy\": {\"network_allow\": [\"a.example\\u0000.evil\"]}, "
+	                    "\"sandbox_session\": {\"sandbox_session_id\": \"s\", \"profile\": "
+	                    "\"p\"}}",
+	               "'network_allow' contains a NUL character");
+	expect_refused(HEAD "\"operation\": \"destroy\", \"principal\": {\"subject\": \"a\"}, "
+	                    "\"policy\": {}, \"sandbox_session\": {\"sandbox_session_id\": "
+	                    "\"s\\u0000other\", \"profile\": \"p\"}}",
+	               "'sandbox_session_id' contains a NUL character");
 	/* nesting deeper than the bound */
 	char deep[400];
 	memset(deep, '[', 300);
