@@ -90,6 +90,13 @@ void proc_close(proc *p);
 /* Kills every child of the calling process and everything reparented to it, until none is
  * left (or bound_ms passes). main_pid's wait status goes to *main_status when seen. */
 void proc_kill_children(pid_t main_pid, int *main_status, bool *main_seen, int bound_ms);
+/* Makes the agent a child subreaper and finds out whether that takes (spawn.c). */
+void proc_init(void);
+/* Where it does not: kills the orphans init adopted that started at `since` or later
+ * (clock ticks since boot), for at most bound_ms. */
+void proc_sweep_orphans(unsigned long long since, int bound_ms);
+extern bool proc_subreaper_works;
+extern unsigned long long proc_agent_start;
 
 /* ---- file transfers (files.c) ---- */
 void files_write_open(agent *a, const aks_agent_frame *f);

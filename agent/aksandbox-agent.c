@@ -646,6 +646,7 @@ static void shutdown_and_exit(agent *a)
 			agent_free_req(&a->reqs[i]);
 	bool seen = false;
 	proc_kill_children(-1, NULL, &seen, 10000);
+	proc_sweep_orphans(proc_agent_start, 10000);
 	aks__agent_decoder_free(&a->dec);
 	aks__agent_buf_free(&a->out);
 	exit(0);
@@ -793,8 +794,9 @@ int main(int argc, char **argv)
 	a.window = AKS_AGENT_WINDOW;
 	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
 		a.reqs[i].fd = -1;
-	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit. */
-	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit (or,
+	 * where that does not take, are swept: spawn.c). */
+	proc_init();
 	/* Not dumpable: our /proc entries (our stdio is the host's channel) are closed to the
 	 * programs we run as the same non-root user; they are dumpable again after exec. */
 	prctl(PR_SET_DUMPABLE, 0);

@@ -12,6 +12,15 @@
  * number, or 0 = release) and `status` (the program's wait status, 4 bytes, then EOF when
  * the supervisor exits). When the agent dies, ctl reaches EOF and the supervisor kills the
  * tree, so nothing the agent ran outlives it.
+ *
+ * Where a subreaper does nothing (gVisor accepts PR_SET_CHILD_SUBREAPER and ignores it),
+ * an orphan goes to the init of the container's PID namespace instead. Then a kill also
+ * sweeps the orphans: every process whose parent is init (pid 1) and that started since
+ * the supervisor did (or, when the agent exits, since the agent did). A process started
+ * from outside the agent (another `docker exec`, another handle's agent) has no parent
+ * in the namespace (0), never init, so it is spared. The window is the run's: a
+ * concurrent run's orphan of the same window would be swept too (the host runs one
+ * operation at a time per sandbox).
  */
 #include "agent.h"
 
@@ -63,6 +72,64 @@ static pid_t read_ppid(const char *pid)
 {
 	pid_t ppid, pgrp;
 	return read_stat(pid, &ppid, &pgrp) < 0 ? -1 : ppid;
+}
+
+/* The start time of a process (clock ticks since boot, /proc/PID/stat field 22), or 0. */
+static unsigned long long read_starttime(const char *pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof(path), "/proc/%s/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *s = strrchr(buf, ')');
+	/* after the name: field 3 (state) ... field 22 (starttime) */
+	for (int field = 3; s && field <= 22; field++)
+		s = strchr(s + 1, ' ');
+	return s ? strtoull(s + 1, NULL, 10) : 0;
+}
+
+/* Set once at start: false where PR_SET_CHILD_SUBREAPER does not take (see above). */
+bool proc_subreaper_works = true;
+unsigned long long proc_agent_start;
+
+void proc_init(void)
+{
+	int on = 0;
+	proc_subreaper_works = prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 &&
+	                       prctl(PR_GET_CHILD_SUBREAPER, &on) == 0 && on == 1;
+	proc_agent_start = read_starttime("self");
+}
+
+void proc_sweep_orphans(unsigned long long since, int bound_ms)
+{
+	if (proc_subreaper_works || !since)
+		return;
+	struct timespec nap = {0, 2 * 1000 * 1000};
+	int64_t until = agent_now_ms() + bound_ms;
+	for (int found = 1; found && agent_now_ms() < until;) {
+		found = 0;
+		DIR *d = opendir("/proc");
+		if (!d)
+			return;
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			if (e->d_name[0] < '1' || e->d_name[0] > '9' || strcmp(e->d_name, "1") == 0)
+				continue;
+			if (read_ppid(e->d_name) != 1 || read_starttime(e->d_name) < since)
+				continue;
+			kill((pid_t)atoi(e->d_name), SIGKILL);
+			found++;
+		}
+		closedir(d);
+		if (found) /* their children are orphans now, in turn */
+			nanosleep(&nap, NULL);
+	}
 }
 
 /* Signals every process whose parent is `parent`; returns how many were found. */
@@ -208,6 +275,7 @@ supervise(int ctl, int status, int fds[3], char *const argv[], char *const envp[
 		if (fd != ctl && fd != status && fd != fds[0] && fd != fds[1] && fd != fds[2])
 			close(fd);
 	prctl(PR_SET_CHILD_SUBREAPER, 1);
+	unsigned long long started = read_starttime("self");
 	sigset_t chld;
 	sigemptyset(&chld);
 	sigaddset(&chld, SIGCHLD);
@@ -261,12 +329,14 @@ supervise(int ctl, int status, int fds[3], char *const argv[], char *const envp[
 			/* SIGKILL, or the agent is gone: tear the whole tree down. */
 			bool main_seen = seen;
 			proc_kill_children(pid, &st, &main_seen, 10000);
+			proc_sweep_orphans(started, 10000);
 			if (main_seen && !seen)
 				put_status(status, st);
 			_exit(0);
 		}
 	}
 	proc_kill_children(pid, &st, &seen, 10000);
+	proc_sweep_orphans(started, 10000);
 	_exit(1);
 }
 

@@ -355,13 +355,25 @@ static void dk_agent_close(void *vsb, void *stream, char *said, size_t len)
 static int dk_agent_check(void *vsb, const aks_call *call, aks_error **err)
 {
 	aks_sandbox_impl *sb = vsb;
+	const aks_host_api *host = sb->prov->host;
 	char path[320];
 	snprintf(path, sizeof(path), "/containers/%s/json", sb->id);
-	dk_req r = {.method = "GET", .path = path};
-	int rc = dk_request(&sb->conn, &r, call, err);
-	if (rc == AKS_OK && r.status == 404)
-		rc = dk_gone(sb->prov->host, sb->id, err);
-	dk_req_free(&r);
+	long status = 0;
+	json_object *info = NULL;
+	int rc = get_json(&sb->conn, path, call, &status, &info, err);
+	if (rc == AKS_OK && status == 404)
+		rc = dk_gone(host, sb->id, err);
+	json_object *state = jget(info, "State");
+	if (rc == AKS_OK && state && !json_object_get_boolean(jget(state, "Running"))) {
+		/* gVisor's whole sandbox is what its memory limit kills: exit 137, often with no
+		 * OOMKilled flag (the cgroup killed the sandbox, not a process in it) */
+		int code = json_object_get_int(jget(state, "ExitCode"));
+		bool oom = json_object_get_boolean(jget(state, "OOMKilled")) || code == 137;
+		rc = host->error_set(
+		    err, AKS_EIO, "container '%s' stopped (exit code %d%s)", sb->id, code,
+		    oom ? ": killed, most likely for going over its memory limit" : "");
+	}
+	json_object_put(info);
 	return rc;
 }
 
@@ -388,6 +400,9 @@ const aks_agent_ops dk_agent_ops = {
     .timeout_subject = "docker exec",
     .shell = "/bin/sh",
     .file_mode = 0644,
+    /* gVisor's exec stream does not end when its container dies: ask the engine */
+    .check_idle_ms = 1000,
+    .watch_ms = 2000,
     .place = dk_agent_place_slot,
     .open = dk_agent_open,
     .close = dk_agent_close,

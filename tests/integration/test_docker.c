@@ -1402,12 +1402,77 @@ static void t_agent_runsc(void **state)
 	assert_true(agent_pid(f->id) > 0);
 	aks_result *r = NULL;
 	aks_error *err = NULL;
-	int rc = run(f, NULL, "(sleep 360 >/dev/null 2>&1 &); sleep 361", 2, NULL, &r, &err);
+	/* gVisor ignores PR_SET_CHILD_SUBREAPER: orphans go to the container's init, so a
+	 * double fork with setsid and a cleared environment escaped the kill; now swept */
+	int rc = run(f, NULL,
+	             "(sleep 360 >/dev/null 2>&1 &); (setsid env -i /bin/sleep 362 >/dev/null "
+	             "2>&1 &); sleep 361",
+	             2, NULL, &r, &err);
 	check_error(rc, &err, AKS_ETIMEOUT, "exceeded timeout", (char *)NULL);
 	aks_result_free(r);
 	char *left = ctr_procs(f->id, "sleep 36");
 	assert_string_equal(left, "");
 	free(left);
+	left = ctr_procs(f->id, "/bin/sleep 36");
+	assert_string_equal(left, "");
+	free(left);
+	/* a detached job outlives its call (control), not the handle: the agent's exit */
+	free(run_ok(f, "(setsid env -i /bin/sleep 363 >/dev/null 2>&1 &); true"));
+	left = ctr_procs(f->id, "/bin/sleep 363");
+	assert_string_equal(left, "/bin/sleep 363 ");
+	free(left);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	for (int i = 0; i < 50; i++) {
+		left = ctr_procs(f->id, "/bin/sleep 363");
+		bool gone = !*left;
+		free(left);
+		if (gone)
+			return;
+		usleep(100 * 1000);
+	}
+	fail_msg("the detached job outlived the handle's agent under runsc");
+}
+
+/* gVisor: a container that dies under a call (removed, or killed for its memory limit,
+ * which under gVisor takes the whole sandbox) is noticed within seconds, not at the call's
+ * timeout, and never wedges the handle: its stream does not end there, the engine says. */
+static void t_agent_runsc_container_dies(void **state)
+{
+	fixture *f = *state;
+	f->policy.memory_mb = 64;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	create_sandbox(f);
+	free(python_out(f, "x = 41", NULL, NULL));
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int64_t t0 = now_ms();
+	int rc =
+	    run(f, "python", "b = bytearray(300 * 1024 * 1024)\nprint(len(b))", 60, NULL, &r, &err);
+	int64_t took = now_ms() - t0;
+	check_error(rc, &err, AKS_EIO, "memory limit", (char *)NULL);
+	aks_result_free(r);
+	if (took > 20000)
+		fail_msg("the out-of-memory death took %lld ms to notice", (long long)took);
+	/* the next call: the container started again, the agent too, said so */
+	char *notice = NULL;
+	char *out = python_out(f, "print('back')", NULL, &notice);
+	assert_string_equal(out, "back\n");
+	if (!notice || !strstr(notice, "was restarted"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	free(out);
+	free(notice);
+	/* removed behind the handle's back, the agent idle: gone before anything runs */
+	int st;
+	free(sh_out(&st, "docker rm -f %s >/dev/null 2>&1", f->id));
+	usleep(1200 * 1000);
+	t0 = now_ms();
+	rc = run(f, NULL, "echo never", 30, NULL, &r, &err);
+	check_error(rc, &err, AKS_EGONE, "no longer exists", (char *)NULL);
+	aks_result_free(r);
+	assert_true(now_ms() - t0 < 10000);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
 }
 
 /* attach_to: placed into the running container that is not ours. */
@@ -1676,6 +1741,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_agent_killed, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_readonly_root, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_runsc_container_dies, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_attach_to, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback_dynamic, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback_arch, setup_bare, teardown),
@@ -1709,6 +1775,10 @@ int main(void)
 	memcpy(all, tests, sizeof(tests));
 	if (na)
 		memcpy(all + n, agent_tests, sizeof(agent_tests));
+	/* AKS_DOCKER_TEST_FILTER=t_files runs one case (a cmocka glob) */
+	const char *filter = getenv("AKS_DOCKER_TEST_FILTER");
+	if (filter && *filter)
+		cmocka_set_test_filter(filter);
 	int failed = _cmocka_run_group_tests(with_agent ? "docker through aksandbox-agent"
 	                                                : "docker, agent: false",
 	                                     all, n + na, group_setup, group_teardown);

@@ -826,8 +826,31 @@ static void capture_chunk(void *ud, int stream, const void *data, size_t len)
 	c->host->result_write(c->result, stream, data, len, NULL);
 }
 
-int aks__agent_exec(aks_agent *a, const aks_agent_spawn *spec, aks_result *result,
-                    const aks_call *call, aks_agent_exit *exit, aks_error **err)
+/* Waits for the run's end, asking watch every watch_ms meanwhile; a watch that fails ends
+ * the run (killed) with its error. */
+static int watched_wait(aks_agent_run *run, const aks_call *call, const aks_agent_watch *w,
+                        aks_agent_exit *ex, aks_error **err)
+{
+	aks_agent *a = run->a;
+	int64_t end = call && call->deadline_ms ? call->deadline_ms + AGENT_GRACE_MS : 0;
+	while (w && w->fn && w->every_ms > 0) {
+		int64_t until = now_ms(a) + w->every_ms;
+		if (end && until > end)
+			until = end;
+		if (wait_pending(a, &run->p, until, call) != AKS_ETIMEOUT || (end && until >= end))
+			break;
+		int rc = w->fn(w->ud, err);
+		if (rc != AKS_OK) {
+			send_kill(a, run->p.id, SIGKILL, NULL);
+			return rc;
+		}
+	}
+	return aks__agent_wait(run, call, ex, err);
+}
+
+int aks__agent_exec_watched(aks_agent *a, const aks_agent_spawn *spec, aks_result *result,
+                            const aks_call *call, const aks_agent_watch *watch,
+                            aks_agent_exit *exit, aks_error **err)
 {
 	capture c = {a->host, result};
 	aks_agent_run *run = NULL;
@@ -836,7 +859,7 @@ int aks__agent_exec(aks_agent *a, const aks_agent_spawn *spec, aks_result *resul
 		return rc;
 	aks_agent_exit ex;
 	memset(&ex, 0, sizeof(ex));
-	rc = aks__agent_wait(run, call, &ex, err);
+	rc = watched_wait(run, call, watch, &ex, err);
 	aks__agent_run_free(run);
 	if (exit)
 		*exit = ex;
@@ -854,6 +877,12 @@ int aks__agent_exec(aks_agent *a, const aks_agent_spawn *spec, aks_result *resul
 	if (rc == AKS_ETIMEOUT)
 		a->host->result_set_timed_out(result);
 	return rc;
+}
+
+int aks__agent_exec(aks_agent *a, const aks_agent_spawn *spec, aks_result *result,
+                    const aks_call *call, aks_agent_exit *exit, aks_error **err)
+{
+	return aks__agent_exec_watched(a, spec, result, call, NULL, exit, err);
 }
 
 /* ---- files ---- */

@@ -38,8 +38,9 @@ struct aks_agent_session {
 	int state;
 	aks_agent *agent;
 	void *stream;
-	char *path;  /* where the program is in the sandbox, once placed */
-	bool was_up; /* the agent ran for this handle before: a new start is a restart */
+	char *path;        /* where the program is in the sandbox, once placed */
+	bool was_up;       /* the agent ran for this handle before: a new start is a restart */
+	bool watch_failed; /* watch_sandbox found the sandbox dead during the current run */
 	int64_t used_ms;
 	bool notice_pending; /* the next result says: a restart lost state, or the fallback */
 	char notice[640];
@@ -351,12 +352,16 @@ static int still_there(aks_agent_session *s, const aks_call *call, bool *alive, 
 	*alive = aks__agent_alive(s->agent) && (!ops->running || ops->running(s->sb, s->stream));
 	if (ops->check && ops->check_idle_ms && idle >= ops->check_idle_ms) {
 		aks_call c = quick_call(s, call, CHECK_MS);
-		int rc = ops->check(s->sb, &c, err);
-		if (rc != AKS_OK) {
-			if (rc == AKS_EGONE)
-				stop_agent(s);
-			return rc;
+		aks_error *e = NULL;
+		int rc = ops->check(s->sb, &c, &e);
+		if (rc == AKS_EGONE) { /* before anything ran: the core recreates it */
+			stop_agent(s);
+			return pass(s->host, rc, e, err);
 		}
+		drop_error(s->host, &e);
+		if (rc !=
+		    AKS_OK) /* there but not running (stopped): start it and the agent again */
+			*alive = false;
 	}
 	if (*alive && ops->ping_idle_ms && idle >= ops->ping_idle_ms) {
 		aks_call c = quick_call(s, call, PING_MS);
@@ -420,16 +425,38 @@ static int broke(aks_agent_session *s, const char *what, aks_error *e, aks_error
 	if (s->ops->check) {
 		aks_call c = quick_call(s, NULL, CHECK_MS);
 		aks_error *ce = NULL;
-		if (s->ops->check(s->sb, &c, &ce) == AKS_EGONE)
-			return pass(host, AKS_EGONE, ce, err);
+		int rc = s->ops->check(s->sb, &c, &ce);
+		if (rc != AKS_OK) /* gone or stopped: say what the sandbox says */
+			snprintf(msg, sizeof(msg), "%s",
+			         ce ? host->error_message(ce) : "it stopped");
 		drop_error(host, &ce);
 	}
+	/* Never AKS_EGONE here, even for a sandbox removed under the call: the core would run
+	 * the operation again in a new one, and this one has already run (partly). The next
+	 * call finds it gone before it runs anything, and recreates it. */
 	return host->error_set(err, AKS_EIO,
 	                       "%s: %s: the connection to aksandbox-agent in %s '%s' broke during "
 	                       "the call (%s); the next call starts it again",
 	                       s->prog->provider, what, s->ops->noun, s->id, msg);
 }
 
+/* While a program runs (aks__agent_exec_watched): the sandbox still there and running,
+ * for a stream that does not end when its sandbox dies. */
+static int watch_sandbox(void *ud, aks_error **err)
+{
+	aks_agent_session *s = ud;
+	aks_call c = quick_call(s, NULL, CHECK_MS);
+	aks_error *e = NULL;
+	int rc = s->ops->check(s->sb, &c, &e);
+	if (rc == AKS_OK || rc == AKS_ETIMEOUT) /* a slow answer is no verdict */
+		return pass(s->host, AKS_OK, e, NULL);
+	s->watch_failed = true;
+	rc = s->host->error_set(err, AKS_EIO, "%s: the program was stopped with its %s: %s",
+	                        s->prog->provider, s->ops->noun,
+	                        e ? s->host->error_message(e) : "it stopped");
+	drop_error(s->host, &e);
+	return rc;
+}
 /* ---- executions ----------------------------------------------------------------------------- */
 
 /* Cancelled before anything ran: the per-call path's words. */
@@ -470,8 +497,14 @@ static int run_spec(aks_agent_session *s, aks_agent_spawn *spec, const aks_call 
 	aks_agent_exit ex;
 	memset(&ex, 0, sizeof(ex));
 	aks_error *e = NULL;
-	int rc = aks__agent_exec(s->agent, spec, out, call, &ex, &e);
-	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
+	aks_agent_watch w = {watch_sandbox, s, s->ops->check ? s->ops->watch_ms : 0};
+	int rc = aks__agent_exec_watched(s->agent, spec, out, call, &w, &ex, &e);
+	if (s->watch_failed) { /* the run was killed with its sandbox: not a timeout */
+		s->watch_failed = false;
+		stop_agent(s);
+		host->result_set_exit_code(out, -1);
+		rc = pass(host, rc, e, err);
+	} else if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
 		drop_error(host, &e);
 		host->result_set_exit_code(out, -1); /* killed: no exit code of its own */
 		host->result_set_timed_out(out);

@@ -102,6 +102,8 @@ typedef struct aks_agent_ops {
 	int64_t setup_ms;     /* placing and starting get at least this long (0: the call's time) */
 	int64_t ping_idle_ms; /* an agent idle this long is pinged before use (0: never) */
 	int64_t check_idle_ms; /* a sandbox idle this long is checked before use (0: never) */
+	int64_t watch_ms;      /* check() this often while a program runs (0: never): for a stream
+	                        * that does not end when its sandbox dies (gVisor's) */
 	uint32_t file_mode;    /* of uploaded files */
 	uint64_t download_max; /* the largest download (0: the host's file limit only) */
 
@@ -126,9 +128,11 @@ typedef struct aks_agent_ops {
 	void (*close)(void *sb, void *stream, char *said, size_t len);
 	/* Optional: false when the program is known to have ended (a reaped child). */
 	bool (*running)(void *sb, void *stream);
-	/* Optional: AKS_OK while the sandbox exists, AKS_EGONE (the provider's error) once it
-	 * does not, or a failure to tell. Asked after a stream broke during a call (gone, or the
-	 * agent's loss?) and before using an agent idle past check_idle_ms. */
+	/* Optional: AKS_OK while the sandbox exists and runs, AKS_EGONE (the provider's error)
+	 * once it does not exist, another error (its message says why) while it exists but
+	 * cannot run anything (a stopped container), AKS_ETIMEOUT when it cannot tell. Asked
+	 * before using an agent idle past check_idle_ms, every watch_ms while a program runs,
+	 * and after a stream broke during a call. */
 	int (*check)(void *sb, const aks_call *call, aks_error **err);
 
 	/* The per-call operations, for a session that cannot use the agent. path is the

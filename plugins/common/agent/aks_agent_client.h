@@ -86,6 +86,17 @@ void aks__agent_run_free(aks_agent_run *run);
 int aks__agent_exec(aks_agent *a, const aks_agent_spawn *spec, aks_result *result,
                     const aks_call *call, aks_agent_exit *exit, aks_error **err);
 
+/* The same, asking watch->fn every watch->every_ms while the program runs: a watch that
+ * fails (the sandbox died under a stream that did not tell) kills the run and is the error. */
+typedef struct aks_agent_watch {
+	int (*fn)(void *ud, aks_error **err);
+	void *ud;
+	int64_t every_ms;
+} aks_agent_watch;
+int aks__agent_exec_watched(aks_agent *a, const aks_agent_spawn *spec, aks_result *result,
+                            const aks_call *call, const aks_agent_watch *watch,
+                            aks_agent_exit *exit, aks_error **err);
+
 /* Writes a file (parents created) with its size and SHA-256 checked by the agent before it
  * replaces the target. */
 int aks__agent_write_file(aks_agent *a, const char *path, const void *data, size_t len,
