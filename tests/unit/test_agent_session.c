@@ -216,7 +216,9 @@ typedef struct fake_sb {
 	int open_fails_left;   /* open() starts a program that never says HELLO */
 	bool place_unverified; /* place() says it trusted a memory */
 	bool last_look_again;
-	int check_rc; /* what check() answers */
+	int check_rc;          /* what check() answers */
+	int checks;            /* how often check() was asked */
+	int stop_after_checks; /* from this check on the sandbox has stopped (0: never) */
 } fake_sb;
 
 static int fake_place(void *vsb, bool look_again, const aks_call *call, char **path, bool *verified,
@@ -289,6 +291,9 @@ static int fake_check(void *vsb, const aks_call *call, aks_error **err)
 {
 	(void)call;
 	fake_sb *f = vsb;
+	f->checks++;
+	if (f->stop_after_checks && f->checks >= f->stop_after_checks)
+		return aks__host_api()->error_set(err, AKS_EIO, "fake sandbox stopped (exit 137)");
 	if (f->check_rc == AKS_EGONE)
 		return aks__host_api()->error_set(err, AKS_EGONE, "fake sandbox '%s' is gone",
 		                                  f->dir);
@@ -574,6 +579,41 @@ static void t_broken_stream(void **state)
 	}
 }
 
+/* A sandbox that dies under a running program, behind a stream that does not end (as
+ * gVisor's): check() is asked while it runs, and the call ends within the watch period
+ * with what the sandbox says, never at the call's timeout. */
+static void t_watch_while_running(void **state)
+{
+	fake_sb *f = *state;
+	aks_agent_ops ops = fake_ops;
+	ops.watch_ms = 200;
+	aks_agent_session *s = NULL;
+	aks_error *err = NULL;
+	aks_agent_session_opts o = {.id = "fake-w", .cwd = f->dir};
+	assert_int_equal(aks_agent_session_new(f->prog, &ops, f, &o, &s, &err), AKS_OK);
+	aks_agent_session *keep = f->s;
+	f->s = s;
+	expect_out(f, "true", NULL, "");
+	f->stop_after_checks = f->checks + 3;
+	int64_t t0 = aks__host_api()->now_ms();
+	int rc;
+	aks_result *r = run(f, "sleep 20", NULL, 30, &rc, &err);
+	int64_t took = aks__host_api()->now_ms() - t0;
+	assert_int_equal(rc, AKS_EIO);
+	assert_string_equal(aks_error_message(err),
+	                    "fake: the program was stopped with its fake sandbox: fake sandbox "
+	                    "stopped (exit 137)");
+	assert_true(took < 5000);
+	assert_int_equal(aks_result_get_exit_code(r), -1);
+	aks_error_free(err);
+	aks_result_free(r);
+	/* a quick program is not held up by the watch */
+	f->stop_after_checks = 0;
+	expect_out(f, "echo fine", NULL, "fine\n");
+	f->s = keep;
+	aks_agent_session_free(s);
+}
+
 static void t_timeout_wording(void **state)
 {
 	fake_sb *f = *state;
@@ -715,6 +755,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_lost_agent_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_broken_stream, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_timeout_wording, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_watch_while_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_long_texts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_files, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_install_packages, setup, teardown),
