@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "agent/sha256.h"
 #include "aks_agent.h"
 #include "aks_container.h"
 #include "k8s_plugin.h"
@@ -38,19 +39,27 @@
 
 /* ---- placement ------------------------------------------------------------------------------ */
 
+/* Whether "$f" is this build's copy: its size, and its SHA-256 ($h) where the pod has
+ * sha256sum (coreutils, busybox). The sandbox's root may have overwritten it, with
+ * something of the same size even; a copy that is not ours is placed again, never run. */
+#define OURS_SH                                                                                    \
+	"ours() { [ -x \"$1\" ] && [ \"$(wc -c < \"$1\" 2>/dev/null)\" = \"$s\" ] && "             \
+	"{ ! command -v sha256sum >/dev/null 2>&1 || "                                             \
+	"[ \"$(sha256sum < \"$1\" | cut -c1-64)\" = \"$h\" ]; }; }; "
+
 /* Prints the machine, then "found PATH" for a copy of this agent already in place. An
  * attached pod whose container restarted lost the /workspace made at attach: made again. */
 static const char probe_script[] =
     "mkdir -p " K8S_WORKSPACE " 2>/dev/null; "
-    "uname -m 2>/dev/null || echo unknown; n=$1; s=$2; shift 2; "
+    "uname -m 2>/dev/null || echo unknown; n=$1; s=$2; h=$3; shift 3; " OURS_SH
     "for d in \"$@\"; do f=\"$d/$n\"; "
-    "if [ -x \"$f\" ] && [ \"$(wc -c < \"$f\" 2>/dev/null)\" = \"$s\" ]; then "
-    "echo \"found $f\"; exit 0; fi; done; echo missing";
+    "if ours \"$f\"; then echo \"found $f\"; exit 0; fi; done; echo missing";
 
 /* Reads the agent (exactly $2 bytes: no end of input needed, so v4 works) into the first
- * of the directories where it can be written and then run. */
+ * of the directories where it can be written and then run. (The scripts travel in the exec
+ * URL, whose length the API server bounds: the hash is checked by the probe only.) */
 static const char place_script[] =
-    "n=$1; s=$2; shift 2; src=; "
+    "n=$1; s=$2; shift 3; src=; "
     "for d in \"$@\"; do mkdir -p \"$d\" 2>/dev/null || continue; t=\"$d/.$n.$$\"; "
     "if [ -n \"$src\" ]; then cp \"$src\" \"$t\" 2>/dev/null || { rm -f \"$t\"; continue; }; "
     "elif ! head -c \"$s\" > \"$t\" 2>/dev/null; then rm -f \"$t\"; continue; fi; "
@@ -72,15 +81,16 @@ static void trim(k8s_buf *b)
 		b->data[--b->len] = '\0';
 }
 
-/* argv: sh -c SCRIPT sh NAME SIZE DIR... */
-static const char **script_argv(const aks_sandbox_impl *sb, const char *script, char *size)
+/* argv: sh -c SCRIPT sh NAME SIZE SHA256 DIR... */
+static const char **script_argv(const aks_sandbox_impl *sb, const char *script, char *size,
+                                const char *hash)
 {
 	const aks_agent_program *prog = sb->prov->agent;
 	const char *const *dirs = sb->external ? attached_dirs : created_dirs;
 	size_t nd = 0;
 	while (dirs[nd])
 		nd++;
-	const char **argv = calloc(nd + 7, sizeof(*argv));
+	const char **argv = calloc(nd + 8, sizeof(*argv));
 	if (!argv)
 		return NULL;
 	size_t k = 0;
@@ -90,6 +100,7 @@ static const char **script_argv(const aks_sandbox_impl *sb, const char *script, 
 	argv[k++] = "sh";
 	argv[k++] = aks_agent_program_name(prog);
 	argv[k++] = size;
+	argv[k++] = hash;
 	for (size_t i = 0; i < nd; i++)
 		argv[k++] = dirs[i];
 	return argv;
@@ -110,10 +121,13 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 	const aks_elf_info *elf = aks_agent_program_elf(prog);
 	size_t agent_size;
 	const void *agent_data = aks_agent_program_data(prog, &agent_size);
-	char size[32];
+	char size[32], hash[2 * AKS_SHA256_LEN + 1];
 	snprintf(size, sizeof(size), "%zu", agent_size);
+	const uint8_t *sum = aks_agent_program_sha256(prog);
+	for (int i = 0; i < AKS_SHA256_LEN; i++)
+		snprintf(hash + 2 * i, 3, "%02x", sum[i]);
 	*why = NULL;
-	const char **argv = script_argv(sb, probe_script, size);
+	const char **argv = script_argv(sb, probe_script, size, hash);
 	if (!argv) {
 		host->error_set(err, AKS_ENOMEM, "out of memory");
 		return PLACE_ERROR;
@@ -159,7 +173,7 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 	/* not there: copy it in */
 	k8s_buf_free(&out);
 	k8s_buf_free(&errb);
-	argv = script_argv(sb, place_script, size);
+	argv = script_argv(sb, place_script, size, hash);
 	if (!argv) {
 		host->error_set(err, AKS_ENOMEM, "out of memory");
 		goto out;

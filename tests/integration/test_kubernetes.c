@@ -1324,6 +1324,43 @@ static void check_fallback(fixture *f, const char *why)
 	free(pids);
 }
 
+/* The sandbox's root overwrites the agent's copy with something of the same size and kills
+ * the agent (as hostile code would, to disable it): the copy is checked by its SHA-256
+ * before it is started again, found not ours and placed again: still the real agent. */
+static void t_agent_replaced_inside(void **state)
+{
+	fixture *f = *state;
+	const char *pod = pod_of(f->id);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	aks_result_free(r);
+	char *pids = agent_pids(pod);
+	assert_int_equal(words(pids), 1);
+	char *cmd = xasprintf("for f in /.aksandbox/aksandbox-agent-*; do n=$(wc -c < $f); "
+	                      "head -c $n /dev/zero > $f.x && chmod 755 $f.x && mv $f.x $f; done; "
+	                      "kill -9 %s",
+	                      pids);
+	free(pod_sh(pod, cmd));
+	free(cmd);
+	free(pids);
+	sleep(2); /* an idle agent is pinged first */
+	check_ok(run(f, "python", "print('after')", 60, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "after\n");
+	const char *notice = aks_result_get_notice(r);
+	if (!notice || !strstr(notice, "restarted"))
+		fail_msg("no restart notice: %s", notice ? notice : "(none)");
+	aks_result_free(r);
+	pids = agent_pids(pod);
+	assert_int_equal(words(pids), 1); /* through an agent, ours again */
+	free(pids);
+	char *elf =
+	    pod_sh(pod, "for f in /.aksandbox/aksandbox-agent-*; do head -c 4 $f | tail -c 3; "
+	                "done");
+	assert_string_equal(elf, "ELF");
+	free(elf);
+}
+
 /* The fallback: an agent built for another CPU than the node's is not run; a pod with no
  * writable place (read-only root, attached) gets none. Both say so: a warning in the log,
  * the first result's notice, and the instance's description names the fallback. */
@@ -1463,6 +1500,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_agent_big_output, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_file_hash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_replaced_inside, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_container_restart, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback, setup_bare, teardown),
 	};
