@@ -18,6 +18,7 @@
 #include "tools/json.h"
 #include "util/base64.h"
 #include "util/json_fix.h"
+#include "util/util.h"
 
 /* The deepest nesting a message may have; provider_data is the deep part. */
 #define WIRE_MAX_DEPTH 64
@@ -371,13 +372,6 @@ static struct json_object *parse(reader *rd, const char *json, size_t len)
 	return o;
 }
 
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 void aks__wire_request_free(aks_wire_request *r)
 {
 	if (!r)
@@ -386,16 +380,16 @@ void aks__wire_request_free(aks_wire_request *r)
 	free(r->code);
 	free(r->language);
 	free(r->command);
-	free_strv(r->packages);
+	aks__strv_free(r->packages);
 	free(r->path);
 	free(r->content);
 	free(r->profile);
 	free(r->subject);
-	free_strv(r->groups);
-	free_strv(r->credentials);
-	free_strv(r->network_allow);
-	free_strv(r->fs_allow_read);
-	free_strv(r->fs_allow_write);
+	aks__strv_free(r->groups);
+	aks__strv_free(r->credentials);
+	aks__strv_free(r->network_allow);
+	aks__strv_free(r->fs_allow_read);
+	aks__strv_free(r->fs_allow_write);
 	aks__session_clear(&r->session);
 	free(r->ak_session_id);
 	free(r->agent);

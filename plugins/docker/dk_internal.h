@@ -18,6 +18,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_buf.h"
+
 #define DK_NAME      "docker"
 #define DK_API       "/v1.41"
 #define DK_WORKSPACE "/workspace"

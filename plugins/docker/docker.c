@@ -78,27 +78,6 @@ static const aks_config_key dk_config_keys[] = {
 
 /* ---- provider instance ------------------------------------------------------------------ */
 
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **copy_strv(const char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **c = calloc(n + 1, sizeof(*c));
-	for (size_t i = 0; c && i < n; i++)
-		if (!(c[i] = strdup(v[i]))) {
-			free_strv(c);
-			return NULL;
-		}
-	return c;
-}
-
 static void dk_fini(aks_provider_impl *prov)
 {
 	if (!prov)
@@ -108,8 +87,8 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->runtime);
 	free(prov->attach_to);
 	free(prov->python);
-	free_strv(prov->labels);
-	free_strv(prov->env);
+	aks__strv_free(prov->labels);
+	aks__strv_free(prov->env);
 	free(prov->agent);
 	free(prov->desc_agent);
 	free(prov->desc_fallback);
@@ -158,7 +137,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    (runtime && *runtime && strcmp(runtime, "docker") != 0 &&
 	     !(prov->runtime = strdup(runtime))) ||
 	    (attach_to && *attach_to && !(prov->attach_to = strdup(attach_to))) ||
-	    !(prov->labels = copy_strv(labels)))
+	    !(prov->labels = aks__strv_dup(labels)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	size_t n = 0;
 	while (env && env[2 * n])

@@ -25,6 +25,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_buf.h"
+
 #define K8S_NAME      "kubernetes"
 #define K8S_WORKSPACE "/workspace"
 /* Where aksandbox-agent is placed in the pods we create: an emptyDir of its own, so a

@@ -45,9 +45,7 @@ static void client_free(k8s_client *c)
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&c->locks[i]);
 	free(c->user);
-	for (char **g = c->groups; g && *g; g++)
-		free(*g);
-	free(c->groups);
+	aks__strv_free(c->groups);
 	free(c);
 }
 
@@ -93,9 +91,7 @@ static int client_get(aks_provider_impl *prov, char *user, char **groups, k8s_cl
 			pthread_mutex_unlock(&prov->lock);
 			*out = c;
 			free(user);
-			for (char **g = groups; g && *g; g++)
-				free(*g);
-			free(groups);
+			aks__strv_free(groups);
 			return AKS_OK;
 		}
 	k8s_client *c = calloc(1, sizeof(*c));
@@ -112,9 +108,7 @@ static int client_get(aks_provider_impl *prov, char *user, char **groups, k8s_cl
 			client_free(c);
 		else {
 			free(user);
-			for (char **g = groups; g && *g; g++)
-				free(*g);
-			free(groups);
+			aks__strv_free(groups);
 		}
 		pthread_mutex_unlock(&prov->lock);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -161,9 +155,7 @@ static char **split_groups(const char *s)
 		while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
 			b--;
 		if (b > a && !(v[k++] = strndup(a, (size_t)(b - a)))) {
-			for (size_t i = 0; i < k; i++)
-				free(v[i]);
-			free(v);
+			aks__strv_free(v);
 			return NULL;
 		}
 		p += len;
@@ -188,28 +180,11 @@ int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_
 		    "user-mode principal carries no user identity to impersonate "
 		    "(set credentials['user'] or subject)");
 	const char *gs = credential(principal, "groups");
-	char **groups = NULL;
-	if (gs) {
-		groups = split_groups(gs);
-	} else {
-		size_t n = 0;
-		while (principal->groups && principal->groups[n])
-			n++;
-		groups = calloc(n + 1, sizeof(*groups));
-		for (size_t i = 0; groups && i < n; i++)
-			if (!(groups[i] = strdup(principal->groups[i]))) {
-				for (size_t j = 0; j < i; j++)
-					free(groups[j]);
-				free(groups);
-				groups = NULL;
-			}
-	}
+	char **groups = gs ? split_groups(gs) : aks__strv_dup(principal->groups);
 	char *u = strdup(user);
 	if (!groups || !u) {
 		free(u);
-		for (char **g = groups; g && *g; g++)
-			free(*g);
-		free(groups);
+		aks__strv_free(groups);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	bool safe = header_safe(u);
@@ -217,9 +192,7 @@ int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_
 		safe = header_safe(*g);
 	if (!safe) {
 		free(u);
-		for (char **g = groups; *g; g++)
-			free(*g);
-		free(groups);
+		aks__strv_free(groups);
 		return host->error_set(err, AKS_EPOLICY,
 		                       "the user-mode principal's user or groups contain control "
 		                       "characters and cannot be impersonated");

@@ -116,31 +116,6 @@ static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl
 
 /* ---- provider instance -------------------------------------------------------------- */
 
-static char **copy_strv(const char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **c = calloc(n + 1, sizeof(*c));
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!(c[i] = strdup(v[i]))) {
-			while (i)
-				free(c[--i]);
-			free(c);
-			return NULL;
-		}
-	return c;
-}
-
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static void ls_fini(aks_provider_impl *prov)
 {
 	if (!prov)
@@ -149,8 +124,8 @@ static void ls_fini(aks_provider_impl *prov)
 	free(prov->python);
 	free(prov->agent);
 	free(prov->description);
-	free_strv(prov->env_passthrough);
-	free_strv(prov->env);
+	aks__strv_free(prov->env_passthrough);
+	aks__strv_free(prov->env);
 	free(prov);
 }
 
@@ -209,8 +184,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
-	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
-	    !(prov->env = copy_strv(env)))
+	    !(prov->python = strdup(python)) || !(prov->env_passthrough = aks__strv_dup(pass)) ||
+	    !(prov->env = aks__strv_dup(env)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	return AKS_OK;
 }

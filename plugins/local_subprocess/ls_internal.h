@@ -9,6 +9,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_buf.h"
+
 typedef struct aks_agent aks_agent;
 
 #define LS_NAME   "local_subprocess"
@@ -41,9 +43,13 @@ int ls_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call
                        aks_result *out, aks_error **err);
 
 /* The child's environment (ls_exec.c): the defaults, env_passthrough, env. Returns a
- * NULL-terminated "NAME=value" vector, or NULL when out of memory; free with ls_env_free. */
+ * NULL-terminated "NAME=value" vector, or NULL when out of memory; free with aks__strv_free. */
 char **ls_env_build(const aks_provider_impl *prov, const char *dir);
-void ls_env_free(char **env);
+/* TODO(agent module): remove (ls_agent.c's name for aks__strv_free). */
+static inline void ls_env_free(char **env)
+{
+	aks__strv_free(env);
+}
 
 /* ls_agent.c: one aksandbox-agent per sandbox handle, over pipes (docs/plugins/
  * local_subprocess.md, "Through aksandbox-agent"). */

@@ -38,6 +38,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "aks_buf.h"
 #include "codec.h"
 #include "nats_impl.h"
 
@@ -95,9 +96,7 @@ static void free_msg(struct nt_msg *w)
 {
 	if (!w)
 		return;
-	for (char **a = w->attrs; a && *a; a++)
-		free(*a);
-	free(w->attrs);
+	aks__strv_free(w->attrs);
 	free(w->group);
 	free(w->dedup);
 	natsMsg_Destroy(w->nm);

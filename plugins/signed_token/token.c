@@ -20,6 +20,8 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "aks_buf.h"
+
 /* Nesting the claims need (object > array or object); deeper is malformed. */
 #define ST_JSON_DEPTH 4
 
@@ -93,12 +95,8 @@ void st_claims_free(st_claims *c)
 	if (!c)
 		return;
 	free(c->sub);
-	for (size_t i = 0; c->groups && c->groups[i]; i++)
-		free(c->groups[i]);
-	free(c->groups);
-	for (size_t i = 0; c->credentials && c->credentials[i]; i++)
-		free(c->credentials[i]);
-	free(c->credentials);
+	aks__strv_free(c->groups);
+	aks__strv_free(c->credentials);
 	memset(c, 0, sizeof(*c));
 }
 
