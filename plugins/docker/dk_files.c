@@ -169,14 +169,14 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 		free(cpath);
 		return rc;
 	}
-	dk_buf tar = {0};
+	aks_buf tar = {0};
 	if (rc == AKS_OK && aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false,
 	                                     &tar.data, &tar.len) < 0)
 		rc = host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
 	tar.cap = tar.data ? tar.len + 1 : 0;
 	free(cpath);
 	if (rc != AKS_OK) {
-		dk_buf_free(&tar);
+		aks__buf_free(&tar);
 		return rc;
 	}
 	char reqpath[320];
@@ -197,7 +197,7 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 		free(msg);
 	}
 	dk_req_free(&r);
-	dk_buf_free(&tar);
+	aks__buf_free(&tar);
 	return rc;
 }
 

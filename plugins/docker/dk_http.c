@@ -21,34 +21,6 @@
 
 #define DEFAULT_SOCKET "/var/run/docker.sock"
 
-/* ---- buffers ------------------------------------------------------------------ */
-
-int dk_buf_add(dk_buf *b, const void *data, size_t len)
-{
-	if (b->len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		char *d = realloc(b->data, cap);
-		if (!d)
-			return -1;
-		b->data = d;
-		b->cap = cap;
-	}
-	if (len)
-		memcpy(b->data + b->len, data, len);
-	b->len += len;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-void dk_buf_free(dk_buf *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-}
-
 /* ---- small helpers ----------------------------------------------------------------- */
 
 char *dk_escape(const char *s)
@@ -293,7 +265,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 		}
 		return n;
 	}
-	return dk_buf_add(&r->resp, data, n) == 0 ? n : 0;
+	return aks__buf_append(&r->resp, data, n) == AKS_OK ? n : 0;
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
@@ -316,7 +288,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
 
 void dk_req_free(dk_req *r)
 {
-	dk_buf_free(&r->resp);
+	aks__buf_free(&r->resp);
 	free(r->path_stat);
 	r->path_stat = NULL;
 	if (r->headers)

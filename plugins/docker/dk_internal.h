@@ -103,15 +103,18 @@ struct aks_sandbox_impl {
 	dk_stream *stream;
 };
 
-/* ---- buffers ---------------------------------------------------------------- */
+/* ---- buffers: aks_buf (plugins/common/aks_buf.h) ------------------------------ */
 
-typedef struct dk_buf {
-	char *data;
-	size_t len, cap;
-} dk_buf;
-
-int dk_buf_add(dk_buf *b, const void *data, size_t len);
-void dk_buf_free(dk_buf *b);
+/* TODO(agent module): remove: dk_agent.c's names for aks_buf. */
+typedef aks_buf dk_buf;
+static inline int dk_buf_add(aks_buf *b, const void *data, size_t len)
+{
+	return aks__buf_append(b, data, len);
+}
+static inline void dk_buf_free(aks_buf *b)
+{
+	aks__buf_free(b);
+}
 
 /* ---- HTTP (dk_http.c) ------------------------------------------------------- */
 
@@ -128,7 +131,7 @@ typedef struct dk_req {
 	void *sink_ctx;
 	/* out */
 	long status;
-	dk_buf resp;
+	aks_buf resp;
 	char *path_stat; /* X-Docker-Container-Path-Stat, if sent */
 	/* private */
 	struct curl_slist *headers;
