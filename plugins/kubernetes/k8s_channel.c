@@ -27,7 +27,7 @@ void k8s_demux_init(k8s_demux *d, k8s_out_fn out, void *ctx)
 
 void k8s_demux_fini(k8s_demux *d)
 {
-	k8s_buf_free(&d->status);
+	aks__buf_free(&d->status);
 }
 
 void k8s_demux_feed(k8s_demux *d, const void *data, size_t len, bool first)
@@ -57,7 +57,7 @@ void k8s_demux_feed(k8s_demux *d, const void *data, size_t len, bool first)
 			d->status_truncated = true;
 			len = room;
 		}
-		if (len && k8s_buf_add(&d->status, p, len) < 0)
+		if (len && aks__buf_append(&d->status, p, len) != AKS_OK)
 			d->status_truncated = true;
 		break;
 	}

@@ -2,7 +2,7 @@
  * plugins/kubernetes/k8s_internal.h - shared by the kubernetes plugin's files.
  *
  * Layers, each in its own file and each testable on its own:
- *   k8s_util.c       errors, buffers, base64
+ *   k8s_util.c       errors, base64, whole-file reads
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
  *   k8s_channel.c    the exec WebSocket's channel framing and status (pure)
@@ -50,13 +50,17 @@ typedef struct k8s_err {
 /* Stores the first error only; returns code. */
 int k8s_err_set(k8s_err *e, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
 
-typedef struct k8s_buf {
-	char *data; /* NUL-terminated past len */
-	size_t len, cap;
-} k8s_buf;
-
-int k8s_buf_add(k8s_buf *b, const void *data, size_t len);
-void k8s_buf_free(k8s_buf *b);
+/* Buffers are aks_buf (plugins/common/aks_buf.h). */
+/* TODO(agent module): remove: k8s_agent.c's names for aks_buf. */
+typedef aks_buf k8s_buf;
+static inline int k8s_buf_add(aks_buf *b, const void *data, size_t len)
+{
+	return aks__buf_append(b, data, len);
+}
+static inline void k8s_buf_free(aks_buf *b)
+{
+	aks__buf_free(b);
+}
 
 /* Decodes standard or URL-safe base64, skipping whitespace; NULL on a
  * character outside the alphabet or out of memory. *out_len excludes the NUL
@@ -178,7 +182,7 @@ typedef struct k8s_demux {
 	k8s_out_fn out;
 	void *ctx;
 	int channel; /* of the message being received; -1 before its first byte */
-	k8s_buf status;
+	aks_buf status;
 	bool status_truncated;
 	bool stopped; /* out returned false */
 	uint64_t bytes[3];

@@ -72,7 +72,7 @@ typedef struct k8s_req {
 	size_t body_len;
 	/* out */
 	long status;
-	k8s_buf resp;
+	aks_buf resp;
 	CURLcode result;
 	char errbuf[CURL_ERROR_SIZE];
 } k8s_req;
@@ -116,8 +116,8 @@ typedef struct k8s_exec_opts {
 	const void *stdin_data;
 	size_t stdin_len;
 	aks_result *out;
-	k8s_buf *capture;     /* stdout here instead of out */
-	k8s_buf *capture_err; /* stderr here, bounded too */
+	aks_buf *capture;     /* stdout here instead of out */
+	aks_buf *capture_err; /* stderr here, bounded too */
 	size_t capture_max;
 	bool no_kill_wrapper; /* the kill sweep itself */
 } k8s_exec_opts;

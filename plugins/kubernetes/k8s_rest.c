@@ -290,12 +290,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 	/* API answers are small objects; a bound keeps a misbehaving peer in check */
 	if (r->resp.len + n > (64u << 20))
 		return 0;
-	return k8s_buf_add(&r->resp, data, n) == 0 ? n : 0;
+	return aks__buf_append(&r->resp, data, n) == AKS_OK ? n : 0;
 }
 
 void k8s_req_free(k8s_req *r)
 {
-	k8s_buf_free(&r->resp);
+	aks__buf_free(&r->resp);
 }
 
 json_object *k8s_resp_json(const k8s_req *r)
