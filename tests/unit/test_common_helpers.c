@@ -1,6 +1,7 @@
 /*
  * tests/unit/test_common_helpers.c - plugins/common/libaks-util, the helper layer the core,
- * the plugins and the agent share: the growable buffer and the string lists (aks_buf.h).
+ * the plugins and the agent share: the growable buffer and the string lists (aks_buf.h), and
+ * the json-c getters (aks_json.h).
  *
  * Linked with -Wl,--wrap=realloc so that a test can make the next allocations fail and see
  * the ENOMEM paths for real.
@@ -16,6 +17,7 @@
 #include <cmocka.h>
 
 #include "aks_buf.h"
+#include "aks_json.h"
 
 /* ---- allocation failure on demand ---- */
 
@@ -243,6 +245,39 @@ static void test_strv_dup(void **state)
 	aks__strv_free(c);
 }
 
+/* ---- json-c getters ---- */
+
+static void test_jget_is_null_safe(void **state)
+{
+	(void)state;
+	json_object *o = json_tokener_parse(
+	    "{\"a\": {\"b\": \"deep\"}, \"n\": null, \"i\": 7, \"s\": \"str\", \"l\": [1]}");
+	assert_non_null(o);
+	assert_string_equal(json_object_get_string(aks__jget(aks__jget(o, "a"), "b")), "deep");
+	assert_null(aks__jget(o, "missing"));
+	assert_null(aks__jget(aks__jget(o, "missing"), "b")); /* NULL in, NULL out */
+	assert_null(aks__jget(NULL, "a"));
+	assert_null(aks__jget(o, "n"));                 /* a JSON null member */
+	assert_null(aks__jget(aks__jget(o, "l"), "x")); /* not an object */
+	assert_null(aks__jget(aks__jget(o, "s"), "x"));
+	assert_int_equal(json_object_get_int(aks__jget(o, "i")), 7);
+	json_object_put(o);
+}
+
+static void test_jstr_only_strings(void **state)
+{
+	(void)state;
+	json_object *o = json_tokener_parse("{\"s\": \"text\", \"i\": 7, \"o\": {}, \"n\": null}");
+	assert_non_null(o);
+	assert_string_equal(aks__jstr(o, "s"), "text");
+	assert_null(aks__jstr(o, "i")); /* json-c would render 7 as "7": not a string */
+	assert_null(aks__jstr(o, "o"));
+	assert_null(aks__jstr(o, "n"));
+	assert_null(aks__jstr(o, "missing"));
+	assert_null(aks__jstr(NULL, "s"));
+	json_object_put(o);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -256,6 +291,8 @@ int main(void)
 	    cmocka_unit_test(test_buf_realloc_failure),
 	    cmocka_unit_test(test_strv_push_free),
 	    cmocka_unit_test(test_strv_dup),
+	    cmocka_unit_test(test_jget_is_null_safe),
+	    cmocka_unit_test(test_jstr_only_strings),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
