@@ -1,7 +1,7 @@
 /*
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
- * path rule, one-file tars in memory and out of an archive, base64, libcurl's
+ * path rule, one-file tars in memory and out of an archive, libcurl's
  * global state, the script that kills an exec's processes, and the argv of
  * a pip install.
  *
@@ -18,6 +18,8 @@
 #include <stddef.h>
 
 #include <aksandbox/plugin.h>
+
+#include "aks_base64.h"
 
 /* Where an agent's files live inside the container. */
 #define AKS_CTR_WORKSPACE "/workspace"
@@ -66,16 +68,20 @@ int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
 
-/* ---- base64 (b64.c) ---- */
+/* ---- base64: aks_base64.h (libaks-util) ---- */
 
-/* Decodes n chars of standard or URL-safe base64; whitespace is skipped, and
- * anything else that is not base64 (data after '=' too) gives NULL. The
- * result is malloc'd and NUL-terminated; *out_len (if given) its length. */
-char *aks_ctr_b64_decode(const char *s, size_t n, size_t *out_len);
-
-/* Standard base64 with padding, malloc'd and NUL-terminated; NULL when out
- * of memory. */
-char *aks_ctr_b64_encode(const void *data, size_t len);
+/* TODO(agent module): remove: dk_agent.c's name for loose decoding (AKS_BASE64_LOOSE): the
+ * malloc'd, NUL-terminated bytes, or NULL when s is not base64 or out of memory. */
+static inline char *aks_ctr_b64_decode(const char *s, size_t n, size_t *out_len)
+{
+	unsigned char *out = NULL;
+	size_t len = 0;
+	if (aks__base64_decode(s, n, AKS_BASE64_LOOSE, &out, &len) != AKS_OK)
+		return NULL;
+	if (out_len)
+		*out_len = len;
+	return (char *)out;
+}
 
 /* ---- libcurl's global state (curl_global.c) ---- */
 

@@ -24,6 +24,7 @@
 
 #include <archive.h>
 
+#include "aks_base64.h"
 #include "aks_container.h"
 #include "dk_internal.h"
 
@@ -68,8 +69,12 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 	free(path);
 	if (rc == AKS_OK) {
 		if (r.status == 200 && r.path_stat) {
-			char *js = aks_ctr_b64_decode(r.path_stat, strlen(r.path_stat), NULL);
-			json_object *j = js ? json_tokener_parse(js) : NULL, *v = NULL;
+			unsigned char *js = NULL;
+			size_t js_len = 0;
+			json_object *j = NULL, *v = NULL;
+			if (aks__base64_decode(r.path_stat, strlen(r.path_stat), AKS_BASE64_LOOSE,
+			                       &js, &js_len) == AKS_OK)
+				j = json_tokener_parse((const char *)js);
 			free(js);
 			st->exists = true;
 			if (j && json_object_object_get_ex(j, "mode", &v))

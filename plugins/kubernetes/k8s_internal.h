@@ -2,7 +2,7 @@
  * plugins/kubernetes/k8s_internal.h - shared by the kubernetes plugin's files.
  *
  * Layers, each in its own file and each testable on its own:
- *   k8s_util.c       errors, base64, whole-file reads
+ *   k8s_util.c       errors, whole-file reads
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
  *   k8s_channel.c    the exec WebSocket's channel framing and status (pure)
@@ -62,12 +62,6 @@ static inline void k8s_buf_free(aks_buf *b)
 	aks__buf_free(b);
 }
 
-/* Decodes standard or URL-safe base64, skipping whitespace; NULL on a
- * character outside the alphabet or out of memory. *out_len excludes the NUL
- * added past the end. */
-char *k8s_b64_decode(const char *s, size_t n, size_t *out_len);
-/* Standard base64 with padding, NUL-terminated. */
-char *k8s_b64_encode(const void *data, size_t len);
 /* The reference's path rule: the absolute container path for an agent's
  * path (a leading '/' means the workspace), normalised lexically, or
  * AKS_EPOLICY when it escapes K8S_WORKSPACE. */

@@ -21,6 +21,7 @@
 
 #include <yaml.h>
 
+#include "aks_base64.h"
 #include "k8s_internal.h"
 
 /* Referenced files are small; anything larger is not a PEM or a token. */
@@ -108,10 +109,15 @@ static int load_pem(kc *k, yaml_node_t *m, const char *file_key, const char *dat
 	const char *data = get_str(k, m, data_key);
 	const char *file = get_str(k, m, file_key);
 	if (data) {
-		blob->data = k8s_b64_decode(data, strlen(data), &blob->len);
-		if (!blob->data)
+		unsigned char *bytes = NULL;
+		int rc =
+		    aks__base64_decode(data, strlen(data), AKS_BASE64_LOOSE, &bytes, &blob->len);
+		if (rc == AKS_ENOMEM)
+			return k8s_err_set(k->e, rc, "out of memory");
+		if (rc != AKS_OK)
 			return k8s_err_set(k->e, AKS_ECONFIG, "kubeconfig %s: %s: %s is not base64",
 			                   k->path, owner, data_key);
+		blob->data = (char *)bytes;
 		if (!blob->len) {
 			free(blob->data);
 			blob->data = NULL;

@@ -1,7 +1,7 @@
 /*
- * plugins/kubernetes/k8s_util.c - errors without the host, base64 and
- * whole-file reads, shared by every layer of the plugin. Base64
- * and the path rule are plugins/common/libaks-container's, worded here.
+ * plugins/kubernetes/k8s_util.c - errors without the host and whole-file
+ * reads, shared by every layer of the plugin, and the path rule of
+ * plugins/common/libaks-container, worded here.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -29,16 +29,6 @@ int k8s_err_set(k8s_err *e, int code, const char *fmt, ...)
 		e->code = code;
 	}
 	return code;
-}
-
-char *k8s_b64_decode(const char *s, size_t n, size_t *out_len)
-{
-	return aks_ctr_b64_decode(s, n, out_len);
-}
-
-char *k8s_b64_encode(const void *data, size_t len)
-{
-	return aks_ctr_b64_encode(data, len);
 }
 
 char *k8s_read_file(const char *path, size_t max, size_t *len)

@@ -1,10 +1,10 @@
 /*
  * tests/unit/test_common_helpers.c - plugins/common/libaks-util, the helper layer the core,
- * the plugins and the agent share: the growable buffer and the string lists (aks_buf.h), and
- * the json-c getters (aks_json.h).
+ * the plugins and the agent share: the growable buffer and the string lists (aks_buf.h),
+ * base64 in its variants (aks_base64.h), and the json-c getters (aks_json.h).
  *
- * Linked with -Wl,--wrap=realloc so that a test can make the next allocations fail and see
- * the ENOMEM paths for real.
+ * Linked with -Wl,--wrap=realloc,--wrap=malloc so that a test can make the next allocations
+ * fail and see the ENOMEM paths for real.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "aks_base64.h"
 #include "aks_buf.h"
 #include "aks_json.h"
 
@@ -23,8 +24,11 @@
 
 void *__real_realloc(void *p, size_t n);
 void *__wrap_realloc(void *p, size_t n);
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
 
 static int fail_reallocs; /* how many of the next realloc calls fail */
+static int fail_mallocs;  /* the same for malloc */
 
 void *__wrap_realloc(void *p, size_t n)
 {
@@ -33,6 +37,15 @@ void *__wrap_realloc(void *p, size_t n)
 		return NULL;
 	}
 	return __real_realloc(p, n);
+}
+
+void *__wrap_malloc(size_t n)
+{
+	if (fail_mallocs > 0) {
+		fail_mallocs--;
+		return NULL;
+	}
+	return __real_malloc(n);
 }
 
 /* ---- aks_buf ---- */
@@ -245,6 +258,140 @@ static void test_strv_dup(void **state)
 	aks__strv_free(c);
 }
 
+/* ---- base64 ---- */
+
+static void expect_decodes(const char *text, unsigned flags, const void *want, size_t want_len)
+{
+	unsigned char *d = NULL;
+	size_t n = 99;
+	int rc = aks__base64_decode(text, strlen(text), flags, &d, &n);
+	if (rc != AKS_OK)
+		fail_msg("'%s' (flags %u): %d", text, flags, rc);
+	assert_int_equal(n, want_len);
+	assert_memory_equal(d, want, n);
+	assert_int_equal(d[n], '\0'); /* a NUL past the bytes */
+	free(d);
+}
+
+static void expect_refused(const char *text, unsigned flags)
+{
+	unsigned char *d = (unsigned char *)"sentinel";
+	size_t n = 99;
+	int rc = aks__base64_decode(text, strlen(text), flags, &d, &n);
+	if (rc != AKS_EINVAL)
+		fail_msg("'%s' (flags %u) was not refused: %d", text, flags, rc);
+	assert_null(d);
+	assert_int_equal(n, 0);
+}
+
+static void expect_encodes(const void *data, size_t len, unsigned flags, const char *want)
+{
+	char *e = aks__base64_encode(data, len, flags);
+	assert_non_null(e);
+	assert_string_equal(e, want);
+	free(e);
+}
+
+/* RFC 4648 §10, and strict standard decoding (the queue wire's). */
+static void test_base64_std(void **state)
+{
+	(void)state;
+	const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	const char *coded[] = {"", "Zg==", "Zm8=", "Zm9v", "Zm9vYg==", "Zm9vYmE=", "Zm9vYmFy"};
+	for (int i = 0; i < 7; i++) {
+		expect_encodes(plain[i], strlen(plain[i]), AKS_BASE64_STD, coded[i]);
+		expect_decodes(coded[i], AKS_BASE64_STD, plain[i], strlen(plain[i]));
+	}
+	expect_encodes("\0\xff\x10hi", 5, AKS_BASE64_STD, "AP8QaGk=");
+	expect_encodes("\xfb\xff", 2, AKS_BASE64_STD, "+/8=");
+	/* strict: no whitespace, padding only at the end, no stray bits, length % 4 */
+	const char *bad[] = {"Zg=",  "Zg",       "Z===",   "Zh==", "Zm9=", "Zm 9v",
+	                     "=Zm9", "Zg==Zg==", "Zm9v\n", "====", "-_8=", "Zm9v===="};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_refused(bad[i], AKS_BASE64_STD);
+}
+
+/* base64url without padding (signed_token's), strict. */
+static void test_base64_url_nopad(void **state)
+{
+	(void)state;
+	const char *plain[] = {"", "f", "fo", "foo", "foob", "fooba", "foobar"};
+	const char *coded[] = {"", "Zg", "Zm8", "Zm9v", "Zm9vYg", "Zm9vYmE", "Zm9vYmFy"};
+	unsigned f = AKS_BASE64_URL | AKS_BASE64_NOPAD;
+	for (int i = 0; i < 7; i++) {
+		expect_encodes(plain[i], strlen(plain[i]), f, coded[i]);
+		expect_decodes(coded[i], f, plain[i], strlen(plain[i]));
+	}
+	expect_encodes("\xfb\xff", 2, f, "-_8");
+	expect_decodes("-_8", f, "\xfb\xff", 2);
+	expect_encodes("\xfb\xff", 2, AKS_BASE64_URL, "-_8="); /* padded url is an option too */
+	const char *bad[] = {"Zg==", "+/8", "Z", "Zm9vY", "Zh", "Zm9", "Zm 9v", "Zm9v\n", "Zg="};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		expect_refused(bad[i], f);
+}
+
+/* Loose decoding (kubeconfig data, Docker's path-stat header), as the container providers
+ * always decoded. */
+static void test_base64_loose(void **state)
+{
+	(void)state;
+	unsigned f = AKS_BASE64_LOOSE;
+	expect_decodes("aGVs\nbG8=", f, "hello", 5);
+	expect_decodes("aGVs\nbG8", f, "hello", 5); /* padding missing */
+	expect_decodes(" aGVs bG8=\r\n\t", f, "hello", 5);
+	expect_decodes("aGVsbG8=\n=", f, "hello", 5); /* more padding, after a line break */
+	expect_decodes("+/8=", f, "\xfb\xff", 2);
+	expect_decodes("-_8", f, "\xfb\xff", 2); /* either alphabet */
+	expect_decodes("Zh==", f, "f", 1);       /* leftover bits ignored */
+	expect_decodes("AP8QaGk=", f, "\0\xff\x10hi", 5);
+	expect_decodes("", f, "", 0);
+	expect_refused("aGU=bG8=", f); /* data after '=' */
+	expect_refused("aG*s", f);
+	expect_refused("aGVs*", f);
+	expect_refused("aGVs\v", f); /* only space, tab, CR and LF are skipped */
+}
+
+/* Every length and every byte: what is encoded decodes back, strictly, in each variant. */
+static void test_base64_round_trips(void **state)
+{
+	(void)state;
+	unsigned char data[256];
+	for (int i = 0; i < 256; i++)
+		data[i] = (unsigned char)(255 - i);
+	const unsigned variants[] = {AKS_BASE64_STD, AKS_BASE64_URL, AKS_BASE64_NOPAD,
+	                             AKS_BASE64_URL | AKS_BASE64_NOPAD};
+	for (size_t v = 0; v < 4; v++)
+		for (size_t len = 0; len <= sizeof(data); len += len < 70 ? 1 : 31) {
+			char *e = aks__base64_encode(data, len, variants[v]);
+			assert_non_null(e);
+			unsigned char out[sizeof(data) + 4];
+			size_t n = 0;
+			assert_true(aks__base64_decoded_max(strlen(e)) <= sizeof(out));
+			assert_int_equal(aks__base64_decode_to(e, strlen(e), variants[v], out, &n),
+			                 AKS_OK);
+			assert_int_equal(n, len);
+			assert_memory_equal(out, data, len);
+			assert_int_equal(
+			    aks__base64_decode_to(e, strlen(e), AKS_BASE64_LOOSE, out, &n), AKS_OK);
+			assert_int_equal(n, len);
+			free(e);
+		}
+}
+
+static void test_base64_enomem(void **state)
+{
+	(void)state;
+	fail_mallocs = 1;
+	assert_null(aks__base64_encode("abc", 3, AKS_BASE64_STD));
+	unsigned char *d = (unsigned char *)"sentinel";
+	size_t n = 99;
+	fail_mallocs = 1;
+	assert_int_equal(aks__base64_decode("YWJj", 4, AKS_BASE64_STD, &d, &n), AKS_ENOMEM);
+	assert_int_equal(fail_mallocs, 0);
+	assert_null(d);
+	assert_int_equal(n, 0);
+}
+
 /* ---- json-c getters ---- */
 
 static void test_jget_is_null_safe(void **state)
@@ -291,6 +438,11 @@ int main(void)
 	    cmocka_unit_test(test_buf_realloc_failure),
 	    cmocka_unit_test(test_strv_push_free),
 	    cmocka_unit_test(test_strv_dup),
+	    cmocka_unit_test(test_base64_std),
+	    cmocka_unit_test(test_base64_url_nopad),
+	    cmocka_unit_test(test_base64_loose),
+	    cmocka_unit_test(test_base64_round_trips),
+	    cmocka_unit_test(test_base64_enomem),
 	    cmocka_unit_test(test_jget_is_null_safe),
 	    cmocka_unit_test(test_jstr_only_strings),
 	};

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_container_common.c - plugins/common/libaks-container: the
- * workspace path rule, the tar round trip, the kill script, base64 and the
- * pip command line that the docker and kubernetes providers share.
+ * workspace path rule, the tar round trip, the kill script and the pip
+ * command line that the docker and kubernetes providers share.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -279,25 +279,7 @@ static void test_kill_script(void **state)
 	assert_int_equal(waitpid(other, &st, 0), other);
 }
 
-/* ---- base64 and pip ---- */
-
-static void test_b64(void **state)
-{
-	(void)state;
-	size_t n = 0;
-	char *e = aks_ctr_b64_encode("\0\xff\x10hi", 5);
-	assert_string_equal(e, "AP8QaGk=");
-	char *d = aks_ctr_b64_decode(e, strlen(e), &n);
-	assert_int_equal(n, 5);
-	assert_memory_equal(d, "\0\xff\x10hi", 5);
-	free(d);
-	free(e);
-	d = aks_ctr_b64_decode("aGVs\nbG8", 8, NULL);
-	assert_string_equal(d, "hello");
-	free(d);
-	assert_null(aks_ctr_b64_decode("aGU=bG8=", 8, &n));
-	assert_null(aks_ctr_b64_decode("aG*s", 4, &n));
-}
+/* ---- pip ---- */
 
 static void test_pip_argv(void **state)
 {
@@ -328,7 +310,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_round_trip),
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
-	    cmocka_unit_test(test_b64),
+
 	    cmocka_unit_test(test_pip_argv),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

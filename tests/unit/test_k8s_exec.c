@@ -27,6 +27,7 @@
 
 #include <cmocka.h>
 
+#include "aks_base64.h"
 #include "core/plugin/host_api.h"
 #include "k8s_plugin.h"
 
@@ -229,7 +230,7 @@ static void serve_one(int c)
 	snprintf(cat, sizeof(cat), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
 	unsigned char dig[20];
 	sha1((unsigned char *)cat, strlen(cat), dig);
-	char *accept = k8s_b64_encode(dig, 20);
+	char *accept = aks__base64_encode(dig, 20, AKS_BASE64_STD);
 	snprintf(S.chosen, sizeof(S.chosen), "%s",
 	         S.offer_v5 && strstr(S.protocols, K8S_PROTO_V5) ? K8S_PROTO_V5 : K8S_PROTO_V4);
 	char resp[512];
