@@ -1,14 +1,14 @@
 /*
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
- * path rule, one-file tars in memory and out of an archive, libcurl's
- * global state, the script that kills an exec's processes, and the argv of
- * a pip install.
+ * path rule, one-file tars in memory and out of an archive, the message of an
+ * HTTP error answer, libcurl's global state, the script that kills an exec's processes, and the
+ * argv of a pip install.
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
- * itself; tar_mem.c needs libarchive and curl_global.c libcurl, which both
- * plugins link already. Functions return aks_status codes and leave the
+ * itself; tar_mem.c needs libarchive, http_message.c json-c and curl_global.c
+ * libcurl, which both plugins link already. Functions return aks_status codes and leave the
  * wording of errors to the plugin, except where the host API is passed in.
  */
 #ifndef AKS_CONTAINER_H
@@ -82,6 +82,17 @@ static inline char *aks_ctr_b64_decode(const char *s, size_t n, size_t *out_len)
 		*out_len = len;
 	return (char *)out;
 }
+
+/* ---- HTTP error answers (http_message.c; json-c) ---- */
+
+/*
+ * What an API's error answer says, for an error message: the "message" member of the
+ * body's JSON object (the Docker Engine and Kubernetes both answer so), else the body's
+ * first 500 bytes without its trailing line break, else "HTTP status <status>". `body` is
+ * the response body, NUL-terminated (NULL: none). Malloc'd; NULL when out of memory. Each
+ * plugin words the error around it.
+ */
+char *aks_ctr_http_message(const char *body, long status);
 
 /* ---- libcurl's global state (curl_global.c) ---- */
 

@@ -1,7 +1,7 @@
 /*
  * tests/unit/test_container_common.c - plugins/common/libaks-container: the
- * workspace path rule, the tar round trip, the kill script and the pip
- * command line that the docker and kubernetes providers share.
+ * workspace path rule, the tar round trip, the kill script, the message of
+ * an HTTP error answer and the pip command line that the docker and kubernetes providers share.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
@@ -279,6 +279,42 @@ static void test_kill_script(void **state)
 	assert_int_equal(waitpid(other, &st, 0), other);
 }
 
+/* ---- HTTP error answers ---- */
+
+static void expect_message(const char *body, long status, const char *want)
+{
+	char *m = aks_ctr_http_message(body, status);
+	assert_non_null(m);
+	assert_string_equal(m, want);
+	free(m);
+}
+
+static void test_http_message(void **state)
+{
+	(void)state;
+	/* the API's JSON error object */
+	expect_message("{\"message\": \"No such container: x\"}", 404, "No such container: x");
+	expect_message("{\"kind\":\"Status\",\"message\":\"pods \\\"p\\\" not found\"}\n", 404,
+	               "pods \"p\" not found");
+	expect_message("{\"message\": 42}", 500, "42");
+	/* no usable message: the body itself, without its line break */
+	expect_message("{\"message\": null}", 500, "{\"message\": null}");
+	expect_message("{\"error\": \"x\"}", 500, "{\"error\": \"x\"}");
+	expect_message("page not found\r\n", 404, "page not found");
+	expect_message("[1, 2]", 400, "[1, 2]");
+	/* nothing at all: the status */
+	expect_message("", 502, "HTTP status 502");
+	expect_message("\n", 503, "HTTP status 503");
+	expect_message(NULL, 401, "HTTP status 401");
+	/* a long plain body is quoted up to 500 bytes */
+	char big[1200];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	char *m = aks_ctr_http_message(big, 500);
+	assert_int_equal(strlen(m), 500);
+	free(m);
+}
+
 /* ---- pip ---- */
 
 static void test_pip_argv(void **state)
@@ -310,6 +346,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_round_trip),
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
+	    cmocka_unit_test(test_http_message),
 
 	    cmocka_unit_test(test_pip_argv),
 	};
