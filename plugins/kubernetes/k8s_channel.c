@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "aks_json.h"
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 void k8s_demux_init(k8s_demux *d, k8s_out_fn out, void *ctx)
 {

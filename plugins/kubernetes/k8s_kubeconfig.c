@@ -22,7 +22,7 @@
 #include <yaml.h>
 
 #include "aks_base64.h"
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 /* Referenced files are small; anything larger is not a PEM or a token. */
 #define MAX_REF_FILE   (4u << 20)

@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 bool k8s_fs_policy(const aks_policy *p)
 {

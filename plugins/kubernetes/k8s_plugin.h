@@ -9,7 +9,7 @@
 
 #include <curl/curl.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 /* ---- the provider instance (kubernetes.c) ------------------------------------------- */
 

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "aks_container.h"
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 int k8s_err_set(k8s_err *e, int code, const char *fmt, ...)
 {

@@ -18,7 +18,7 @@
 
 #include <cmocka.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 typedef struct sink {
 	aks_buf out, err;

@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 static char dir[256];
 

@@ -1,20 +1,17 @@
 /*
- * plugins/kubernetes/k8s_internal.h - shared by the kubernetes plugin's files.
- *
- * Layers, each in its own file and each testable on its own:
- *   k8s_util.c       errors, whole-file reads
+ * plugins/kubernetes/k8s_pure.h - the kubernetes plugin's host-free layers (libk8s-pure):
+ *   k8s_util.c       errors without the host, whole-file reads
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
- *   k8s_channel.c    the exec WebSocket's channel framing and status (pure)
- *   k8s_rest.c       the REST client (libcurl), impersonation, API errors
- *   k8s_exec.c       exec over WebSocket (libwebsockets)
- *   k8s_files.c      files as tar (libarchive) through exec
- *   kubernetes.c     the descriptor, the instance and the sandbox lifecycle
- * The first four never touch the host table, so unit tests and fuzz targets
- * link them without the core.
+ *   k8s_channel.c    the exec WebSocket's channel framing and status
+ *
+ * A header apart from k8s_plugin.h (which the rest of the plugin includes, and which
+ * includes this one) for a reason: nothing declared here touches the host table, libcurl or
+ * libwebsockets, so the unit tests and fuzz targets link these layers without the core, a
+ * network or a cluster. Keep it that way.
  */
-#ifndef K8S_INTERNAL_H
-#define K8S_INTERNAL_H
+#ifndef K8S_PURE_H
+#define K8S_PURE_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -198,4 +195,4 @@ int k8s_status_exit_code(const char *status, size_t len, int *exit_code, k8s_err
  * `pre` bytes of headroom before it (LWS_PRE for lws_write). */
 unsigned char *k8s_frame(int channel, const void *data, size_t len, size_t pre, size_t *framed_len);
 
-#endif /* K8S_INTERNAL_H */
+#endif /* K8S_PURE_H */
