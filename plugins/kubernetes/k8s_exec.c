@@ -34,7 +34,7 @@
 #include <openssl/x509.h>
 
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #define MARKER_VAR AKS_CTR_MARKER_VAR
 /* The request line carries the command: an argument at most this long

@@ -23,7 +23,7 @@
 #include <archive.h>
 
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #define NOT_FOUND_EXIT 44
 #define DOWNLOAD_MAX   (512u << 20)

@@ -5,7 +5,7 @@
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
  *   k8s_channel.c    the exec WebSocket's channel framing and status
  *
- * A header apart from k8s_plugin.h (which the rest of the plugin includes, and which
+ * A header apart from k8s_internal.h (which the rest of the plugin includes, and which
  * includes this one) for a reason: nothing declared here touches the host table, libcurl or
  * libwebsockets, so the unit tests and fuzz targets link these layers without the core, a
  * network or a cluster. Keep it that way.
@@ -48,16 +48,6 @@ typedef struct k8s_err {
 int k8s_err_set(k8s_err *e, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
 
 /* Buffers are aks_buf (plugins/common/aks_buf.h). */
-/* TODO(agent module): remove: k8s_agent.c's names for aks_buf. */
-typedef aks_buf k8s_buf;
-static inline int k8s_buf_add(aks_buf *b, const void *data, size_t len)
-{
-	return aks__buf_append(b, data, len);
-}
-static inline void k8s_buf_free(aks_buf *b)
-{
-	aks__buf_free(b);
-}
 
 /* The reference's path rule: the absolute container path for an agent's
  * path (a leading '/' means the workspace), normalised lexically, or

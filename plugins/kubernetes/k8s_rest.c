@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 /* ---- clients ------------------------------------------------------------------------- */
 

@@ -21,7 +21,7 @@
 
 #include "aks_container.h"
 #include "aks_json.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #ifndef K8S_VERSION
 #error "K8S_VERSION must be defined (the package version)"

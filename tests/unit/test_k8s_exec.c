@@ -29,7 +29,7 @@
 
 #include "aks_base64.h"
 #include "core/plugin/host_api.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 /* ---- SHA-1 and base64, for Sec-WebSocket-Accept -----------------------------------------------
  */
