@@ -39,8 +39,8 @@
 #include <strings.h>
 
 #include "aks_buf.h"
-#include "codec.h"
-#include "nats_impl.h"
+#include "nats_codec.h"
+#include "nats_internal.h"
 
 /* How long the server may hold a pull request on an empty or busy partition.
  * With no expiry a request on a busy partition would stay queued until the

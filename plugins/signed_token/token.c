@@ -6,7 +6,7 @@
  * size, shape, signature (constant-time), and only then base64 decoding and
  * JSON parsing of the now-authenticated payload.
  */
-#include "token.h"
+#include "st_internal.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
