@@ -2,14 +2,16 @@
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
  * path rule, one-file tars in memory and out of an archive, the message of an
- * HTTP error answer, libcurl's global state, the script that kills an exec's processes, and the
- * argv of a pip install.
+ * HTTP error answer, libcurl's global state, the script that kills an exec's
+ * processes, and the argv of a pip install. Transfers under a call's deadline
+ * are in aks_curl.h (they need libcurl's types).
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
- * itself; tar_mem.c needs libarchive, http_message.c json-c and curl_global.c
- * libcurl, which both plugins link already. Functions return aks_status codes and leave the
- * wording of errors to the plugin, except where the host API is passed in.
+ * itself; tar_mem.c needs libarchive, http_message.c json-c, curl_global.c and
+ * curl_wait.c libcurl, which both plugins link already. Functions return
+ * aks_status codes and leave the wording of errors to the plugin, except where
+ * the host API is passed in.
  */
 #ifndef AKS_CONTAINER_H
 #define AKS_CONTAINER_H

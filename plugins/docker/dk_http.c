@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "aks_container.h"
+#include "aks_curl.h"
 #include "dk_internal.h"
 
 #define DEFAULT_SOCKET "/var/run/docker.sock"
@@ -360,19 +361,6 @@ void dk_end(dk_conn *c, dk_req *r)
 	}
 }
 
-/* Time and cancellation, checked between transfer steps. */
-static int check_call(const aks_host_api *host, const aks_call *call, aks_error **err)
-{
-	if (!call)
-		return AKS_OK;
-	if (host->cancelled && host->cancelled(call))
-		return host->error_set(err, AKS_ECANCELLED, "the call was cancelled");
-	if (call->deadline_ms > 0 && host->now_ms() >= call->deadline_ms)
-		return host->error_set(err, AKS_ETIMEOUT, "docker exceeded timeout %gs",
-		                       call->timeout);
-	return AKS_OK;
-}
-
 /* One step: let libcurl work, then wait for socket activity, the cancel
  * descriptor or the deadline. Sets r->done when the transfer ended. */
 int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)
@@ -392,28 +380,7 @@ int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &r->status);
 		return AKS_OK;
 	}
-	int rc = check_call(host, call, err);
-	if (rc != AKS_OK)
-		return rc;
-	long wait_ms = 1000;
-	if (call && call->deadline_ms > 0) {
-		int64_t left_ms = call->deadline_ms - host->now_ms();
-		if (left_ms < wait_ms)
-			wait_ms = left_ms < 0 ? 0 : (long)left_ms;
-	}
-	struct curl_waitfd extra = {0};
-	unsigned nextra = 0;
-	int cfd =
-	    call && AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd ? host->cancel_fd(call) : -1;
-	if (cfd >= 0) {
-		extra.fd = cfd;
-		extra.events = CURL_WAIT_POLLIN;
-		nextra = 1;
-	}
-	if (curl_multi_poll(c->multi, nextra ? &extra : NULL, nextra, (int)wait_ms, NULL) !=
-	    CURLM_OK)
-		return host->error_set(err, AKS_ERROR, "libcurl failed to wait");
-	return AKS_OK;
+	return aks_ctr_multi_wait(host, c->multi, call, DK_NAME, err);
 }
 
 int dk_request(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)

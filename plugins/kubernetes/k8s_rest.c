@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "aks_container.h"
+#include "aks_curl.h"
 #include "k8s_internal.h"
 
 /* ---- clients ------------------------------------------------------------------------- */
@@ -326,18 +327,6 @@ static void set_tls(CURL *e, const k8s_conn_cfg *cc)
 	}
 }
 
-static int check_call(const aks_host_api *host, const aks_call *call, aks_error **err)
-{
-	if (!call)
-		return AKS_OK;
-	if (host->cancelled && host->cancelled(call))
-		return host->error_set(err, AKS_ECANCELLED, "the call was cancelled");
-	if (call->deadline_ms > 0 && host->now_ms() >= call->deadline_ms)
-		return host->error_set(err, AKS_ETIMEOUT, "kubernetes exceeded timeout %gs",
-		                       call->timeout);
-	return AKS_OK;
-}
-
 static int transport_error(k8s_client *c, const k8s_req *r, aks_error **err)
 {
 	const aks_host_api *host = c->prov->host;
@@ -379,7 +368,7 @@ int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err
 	r->status = 0;
 	r->result = CURLE_OK;
 	r->errbuf[0] = '\0';
-	int rc = check_call(host, call, err);
+	int rc = aks_ctr_call_check(host, call, K8S_NAME, err);
 	if (rc != AKS_OK)
 		return rc;
 	CURLM *multi = curl_multi_init();
@@ -438,29 +427,8 @@ int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err
 			}
 		if (done)
 			break;
-		if ((rc = check_call(host, call, err)) != AKS_OK)
+		if ((rc = aks_ctr_multi_wait(host, multi, call, K8S_NAME, err)) != AKS_OK)
 			break;
-		long wait_ms = 1000;
-		if (call && call->deadline_ms > 0) {
-			int64_t left_ms = call->deadline_ms - host->now_ms();
-			if (left_ms < wait_ms)
-				wait_ms = left_ms < 0 ? 0 : (long)left_ms;
-		}
-		struct curl_waitfd extra = {0};
-		unsigned nextra = 0;
-		int cfd = call && AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd
-		              ? host->cancel_fd(call)
-		              : -1;
-		if (cfd >= 0) {
-			extra.fd = cfd;
-			extra.events = CURL_WAIT_POLLIN;
-			nextra = 1;
-		}
-		if (curl_multi_poll(multi, nextra ? &extra : NULL, nextra, (int)wait_ms, NULL) !=
-		    CURLM_OK) {
-			rc = host->error_set(err, AKS_ERROR, "libcurl failed to wait");
-			break;
-		}
 	}
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_multi_remove_handle(multi, e);

@@ -1,12 +1,14 @@
 /*
  * tests/unit/test_container_common.c - plugins/common/libaks-container: the
  * workspace path rule, the tar round trip, the kill script, the message of
- * an HTTP error answer and the pip command line that the docker and kubernetes providers share.
+ * an HTTP error answer, transfers under a call's deadline and the pip command
+ * line that the docker and kubernetes providers share.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <aksandbox/aksandbox.h>
 
 #include "aks_container.h"
+#include "aks_curl.h"
 #include "core/plugin/host_api.h"
 #include "core/plugin/result.h"
 
@@ -315,6 +318,77 @@ static void test_http_message(void **state)
 	free(m);
 }
 
+/* ---- a call's deadline and cancellation ---- */
+
+static void test_call_check(void **state)
+{
+	(void)state;
+	const aks_host_api *host = aks__host_api();
+	aks_error *err = NULL;
+	assert_int_equal(aks_ctr_call_check(host, NULL, "docker", &err), AKS_OK);
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	assert_int_equal(aks_ctr_call_check(host, &call, "docker", &err), AKS_OK);
+	assert_null(err);
+	call.timeout = 0.5;
+	call.deadline_ms = host->now_ms() - 1; /* over */
+	assert_int_equal(aks_ctr_call_check(host, &call, "kubernetes", &err), AKS_ETIMEOUT);
+	assert_string_equal(aks_error_message(err), "kubernetes exceeded timeout 0.5s");
+	aks_error_free(err);
+	err = NULL;
+	aks_cancel *cancel = NULL;
+	assert_int_equal(aks_cancel_new(&cancel, &err), AKS_OK);
+	aks_call_init(&call, 30, NULL, NULL, cancel);
+	aks_cancel_trigger(cancel);
+	assert_int_equal(aks_ctr_call_check(host, &call, "docker", &err), AKS_ECANCELLED);
+	assert_string_equal(aks_error_message(err), "the call was cancelled");
+	aks_error_free(err);
+	aks_cancel_free(cancel);
+}
+
+static void *cancel_soon(void *arg)
+{
+	usleep(100 * 1000);
+	aks_cancel_trigger(arg);
+	return NULL;
+}
+
+/* With nothing to transfer, the wait ends at the deadline, or at once on cancellation
+ * (the cancel descriptor wakes it), never a whole second later. */
+static void test_multi_wait(void **state)
+{
+	(void)state;
+	const aks_host_api *host = aks__host_api();
+	CURLM *multi = curl_multi_init();
+	assert_non_null(multi);
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 0.2, NULL, NULL, NULL);
+	int64_t t0 = host->now_ms();
+	int rc = AKS_OK;
+	while (rc == AKS_OK && host->now_ms() - t0 < 5000)
+		rc = aks_ctr_multi_wait(host, multi, &call, "docker", &err);
+	assert_int_equal(rc, AKS_ETIMEOUT);
+	assert_true(host->now_ms() - t0 < 900);
+	aks_error_free(err);
+	err = NULL;
+
+	aks_cancel *cancel = NULL;
+	assert_int_equal(aks_cancel_new(&cancel, &err), AKS_OK);
+	aks_call_init(&call, 30, NULL, NULL, cancel);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, cancel_soon, cancel), 0);
+	t0 = host->now_ms();
+	rc = aks_ctr_multi_wait(host, multi, &call, "docker", &err); /* woken by the cancel */
+	assert_int_equal(rc, AKS_OK);
+	assert_true(host->now_ms() - t0 < 900);
+	assert_int_equal(aks_ctr_multi_wait(host, multi, &call, "docker", &err), AKS_ECANCELLED);
+	pthread_join(th, NULL);
+	aks_error_free(err);
+	aks_cancel_free(cancel);
+	curl_multi_cleanup(multi);
+}
+
 /* ---- pip ---- */
 
 static void test_pip_argv(void **state)
@@ -347,6 +421,8 @@ int main(void)
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
 	    cmocka_unit_test(test_http_message),
+	    cmocka_unit_test(test_call_check),
+	    cmocka_unit_test(test_multi_wait),
 
 	    cmocka_unit_test(test_pip_argv),
 	};
