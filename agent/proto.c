@@ -1,12 +1,15 @@
 /*
  * agent/proto.c - the frame decoder and builder of the agent protocol (see proto.h and
  * docs/agent-protocol.md). Shared by the agent, the host-side client and the fuzz target,
- * so all three parse exactly the same way. libc only.
+ * so all three parse exactly the same way. libc only (and plugins/common/buf.c, libc only
+ * too, for the builder's memory).
  */
 #include "proto.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "aks_buf.h"
 
 int aks__agent_decoder_init(aks_agent_decoder *d, uint32_t max_payload)
 {
@@ -193,27 +196,19 @@ void aks__agent_buf_consume(aks_agent_buf *b, size_t n)
 	}
 }
 
+/* Adds n bytes at the end and returns where they start, or NULL (and marks the buffer
+ * failed). The memory grows as an aks_buf's does: the buffer is lent to aks__buf_reserve. */
 static uint8_t *grow(aks_agent_buf *b, size_t n)
 {
 	if (b->failed)
 		return NULL;
-	if (n > b->cap - b->len) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap - b->len < n) {
-			if (cap > SIZE_MAX / 2) {
-				b->failed = true;
-				return NULL;
-			}
-			cap *= 2;
-		}
-		uint8_t *data = realloc(b->data, cap);
-		if (!data) {
-			b->failed = true;
-			return NULL;
-		}
-		b->data = data;
-		b->cap = cap;
+	aks_buf mem = {(char *)b->data, b->len, b->cap, false};
+	if (aks__buf_reserve(&mem, n) != AKS_OK) {
+		b->failed = true;
+		return NULL;
 	}
+	b->data = (uint8_t *)mem.data;
+	b->cap = mem.cap;
 	uint8_t *p = b->data + b->len;
 	b->len += n;
 	return p;

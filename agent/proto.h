@@ -196,6 +196,9 @@ int aks__agent_tlv_next(aks_agent_tlv *it, uint16_t *tag, const uint8_t **value,
 
 /* ---- the builder: frames appended to a growable byte buffer ---- */
 
+/* The memory grows as plugins/common/aks_buf.h's does (proto.c lends it to
+ * aks__buf_reserve). TODO(agent module): hold an aks_buf here once core/agent_client.c no
+ * longer reaches into data, len and failed itself. */
 typedef struct aks_agent_buf {
 	uint8_t *data;
 	size_t off; /* bytes already consumed (sent) from the front */

@@ -81,17 +81,10 @@ static const char *node_kind_name(const aks_node *n)
 	return "a value";
 }
 
-static void free_strings(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static void value_clear(config_value *v)
 {
 	free(v->str);
-	free_strings(v->strings);
+	aks__strv_free(v->strings);
 	v->str = NULL;
 	v->strings = NULL;
 }
@@ -133,7 +126,7 @@ static char **strings_from_node(const aks_node *n)
 		return NULL;
 	for (size_t i = 0; i < count; i++) {
 		if (!(v[i] = strdup(n->items[i]->value))) {
-			free_strings(v);
+			aks__strv_free(v);
 			return NULL;
 		}
 	}

@@ -240,13 +240,6 @@ static int get_enum(const aks_node *map, const char *key, const char *path,
 	return rc;
 }
 
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 /* A list of strings; null or absent is the empty list unless `null_is_null`. */
 static int get_string_list(const aks_node *map, const char *key, const char *path,
                            bool null_is_null, char ***out, aks_error **err)
@@ -255,7 +248,7 @@ static int get_string_list(const aks_node *map, const char *key, const char *pat
 	if (!n)
 		return AKS_OK;
 	if (aks__node_is_null(n) && null_is_null) {
-		free_strv(*out);
+		aks__strv_free(*out);
 		*out = NULL;
 		return AKS_OK;
 	}
@@ -268,16 +261,16 @@ static int get_string_list(const aks_node *map, const char *key, const char *pat
 	for (size_t i = 0; i < count; i++) {
 		const aks_node *item = n->items[i];
 		if (item->kind != AKS_NODE_SCALAR || aks__node_is_null(item)) {
-			free_strv(v);
+			aks__strv_free(v);
 			return fail(err, item, path, "every item must be a string, got %s",
 			            kind_name(item));
 		}
 		if (!(v[i] = strdup(item->value))) {
-			free_strv(v);
+			aks__strv_free(v);
 			return aks__error_set(err, AKS_ENOMEM, "out of memory");
 		}
 	}
-	free_strv(*out);
+	aks__strv_free(*out);
 	*out = v;
 	return AKS_OK;
 }
@@ -353,9 +346,9 @@ static void profile_free(aks_profile *p)
 	aks_config_free(p->block);
 	free(p->name);
 	free(p->type);
-	free_strv(p->network_allow);
-	free_strv(p->fs_allow_read);
-	free_strv(p->fs_allow_write);
+	aks__strv_free(p->network_allow);
+	aks__strv_free(p->fs_allow_read);
+	aks__strv_free(p->fs_allow_write);
 	free(p->params_json);
 	free(p->attach_to);
 	free(p);
@@ -376,7 +369,7 @@ AKS_EXPORT void aks_settings_free(aks_settings *s)
 	aks_config_free(s->queue_block);
 	aks_config_free(s->response_block);
 	free(s->file);
-	free_strv(s->agents);
+	aks__strv_free(s->agents);
 	free(s->default_profile);
 	free(s->broker.flavor);
 	free(s->broker.queue_json);

@@ -90,14 +90,7 @@ AKS_EXPORT const char *aks_plugin_dir(void)
 }
 
 /* The directories to search, in order; a NULL-terminated array the caller frees
- * with free_strv(). */
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
+ * with aks__strv_free(). */
 static char **search_dirs(void)
 {
 	const char *path = secure_getenv("AKS_PLUGIN_PATH");
@@ -126,7 +119,7 @@ static char **search_dirs(void)
 		dirs[count++] = strdup(system_dir);
 	for (size_t i = 0; i < count; i++) {
 		if (!dirs[i]) {
-			free_strv(dirs);
+			aks__strv_free(dirs);
 			return NULL;
 		}
 	}
@@ -556,7 +549,7 @@ static int resolve(const char *type, char **out_file, aks_error **err)
 	}
 	if (rc == AKS_EPLUGIN && !(err && *err))
 		rc = not_found(type, dirs, err);
-	free_strv(dirs);
+	aks__strv_free(dirs);
 	return rc;
 }
 
@@ -671,9 +664,9 @@ AKS_EXPORT int aks_plugin_foreach(aks_plugin_visit_fn visit, void *userdata)
 			rc = visit(plugin ? plugin->file : path, plugin, e, userdata);
 			aks_error_free(e);
 		}
-		free_strv(names);
+		aks__strv_free(names);
 	}
 	aks__buf_free(&seen);
-	free_strv(dirs);
+	aks__strv_free(dirs);
 	return rc;
 }

@@ -38,6 +38,7 @@
 #include <unistd.h>
 
 #include "queue/transport.h"
+#include "util/util.h"
 
 #define MT_NAME "in_memory"
 /* Hash buckets for the groups and the dedup ids of one queue: the test topology holds a few
@@ -170,9 +171,7 @@ static void timer_added(mt_queue *q, int64_t at)
 
 static void msg_free(mt_msg *m)
 {
-	for (char **a = m->attrs; a && *a; a++)
-		free(*a);
-	free(m->attrs);
+	aks__strv_free(m->attrs);
 	free(m->body);
 	free(m->group_id);
 	free(m->dedup_id);
@@ -367,9 +366,7 @@ static int copy_attrs(const char *const *src, char ***out)
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (!(a[i] = strdup(src[i]))) {
-			while (i--)
-				free(a[i]);
-			free(a);
+			aks__strv_free(a);
 			return -1;
 		}
 	*out = a;

@@ -4,7 +4,6 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -13,11 +12,12 @@
 
 #include <json-c/json.h>
 
+#include "aks_base64.h"
 #include "plugin/result.h"
 #include "queue/wire.h"
 #include "tools/json.h"
-#include "util/base64.h"
 #include "util/json_fix.h"
+#include "util/util.h"
 
 /* The deepest nesting a message may have; provider_data is the deep part. */
 #define WIRE_MAX_DEPTH 64
@@ -152,7 +152,7 @@ static struct json_object *payload_json(const aks_wire_request *r, bool *oom)
 	case AKS_WIRE_UPLOAD_FILE: {
 		json_object_object_add(o, "path", json_object_new_string(r->path ? r->path : ""));
 		char *b64 = aks__base64_encode(r->content ? r->content : (const unsigned char *)"",
-		                               r->content_len);
+		                               r->content_len, AKS_BASE64_STD);
 		if (!b64)
 			*oom = true;
 		json_object_object_add(o, "content", b64 ? json_object_new_string(b64) : NULL);
@@ -405,13 +405,6 @@ static struct json_object *parse(reader *rd, const char *json, size_t len)
 	return o;
 }
 
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 void aks__wire_request_free(aks_wire_request *r)
 {
 	if (!r)
@@ -420,16 +413,16 @@ void aks__wire_request_free(aks_wire_request *r)
 	free(r->code);
 	free(r->language);
 	free(r->command);
-	free_strv(r->packages);
+	aks__strv_free(r->packages);
 	free(r->path);
 	free(r->content);
 	free(r->profile);
 	free(r->subject);
-	free_strv(r->groups);
-	free_strv(r->credentials);
-	free_strv(r->network_allow);
-	free_strv(r->fs_allow_read);
-	free_strv(r->fs_allow_write);
+	aks__strv_free(r->groups);
+	aks__strv_free(r->credentials);
+	aks__strv_free(r->network_allow);
+	aks__strv_free(r->fs_allow_read);
+	aks__strv_free(r->fs_allow_write);
 	aks__session_clear(&r->session);
 	free(r->ak_session_id);
 	free(r->agent);
@@ -455,10 +448,10 @@ static void read_payload(reader *rd, struct json_object *p, aks_wire_request *r)
 		if (c) {
 			int e = aks__base64_decode(json_object_get_string(c),
 			                           (size_t)json_object_get_string_len(c),
-			                           &r->content, &r->content_len);
-			if (e == -ENOMEM)
+			                           AKS_BASE64_STD, &r->content, &r->content_len);
+			if (e == AKS_ENOMEM)
 				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
-			else if (e)
+			else if (e != AKS_OK)
 				bad(rd, "'%s' is not standard base64", "content");
 		}
 		break;
@@ -617,7 +610,8 @@ static struct json_object *result_json(const aks_result *res, const char *sessio
 		const char *path = NULL, *mime = NULL;
 		size_t len = 0;
 		const unsigned char *data = aks_result_get_file(res, i, &path, &mime, &len);
-		char *b64 = aks__base64_encode(data ? data : (const unsigned char *)"", len);
+		char *b64 = aks__base64_encode(data ? data : (const unsigned char *)"", len,
+		                               AKS_BASE64_STD);
 		if (!b64)
 			*oom = true;
 		struct json_object *f = json_object_new_object();
@@ -723,13 +717,15 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		unsigned char *data = NULL;
 		size_t len = 0;
 		int e = c ? aks__base64_decode(json_object_get_string(c),
-		                               (size_t)json_object_get_string_len(c), &data, &len)
-		          : 0;
-		if (e == -EINVAL)
+		                               (size_t)json_object_get_string_len(c),
+		                               AKS_BASE64_STD, &data, &len)
+		          : AKS_OK;
+		if (e == AKS_EINVAL)
 			bad(rd, "'%s' of an output file is not standard base64", "content");
-		else if (e || (rd->rc == AKS_OK &&
-		               (aks__result_add_file(r, path, mime) < 0 ||
-		                aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
+		else if (e != AKS_OK ||
+		         (rd->rc == AKS_OK &&
+		          (aks__result_add_file(r, path, mime) < 0 ||
+		           aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
 			bad(rd, "%s",
 			    "an output file cannot be kept (too large, or out of memory)");
 		free(path);

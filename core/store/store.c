@@ -508,11 +508,7 @@ int aks__store_list(aks_state_store *s, char ***out, aks_error **err)
 
 void aks__store_free_names(char **names)
 {
-	if (!names)
-		return;
-	for (char **p = names; *p; p++)
-		free(*p);
-	free(names);
+	aks__strv_free(names);
 }
 
 /* ---- named locks ---- */

@@ -1,14 +1,17 @@
 /*
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
- * path rule, one-file tars in memory and out of an archive, base64, libcurl's
- * global state, and the script that kills an exec's processes.
+ * path rule, one-file tars in memory and out of an archive, the message of an
+ * HTTP error answer, libcurl's global state and the script that kills an
+ * exec's processes. Transfers under a call's deadline are in aks_curl.h (they
+ * need libcurl's types).
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
- * itself; tar_mem.c needs libarchive and curl_global.c libcurl, which both
- * plugins link already. Functions return aks_status codes and leave the
- * wording of errors to the plugin, except where the host API is passed in.
+ * itself; tar_mem.c needs libarchive, http_message.c json-c, curl_global.c and
+ * curl_wait.c libcurl, which both plugins link already. Functions return
+ * aks_status codes and leave the wording of errors to the plugin, except where
+ * the host API is passed in.
  */
 #ifndef AKS_CONTAINER_H
 #define AKS_CONTAINER_H
@@ -17,6 +20,8 @@
 #include <stddef.h>
 
 #include <aksandbox/plugin.h>
+
+#include "aks_base64.h"
 
 /* Where an agent's files live inside the container. */
 #define AKS_CTR_WORKSPACE "/workspace"
@@ -68,16 +73,16 @@ int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool pa
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
 
-/* ---- base64 (b64.c) ---- */
+/* ---- HTTP error answers (http_message.c; json-c) ---- */
 
-/* Decodes n chars of standard or URL-safe base64; whitespace is skipped, and
- * anything else that is not base64 (data after '=' too) gives NULL. The
- * result is malloc'd and NUL-terminated; *out_len (if given) its length. */
-char *aks_ctr_b64_decode(const char *s, size_t n, size_t *out_len);
-
-/* Standard base64 with padding, malloc'd and NUL-terminated; NULL when out
- * of memory. */
-char *aks_ctr_b64_encode(const void *data, size_t len);
+/*
+ * What an API's error answer says, for an error message: the "message" member of the
+ * body's JSON object (the Docker Engine and Kubernetes both answer so), else the body's
+ * first 500 bytes without its trailing line break, else "HTTP status <status>". `body` is
+ * the response body, NUL-terminated (NULL: none). Malloc'd; NULL when out of memory. Each
+ * plugin words the error around it.
+ */
+char *aks_ctr_http_message(const char *body, long status);
 
 /* ---- libcurl's global state (curl_global.c) ---- */
 

@@ -25,6 +25,7 @@
 #endif
 #endif
 
+#include "aks_buf.h"
 #include "aks_fsguard.h"
 
 #define MAX_SYMLINKS 40 /* as the kernel's MAXSYMLINKS */
@@ -32,36 +33,6 @@
 /* ---- resolve --------------------------------------------------------------- */
 
 /* A growable string. */
-typedef struct sbuf {
-	char *s;
-	size_t len, cap;
-} sbuf;
-
-static int sb_reserve(sbuf *b, size_t extra)
-{
-	if (b->len + extra + 1 <= b->cap)
-		return 0;
-	size_t cap = b->cap ? b->cap : 64;
-	while (cap < b->len + extra + 1)
-		cap *= 2;
-	char *s = realloc(b->s, cap);
-	if (!s)
-		return -ENOMEM;
-	b->s = s;
-	b->cap = cap;
-	return 0;
-}
-
-static int sb_append(sbuf *b, const char *s, size_t n)
-{
-	if (sb_reserve(b, n) < 0)
-		return -ENOMEM;
-	memcpy(b->s + b->len, s, n);
-	b->len += n;
-	b->s[b->len] = '\0';
-	return 0;
-}
-
 static char *read_link(const char *path, size_t hint)
 {
 	size_t cap = hint + 1 > 64 ? hint + 1 : 64;
@@ -101,9 +72,9 @@ int aks_fs_resolve(const char *root, const char *path, char **rel_out)
 
 	int rc = 0;
 	int links = 0;
-	sbuf res = {0};
+	aks_buf res = AKS_BUF_INIT;
 	char *todo = NULL;
-	if (sb_append(&res, croot, strlen(croot)) < 0 || !(todo = strdup(path))) {
+	if (aks__buf_puts(&res, croot) != AKS_OK || !(todo = strdup(path))) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -120,24 +91,23 @@ int aks_fs_resolve(const char *root, const char *path, char **rel_out)
 			continue;
 		}
 		if (n == 2 && p[0] == '.' && p[1] == '.') {
-			char *slash = strrchr(res.s, '/');
-			res.len = slash ? (size_t)(slash - res.s) : 0;
-			res.s[res.len] = '\0';
+			char *slash = strrchr(res.data, '/');
+			aks__buf_truncate(&res, slash ? (size_t)(slash - res.data) : 0);
 			p = next;
 			continue;
 		}
 		size_t keep = res.len;
-		if (sb_append(&res, "/", 1) < 0 || sb_append(&res, p, n) < 0) {
+		if (aks__buf_puts(&res, "/") != AKS_OK || aks__buf_append(&res, p, n) != AKS_OK) {
 			rc = -ENOMEM;
 			goto out;
 		}
 		struct stat st;
-		if (lstat(res.s, &st) == 0 && S_ISLNK(st.st_mode)) {
+		if (lstat(res.data, &st) == 0 && S_ISLNK(st.st_mode)) {
 			if (++links > MAX_SYMLINKS) {
 				rc = -ELOOP;
 				goto out;
 			}
-			char *target = read_link(res.s, (size_t)st.st_size);
+			char *target = read_link(res.data, (size_t)st.st_size);
 			if (!target) {
 				rc = errno == ENOMEM ? -ENOMEM : -EIO;
 				goto out;
@@ -159,8 +129,7 @@ int aks_fs_resolve(const char *root, const char *path, char **rel_out)
 			p = todo;
 			/* A relative target resolves from the link's directory, an
 			 * absolute one from the real root. */
-			res.len = todo[0] == '/' ? 0 : keep;
-			res.s[res.len] = '\0';
+			aks__buf_truncate(&res, todo[0] == '/' ? 0 : keep);
 			continue;
 		}
 		/* Not a symlink, or missing (then the rest is taken lexically, as
@@ -169,16 +138,16 @@ int aks_fs_resolve(const char *root, const char *path, char **rel_out)
 	}
 
 	size_t rl = strlen(croot);
-	if (strncmp(res.s, croot, rl) != 0 || (res.s[rl] != '\0' && res.s[rl] != '/')) {
+	if (strncmp(res.data, croot, rl) != 0 || (res.data[rl] != '\0' && res.data[rl] != '/')) {
 		rc = -EXDEV;
 		goto out;
 	}
-	const char *rel = res.s[rl] == '/' ? res.s + rl + 1 : "";
+	const char *rel = res.data[rl] == '/' ? res.data + rl + 1 : "";
 	if (!(*rel_out = strdup(rel)))
 		rc = -ENOMEM;
 out:
 	free(todo);
-	free(res.s);
+	aks__buf_free(&res);
 	free(croot);
 	return rc;
 }

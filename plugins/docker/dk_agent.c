@@ -33,7 +33,9 @@
 
 #include "agent/sha256.h"
 #include "aks_agent.h"
+#include "aks_base64.h"
 #include "aks_container.h"
+#include "aks_json.h"
 #include "dk_internal.h"
 
 /* The engine has the HELLO answered, or not, well before this: what close waits for the
@@ -75,12 +77,6 @@ static void ring_del(aks_provider_impl *prov, char (*ring)[144], size_t n, const
 #define N_ARCH   DK_ARCH_RING
 #define N_PLACED DK_PLACED_RING
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 static int get_json(dk_conn *c, const char *path, const aks_call *call, long *status,
                     json_object **out, aks_error **err)
 {
@@ -111,7 +107,7 @@ static int check_arch(dk_conn *c, const char *id, const char *image, const aks_c
 		rc = get_json(c, path, call, &status, &info, err);
 		if (rc == AKS_OK && status == 404)
 			rc = dk_gone(prov->host, id, err);
-		image = json_object_get_string(jget(info, "Image"));
+		image = json_object_get_string(aks__jget(info, "Image"));
 	}
 	if (rc == AKS_OK && image && !ring_has(prov, prov->arch_ok, N_ARCH, image)) {
 		char *q = dk_escape(image);
@@ -122,7 +118,7 @@ static int check_arch(dk_conn *c, const char *id, const char *image, const aks_c
 		free(q);
 		if (rc == AKS_OK)
 			rc = get_json(c, path, call, &status, &img, err);
-		const char *arch = json_object_get_string(jget(img, "Architecture"));
+		const char *arch = json_object_get_string(aks__jget(img, "Architecture"));
 		if (rc == AKS_OK && arch && *arch && strcmp(arch, agent_arch) != 0) {
 			if (asprintf(why,
 			             "the image of container '%s' is for architecture %s, "
@@ -154,12 +150,16 @@ static int stat_path(dk_conn *c, const char *id, const char *cpath, const aks_ca
 	*size = -1;
 	*mode = 0;
 	if (rc == AKS_OK && r.status == 200 && r.path_stat) {
-		char *js = aks_ctr_b64_decode(r.path_stat, strlen(r.path_stat), NULL);
-		json_object *j = js ? json_tokener_parse(js) : NULL;
+		unsigned char *js = NULL;
+		size_t jn = 0;
+		json_object *j = aks__base64_decode(r.path_stat, strlen(r.path_stat),
+		                                    AKS_BASE64_LOOSE, &js, &jn) == AKS_OK
+		                     ? json_tokener_parse((const char *)js)
+		                     : NULL;
 		free(js);
 		*exists = true;
-		*size = json_object_get_int64(jget(j, "size"));
-		*mode = (uint32_t)json_object_get_int64(jget(j, "mode"));
+		*size = json_object_get_int64(aks__jget(j, "size"));
+		*mode = (uint32_t)json_object_get_int64(aks__jget(j, "mode"));
 		json_object_put(j);
 	} else if (rc == AKS_OK && r.status == 404) {
 		char *msg = dk_engine_message(&r);
@@ -213,7 +213,7 @@ static int put_agent(dk_conn *c, const char *id, bool in_dir, const aks_call *ca
 	const aks_host_api *host = prov->host;
 	size_t size;
 	const void *bin = aks_agent_program_data(prov->agent, &size);
-	dk_buf tar = {0};
+	aks_buf tar = {0};
 	if (aks_ctr_tar_file_mode(in_dir ? DK_AGENT_NAME : DK_AGENT_DIR_REL "/" DK_AGENT_NAME, bin,
 	                          size, !in_dir, 0755, &tar.data, &tar.len) < 0)
 		return host->error_set(err, AKS_ENOMEM, "cannot make a tar of aksandbox-agent");
@@ -237,7 +237,7 @@ static int put_agent(dk_conn *c, const char *id, bool in_dir, const aks_call *ca
 		free(msg);
 	}
 	dk_req_free(&r);
-	dk_buf_free(&tar);
+	aks__buf_free(&tar);
 	if (rc == AKS_OK && !*why)
 		ring_add(prov, prov->placed, N_PLACED, &prov->placed_next, id);
 	return rc;
@@ -363,12 +363,12 @@ static int dk_agent_check(void *vsb, const aks_call *call, aks_error **err)
 	int rc = get_json(&sb->conn, path, call, &status, &info, err);
 	if (rc == AKS_OK && status == 404)
 		rc = dk_gone(host, sb->id, err);
-	json_object *state = jget(info, "State");
-	if (rc == AKS_OK && state && !json_object_get_boolean(jget(state, "Running"))) {
+	json_object *state = aks__jget(info, "State");
+	if (rc == AKS_OK && state && !json_object_get_boolean(aks__jget(state, "Running"))) {
 		/* gVisor's whole sandbox is what its memory limit kills: exit 137, often with no
 		 * OOMKilled flag (the cgroup killed the sandbox, not a process in it) */
-		int code = json_object_get_int(jget(state, "ExitCode"));
-		bool oom = json_object_get_boolean(jget(state, "OOMKilled")) || code == 137;
+		int code = json_object_get_int(aks__jget(state, "ExitCode"));
+		bool oom = json_object_get_boolean(aks__jget(state, "OOMKilled")) || code == 137;
 		rc = host->error_set(
 		    err, AKS_EIO, "container '%s' stopped (exit code %d%s)", sb->id, code,
 		    oom ? ": killed, most likely for going over its memory limit" : "");

@@ -36,7 +36,7 @@ typedef struct demux {
 	dk_conn *conn;
 	aks_result *out;    /* NULL: discard */
 	int status_checked; /* 0 unknown, 1 a 200 stream, -1 an error body */
-	dk_buf errbody;
+	aks_buf errbody;
 	unsigned char hdr[8];
 	size_t hlen;
 	size_t remaining;
@@ -52,7 +52,7 @@ static bool demux_sink(void *ctx, const char *data, size_t len)
 		d->status_checked = status == 200 || status == 101 ? 1 : -1;
 	}
 	if (d->status_checked < 0)
-		return dk_buf_add(&d->errbody, data, len) == 0;
+		return aks__buf_append(&d->errbody, data, len) == AKS_OK;
 	while (len) {
 		if (!d->remaining) {
 			size_t take = 8 - d->hlen < len ? 8 - d->hlen : len;
@@ -220,7 +220,7 @@ static int sweep(aks_sandbox_impl *sb, const char *marker, const aks_call *quick
 	r.body_len = strlen(r.body);
 	rc = dk_request(&sb->conn, &r, quick, e);
 	dk_req_free(&r);
-	dk_buf_free(&d.errbody);
+	aks__buf_free(&d.errbody);
 	int code = -1;
 	if (rc == AKS_OK && (rc = exec_exit_code(sb, exec_id, quick, &code, e)) == AKS_OK &&
 	    code != 0)
@@ -308,7 +308,7 @@ static int run_argv(aks_sandbox_impl *sb, const char *const *argv, const char *w
 		if (e)
 			host->error_free(e);
 		dk_req_free(&r);
-		dk_buf_free(&d.errbody);
+		aks__buf_free(&d.errbody);
 		kill_marked(sb, marker, exec_id);
 		free(exec_id);
 		if (out) {
@@ -333,7 +333,7 @@ static int run_argv(aks_sandbox_impl *sb, const char *const *argv, const char *w
 		                                    &ereq, err);
 	}
 	dk_req_free(&r);
-	dk_buf_free(&d.errbody);
+	aks__buf_free(&d.errbody);
 	if (rc == AKS_OK)
 		rc = exec_exit_code(sb, exec_id, call, exit_code, err);
 	free(exec_id);

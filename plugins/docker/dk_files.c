@@ -25,6 +25,7 @@
 #include <archive.h>
 
 #include "aks_agent.h"
+#include "aks_base64.h"
 #include "aks_container.h"
 #include "dk_internal.h"
 
@@ -66,8 +67,12 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 	free(path);
 	if (rc == AKS_OK) {
 		if (r.status == 200 && r.path_stat) {
-			char *js = aks_ctr_b64_decode(r.path_stat, strlen(r.path_stat), NULL);
-			json_object *j = js ? json_tokener_parse(js) : NULL, *v = NULL;
+			unsigned char *js = NULL;
+			size_t js_len = 0;
+			json_object *j = NULL, *v = NULL;
+			if (aks__base64_decode(r.path_stat, strlen(r.path_stat), AKS_BASE64_LOOSE,
+			                       &js, &js_len) == AKS_OK)
+				j = json_tokener_parse((const char *)js);
 			free(js);
 			st->exists = true;
 			if (j && json_object_object_get_ex(j, "mode", &v))
@@ -171,7 +176,7 @@ int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data
 {
 	aks_sandbox_impl *sb = vsb;
 	const aks_host_api *host = sb->prov->host;
-	dk_buf tar = {0};
+	aks_buf tar = {0};
 	if (aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false, &tar.data, &tar.len) <
 	    0)
 		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
@@ -194,7 +199,7 @@ int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data
 		free(msg);
 	}
 	dk_req_free(&r);
-	dk_buf_free(&tar);
+	aks__buf_free(&tar);
 	return rc;
 }
 

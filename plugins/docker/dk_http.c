@@ -17,37 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aks_container.h"
+#include "aks_curl.h"
 #include "dk_internal.h"
 
 #define DEFAULT_SOCKET "/var/run/docker.sock"
-
-/* ---- buffers ------------------------------------------------------------------ */
-
-int dk_buf_add(dk_buf *b, const void *data, size_t len)
-{
-	if (b->len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 4096;
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		char *d = realloc(b->data, cap);
-		if (!d)
-			return -1;
-		b->data = d;
-		b->cap = cap;
-	}
-	if (len)
-		memcpy(b->data + b->len, data, len);
-	b->len += len;
-	b->data[b->len] = '\0';
-	return 0;
-}
-
-void dk_buf_free(dk_buf *b)
-{
-	free(b->data);
-	b->data = NULL;
-	b->len = b->cap = 0;
-}
 
 /* ---- small helpers ----------------------------------------------------------------- */
 
@@ -128,25 +102,7 @@ json_object *dk_resp_json(const dk_req *r)
 
 char *dk_engine_message(const dk_req *r)
 {
-	json_object *j = dk_resp_json(r);
-	json_object *m = NULL;
-	char *msg = NULL;
-	if (j && json_object_object_get_ex(j, "message", &m))
-		msg = strdup(json_object_get_string(m));
-	json_object_put(j);
-	if (!msg) {
-		const char *body = r->resp.data && r->resp.len ? r->resp.data : "";
-		msg = strndup(body, 500);
-		/* trailing newline of a plain-text body */
-		size_t n = msg ? strlen(msg) : 0;
-		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-			msg[--n] = '\0';
-		if (msg && !*msg) {
-			free(msg);
-			if (asprintf(&msg, "HTTP status %ld", r->status) < 0)
-				msg = NULL;
-		}
-	}
+	char *msg = aks_ctr_http_message(r->resp.data, r->status);
 	return msg ? msg : strdup("(out of memory)");
 }
 
@@ -293,7 +249,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 		}
 		return n;
 	}
-	return dk_buf_add(&r->resp, data, n) == 0 ? n : 0;
+	return aks__buf_append(&r->resp, data, n) == AKS_OK ? n : 0;
 }
 
 static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
@@ -316,7 +272,7 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
 
 void dk_req_free(dk_req *r)
 {
-	dk_buf_free(&r->resp);
+	aks__buf_free(&r->resp);
 	free(r->path_stat);
 	r->path_stat = NULL;
 	if (r->headers)
@@ -405,19 +361,6 @@ void dk_end(dk_conn *c, dk_req *r)
 	}
 }
 
-/* Time and cancellation, checked between transfer steps. */
-static int check_call(const aks_host_api *host, const aks_call *call, aks_error **err)
-{
-	if (!call)
-		return AKS_OK;
-	if (host->cancelled && host->cancelled(call))
-		return host->error_set(err, AKS_ECANCELLED, "the call was cancelled");
-	if (call->deadline_ms > 0 && host->now_ms() >= call->deadline_ms)
-		return host->error_set(err, AKS_ETIMEOUT, "docker exceeded timeout %gs",
-		                       call->timeout);
-	return AKS_OK;
-}
-
 /* One step: let libcurl work, then wait for socket activity, the cancel
  * descriptor or the deadline. Sets r->done when the transfer ended. */
 int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)
@@ -437,28 +380,7 @@ int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)
 		curl_easy_getinfo(c->easy, CURLINFO_RESPONSE_CODE, &r->status);
 		return AKS_OK;
 	}
-	int rc = check_call(host, call, err);
-	if (rc != AKS_OK)
-		return rc;
-	long wait_ms = 1000;
-	if (call && call->deadline_ms > 0) {
-		int64_t left_ms = call->deadline_ms - host->now_ms();
-		if (left_ms < wait_ms)
-			wait_ms = left_ms < 0 ? 0 : (long)left_ms;
-	}
-	struct curl_waitfd extra = {0};
-	unsigned nextra = 0;
-	int cfd =
-	    call && AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd ? host->cancel_fd(call) : -1;
-	if (cfd >= 0) {
-		extra.fd = cfd;
-		extra.events = CURL_WAIT_POLLIN;
-		nextra = 1;
-	}
-	if (curl_multi_poll(c->multi, nextra ? &extra : NULL, nextra, (int)wait_ms, NULL) !=
-	    CURLM_OK)
-		return host->error_set(err, AKS_ERROR, "libcurl failed to wait");
-	return AKS_OK;
+	return aks_ctr_multi_wait(host, c->multi, call, DK_NAME, err);
 }
 
 int dk_request(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err)

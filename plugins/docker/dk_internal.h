@@ -18,6 +18,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_buf.h"
+
 #define DK_NAME      "docker"
 #define DK_API       "/v1.41"
 #define DK_WORKSPACE "/workspace"
@@ -98,16 +100,6 @@ struct aks_sandbox_impl {
 	aks_agent_session *agent; /* runs the operations, through the agent or per call */
 };
 
-/* ---- buffers ---------------------------------------------------------------- */
-
-typedef struct dk_buf {
-	char *data;
-	size_t len, cap;
-} dk_buf;
-
-int dk_buf_add(dk_buf *b, const void *data, size_t len);
-void dk_buf_free(dk_buf *b);
-
 /* ---- HTTP (dk_http.c) ------------------------------------------------------- */
 
 /* Receives the response body; returns false to abort the transfer. */
@@ -123,7 +115,7 @@ typedef struct dk_req {
 	void *sink_ctx;
 	/* out */
 	long status;
-	dk_buf resp;
+	aks_buf resp;
 	char *path_stat; /* X-Docker-Container-Path-Stat, if sent */
 	/* private */
 	struct curl_slist *headers;

@@ -190,7 +190,7 @@ static int send_all(dk_stream *s, const char *data, size_t len, const aks_call *
 }
 
 /* Reads until the connection closes, `want` bytes are in b, or the deadline. */
-static void read_body(dk_stream *s, dk_buf *b, size_t want, int64_t deadline)
+static void read_body(dk_stream *s, aks_buf *b, size_t want, int64_t deadline)
 {
 	char tmp[4096];
 	while (b->len < want && b->len < HEAD_MAX) {
@@ -201,7 +201,7 @@ static void read_body(dk_stream *s, dk_buf *b, size_t want, int64_t deadline)
 				return;
 			continue;
 		}
-		if (cc != CURLE_OK || n == 0 || dk_buf_add(b, tmp, n) < 0)
+		if (cc != CURLE_OK || n == 0 || aks__buf_append(b, tmp, n) != AKS_OK)
 			return;
 	}
 }
@@ -233,7 +233,7 @@ static int handshake(dk_stream *s, const char *exec_id, const char *container, c
 	free(req);
 	if (rc != AKS_OK)
 		return rc;
-	dk_buf head = {0};
+	aks_buf head = {0};
 	char *end = NULL;
 	while (!end) {
 		char tmp[4096];
@@ -252,7 +252,7 @@ static int handshake(dk_stream *s, const char *exec_id, const char *container, c
 			                     container);
 			goto out;
 		}
-		if (dk_buf_add(&head, tmp, got) < 0) {
+		if (aks__buf_append(&head, tmp, got) != AKS_OK) {
 			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			goto out;
 		}
@@ -295,7 +295,7 @@ static int handshake(dk_stream *s, const char *exec_id, const char *container, c
 		                     msg);
 	free(msg);
 out:
-	dk_buf_free(&head);
+	aks__buf_free(&head);
 	return rc;
 }
 

@@ -19,6 +19,7 @@
 
 #include "aks_agent.h"
 #include "aks_container.h"
+#include "aks_json.h"
 #include "dk_internal.h"
 
 #ifndef DK_VERSION
@@ -79,27 +80,6 @@ static const aks_config_key dk_config_keys[] = {
 
 /* ---- provider instance ------------------------------------------------------------------ */
 
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
-static char **copy_strv(const char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **c = calloc(n + 1, sizeof(*c));
-	for (size_t i = 0; c && i < n; i++)
-		if (!(c[i] = strdup(v[i]))) {
-			free_strv(c);
-			return NULL;
-		}
-	return c;
-}
-
 static void dk_fini(aks_provider_impl *prov)
 {
 	if (!prov)
@@ -109,8 +89,8 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->runtime);
 	free(prov->attach_to);
 	free(prov->python);
-	free_strv(prov->labels);
-	free_strv(prov->env);
+	aks__strv_free(prov->labels);
+	aks__strv_free(prov->env);
 	aks_agent_program_free(prov->agent);
 	pthread_mutex_destroy(&prov->agent_mu);
 	free(prov);
@@ -157,7 +137,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    (runtime && *runtime && strcmp(runtime, "docker") != 0 &&
 	     !(prov->runtime = strdup(runtime))) ||
 	    (attach_to && *attach_to && !(prov->attach_to = strdup(attach_to))) ||
-	    !(prov->labels = copy_strv(labels)))
+	    !(prov->labels = aks__strv_dup(labels)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	size_t n = 0;
 	while (env && env[2 * n])
@@ -280,15 +260,9 @@ static int inspect(dk_conn *c, const char *id, const aks_call *call, json_object
 	return rc;
 }
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
 static bool has_our_label(json_object *labels)
 {
-	json_object *v = jget(labels, DK_LABEL);
+	json_object *v = aks__jget(labels, DK_LABEL);
 	return v && strcmp(json_object_get_string(v), "1") == 0;
 }
 
@@ -299,9 +273,9 @@ int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_erro
 	int rc = inspect(c, id, call, &info, err);
 	if (rc != AKS_OK)
 		return rc;
-	json_object *state = jget(info, "State");
-	bool running = json_object_get_boolean(jget(state, "Running"));
-	bool paused = json_object_get_boolean(jget(state, "Paused"));
+	json_object *state = aks__jget(info, "State");
+	bool running = json_object_get_boolean(aks__jget(state, "Running"));
+	bool paused = json_object_get_boolean(aks__jget(state, "Paused"));
 	json_object_put(info);
 	if (running && !paused)
 		return AKS_OK;
@@ -387,11 +361,11 @@ static int check_existing(aks_provider_impl *prov, json_object *info, const aks_
 {
 	if (!p)
 		return AKS_OK;
-	json_object *hc = jget(info, "HostConfig");
-	const char *net = json_object_get_string(jget(hc, "NetworkMode"));
-	int64_t mem = json_object_get_int64(jget(hc, "Memory"));
-	int64_t nano = json_object_get_int64(jget(hc, "NanoCpus"));
-	bool ro = json_object_get_boolean(jget(hc, "ReadonlyRootfs"));
+	json_object *hc = aks__jget(info, "HostConfig");
+	const char *net = json_object_get_string(aks__jget(hc, "NetworkMode"));
+	int64_t mem = json_object_get_int64(aks__jget(hc, "Memory"));
+	int64_t nano = json_object_get_int64(aks__jget(hc, "NanoCpus"));
+	bool ro = json_object_get_boolean(aks__jget(hc, "ReadonlyRootfs"));
 	const char *unmet = NULL;
 	if (p->network_egress == AKS_EGRESS_DENY && !(net && strcmp(net, "none") == 0))
 		unmet = "network egress deny (its NetworkMode is not none)";
@@ -505,7 +479,7 @@ static int pull_image(dk_conn *c, const aks_call *call, char **why, aks_error **
 			while (line > r.resp.data && line[-1] != '\n')
 				line--;
 			json_object *j = json_tokener_parse(line);
-			json_object *msg = jget(j, "error");
+			json_object *msg = aks__jget(j, "error");
 			*why = strdup(msg ? json_object_get_string(msg) : "the pull failed");
 			json_object_put(j);
 		}
@@ -783,7 +757,7 @@ static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, a
 	bool ours = false;
 	if (rc == AKS_OK && r.status == 200) {
 		json_object *j = dk_resp_json(&r);
-		ours = has_our_label(jget(j, "Labels"));
+		ours = has_our_label(aks__jget(j, "Labels"));
 		json_object_put(j);
 	}
 	dk_req_free(&r);
@@ -815,7 +789,7 @@ static int dk_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks
 	aks_error *e = NULL;
 	rc = inspect(&c, sandbox_id, call, &info, &e);
 	if (rc == AKS_OK) {
-		if (has_our_label(jget(jget(info, "Config"), "Labels"))) {
+		if (has_our_label(aks__jget(aks__jget(info, "Config"), "Labels"))) {
 			rc = remove_container(&c, sandbox_id, call, err);
 		} else {
 			host->log(

@@ -22,7 +22,7 @@
 #include "agent/sha256.h"
 #include "aks_agent.h"
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 /* Placement and start get their own budget (keeping the call's cancellation): the first
  * operation's timeout is for the operation. */
@@ -73,13 +73,6 @@ static const char place_script[] =
 static const char *const created_dirs[] = {"/.aksandbox", "/tmp/.aksandbox", NULL};
 static const char *const attached_dirs[] = {"/tmp/.aksandbox", "/var/tmp/.aksandbox", "/.aksandbox",
                                             NULL};
-
-static void trim(k8s_buf *b)
-{
-	while (b->len && (b->data[b->len - 1] == '\n' || b->data[b->len - 1] == '\r' ||
-	                  b->data[b->len - 1] == ' '))
-		b->data[--b->len] = '\0';
-}
 
 /* argv: sh -c SCRIPT sh NAME SIZE SHA256 DIR... */
 static const char **script_argv(const aks_sandbox_impl *sb, const char *script, char *size,
@@ -132,7 +125,7 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 		host->error_set(err, AKS_ENOMEM, "out of memory");
 		return PLACE_ERROR;
 	}
-	k8s_buf out = {0}, errb = {0};
+	aks_buf out = {0}, errb = {0};
 	k8s_exec_opts o = {.argv = argv,
 	                   .workdir = "/",
 	                   .capture = &out,
@@ -144,10 +137,10 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 	place_outcome res = PLACE_ERROR;
 	if (rc != AKS_OK)
 		goto out;
-	trim(&out);
+	aks__buf_rtrim(&out, "\r\n ");
 	char *nl = out.data ? strchr(out.data, '\n') : NULL;
 	if (code != 0 || !nl) {
-		trim(&errb);
+		aks__buf_rtrim(&errb, "\r\n ");
 		if (asprintf(why, "the probe failed (exit %d: %s)", code,
 		             errb.len ? errb.data : "no output") < 0)
 			*why = NULL;
@@ -171,8 +164,8 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 		goto out;
 	}
 	/* not there: copy it in */
-	k8s_buf_free(&out);
-	k8s_buf_free(&errb);
+	aks__buf_free(&out);
+	aks__buf_free(&errb);
 	argv = script_argv(sb, place_script, size, hash);
 	if (!argv) {
 		host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -189,7 +182,7 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 	free(argv);
 	if (rc != AKS_OK)
 		goto out;
-	trim(&out);
+	aks__buf_rtrim(&out, "\r\n ");
 	if (code == 0 && out.data && strncmp(out.data, "placed ", 7) == 0) {
 		*path = strdup(out.data + 7);
 		res = *path ? PLACED : PLACE_ERROR;
@@ -197,13 +190,13 @@ static place_outcome place(aks_sandbox_impl *sb, const aks_call *call, char **pa
 			host->error_set(err, AKS_ENOMEM, "out of memory");
 		goto out;
 	}
-	trim(&errb);
+	aks__buf_rtrim(&errb, "\r\n ");
 	if (asprintf(why, "%s", out.len ? out.data : errb.len ? errb.data : "placement failed") < 0)
 		*why = NULL;
 	res = NOT_PLACED;
 out:
-	k8s_buf_free(&out);
-	k8s_buf_free(&errb);
+	aks__buf_free(&out);
+	aks__buf_free(&errb);
 	if (res == NOT_PLACED && !*why)
 		host->error_set(err, AKS_ENOMEM, "out of memory");
 	return res == NOT_PLACED && !*why ? PLACE_ERROR : res;

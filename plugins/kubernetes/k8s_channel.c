@@ -15,7 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_internal.h"
+#include "aks_json.h"
+#include "k8s_pure.h"
 
 void k8s_demux_init(k8s_demux *d, k8s_out_fn out, void *ctx)
 {
@@ -27,7 +28,7 @@ void k8s_demux_init(k8s_demux *d, k8s_out_fn out, void *ctx)
 
 void k8s_demux_fini(k8s_demux *d)
 {
-	k8s_buf_free(&d->status);
+	aks__buf_free(&d->status);
 }
 
 void k8s_demux_feed(k8s_demux *d, const void *data, size_t len, bool first)
@@ -57,25 +58,13 @@ void k8s_demux_feed(k8s_demux *d, const void *data, size_t len, bool first)
 			d->status_truncated = true;
 			len = room;
 		}
-		if (len && k8s_buf_add(&d->status, p, len) < 0)
+		if (len && aks__buf_append(&d->status, p, len) != AKS_OK)
 			d->status_truncated = true;
 		break;
 	}
 	default:
 		break; /* stdin echo, resize: nothing for us */
 	}
-}
-
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
 static bool parse_int(const char *s, int *out)
@@ -103,30 +92,30 @@ int k8s_status_exit_code(const char *status, size_t len, int *exit_code, k8s_err
 	json_object *j = json_tokener_parse_ex(tok, status, (int)(len > INT_MAX ? INT_MAX : len));
 	json_tokener_free(tok);
 	int rc = AKS_OK;
-	const char *st = jstr(j, "status");
+	const char *st = aks__jstr(j, "status");
 	if (!j || !json_object_is_type(j, json_type_object) || !st) {
 		rc = k8s_err_set(e, AKS_ERROR, "exec failed: %.*s", (int)(len > 500 ? 500 : len),
 		                 status);
 	} else if (strcmp(st, "Success") == 0) {
 		*exit_code = 0;
 	} else {
-		const char *reason = jstr(j, "reason");
+		const char *reason = aks__jstr(j, "reason");
 		bool found = false;
 		if (reason && strcmp(reason, "NonZeroExitCode") == 0) {
-			json_object *causes = jget(jget(j, "details"), "causes");
+			json_object *causes = aks__jget(aks__jget(j, "details"), "causes");
 			size_t n = json_object_is_type(causes, json_type_array)
 			               ? json_object_array_length(causes)
 			               : 0;
 			for (size_t i = 0; i < n && !found; i++) {
 				json_object *c = json_object_array_get_idx(causes, i);
-				const char *cr = jstr(c, "reason");
+				const char *cr = aks__jstr(c, "reason");
 				if (cr && strcmp(cr, "ExitCode") == 0 &&
-				    parse_int(jstr(c, "message"), exit_code))
+				    parse_int(aks__jstr(c, "message"), exit_code))
 					found = true;
 			}
 		}
 		if (!found) {
-			const char *msg = jstr(j, "message");
+			const char *msg = aks__jstr(j, "message");
 			rc = k8s_err_set(e, AKS_ERROR, "exec failed: %s",
 			                 msg && *msg ? msg : (reason ? reason : st));
 		}

@@ -34,7 +34,7 @@
 #include <openssl/x509.h>
 
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #define MARKER_VAR AKS_CTR_MARKER_VAR
 /* The request line carries the command: an argument at most this long
@@ -85,13 +85,13 @@ static bool on_output(void *ctx, int channel, const char *data, size_t len)
 {
 	xs *x = ctx;
 	const k8s_exec_opts *o = x->o;
-	k8s_buf *cap = channel == K8S_CH_STDOUT ? o->capture : o->capture_err;
+	aks_buf *cap = channel == K8S_CH_STDOUT ? o->capture : o->capture_err;
 	if (cap) {
 		if (cap->len + len > o->capture_max) {
 			x->capture_over = true;
 			return false;
 		}
-		return k8s_buf_add(cap, data, len) == 0;
+		return aks__buf_append(cap, data, len) == AKS_OK;
 	}
 	if (o->out) /* the host bounds and counts what it keeps */
 		x->sb->prov->host->result_write(
@@ -394,33 +394,25 @@ bool k8s_parse_server(const char *s, k8s_url *u)
 
 char *k8s_exec_path(aks_sandbox_impl *sb, const char *const *argv, bool with_stdin)
 {
-	k8s_buf b = {0};
+	aks_buf b = AKS_BUF_INIT;
 	char *ns = k8s_escape(sb->ns), *pod = k8s_escape(sb->pod);
-	bool ok = ns && pod;
-	char head[512];
-	if (ok) {
-		snprintf(head, sizeof(head), "/api/v1/namespaces/%s/pods/%s/exec?", ns, pod);
-		ok = k8s_buf_add(&b, head, strlen(head)) == 0;
-	}
-	if (ok && !sb->external)
-		ok = k8s_buf_add(&b, "container=sandbox&", 18) == 0;
+	bool ok = ns && pod &&
+	          aks__buf_printf(&b, "/api/v1/namespaces/%s/pods/%s/exec?%s", ns, pod,
+	                          sb->external ? "" : "container=sandbox&") == AKS_OK;
 	for (const char *const *a = argv; ok && *a; a++) {
 		char *e = k8s_escape(*a);
-		ok = e && k8s_buf_add(&b, "command=", 8) == 0 &&
-		     k8s_buf_add(&b, e, strlen(e)) == 0 && k8s_buf_add(&b, "&", 1) == 0;
+		ok = e && aks__buf_printf(&b, "command=%s&", e) == AKS_OK;
 		free(e);
 	}
-	const char *tail = with_stdin ? "stdin=true&stdout=true&stderr=true&tty=false"
-	                              : "stdout=true&stderr=true&tty=false";
-	if (ok)
-		ok = k8s_buf_add(&b, tail, strlen(tail)) == 0;
+	ok = ok && aks__buf_puts(&b, with_stdin ? "stdin=true&stdout=true&stderr=true&tty=false"
+	                                        : "stdout=true&stderr=true&tty=false") == AKS_OK;
 	free(ns);
 	free(pod);
 	if (!ok) {
-		k8s_buf_free(&b);
+		aks__buf_free(&b);
 		return NULL;
 	}
-	return b.data;
+	return aks__buf_steal(&b);
 }
 
 /* After a failed upgrade: the same URL as a plain GET makes the API server

@@ -23,17 +23,11 @@
 #include <archive.h>
 
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #define NOT_FOUND_EXIT 44
 #define DOWNLOAD_MAX   (512u << 20)
 #define STDERR_MAX     65536
-
-static void trim(k8s_buf *b)
-{
-	while (b->len && (b->data[b->len - 1] == '\n' || b->data[b->len - 1] == '\r'))
-		b->data[--b->len] = '\0';
-}
 
 int k8s_sandbox_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err)
 {
@@ -59,11 +53,11 @@ int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 		return host->error_set(err, AKS_EINVAL, "path '%s' names %s, not a file", path,
 		                       K8S_WORKSPACE);
 	}
-	k8s_buf tar = {0};
+	aks_buf tar = {0};
 	if (aks_ctr_tar_file(cpath + sizeof(K8S_WORKSPACE), data, len, true, &tar.data, &tar.len) <
 	    0) {
 		free(cpath);
-		k8s_buf_free(&tar);
+		aks__buf_free(&tar);
 		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
 	}
 	tar.cap = tar.len + 1;
@@ -71,7 +65,7 @@ int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 	char script[128];
 	snprintf(script, sizeof(script), "head -c %zu | tar -xf -", tar.len);
 	const char *argv[] = {"/bin/sh", "-c", script, NULL};
-	k8s_buf errb = {0};
+	aks_buf errb = {0};
 	k8s_exec_opts o = {.argv = argv,
 	                   .stdin_data = tar.data,
 	                   .stdin_len = tar.len,
@@ -80,12 +74,12 @@ int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 	int code = -1;
 	rc = k8s_exec(sb, &o, call, &code, err);
 	if (rc == AKS_OK && code != 0) {
-		trim(&errb);
+		aks__buf_rtrim(&errb, "\r\n");
 		rc = host->error_set(err, AKS_EIO, "upload of '%s' to pod '%s' failed: %s", path,
 		                     sb->id, errb.len ? errb.data : "tar exited non-zero");
 	}
-	k8s_buf_free(&errb);
-	k8s_buf_free(&tar);
+	aks__buf_free(&errb);
+	aks__buf_free(&tar);
 	return rc;
 }
 
@@ -114,7 +108,7 @@ int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	snprintf(script, sizeof(script), "[ -f \"$1\" ] || exit %d; exec tar -chf - \"$1\"",
 	         NOT_FOUND_EXIT);
 	const char *argv[] = {"/bin/sh", "-c", script, "sh", rel, NULL};
-	k8s_buf tar = {0}, errb = {0};
+	aks_buf tar = {0}, errb = {0};
 	k8s_exec_opts o = {
 	    .argv = argv, .capture = &tar, .capture_err = &errb, .capture_max = DOWNLOAD_MAX};
 	int code = -1;
@@ -123,7 +117,7 @@ int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	if (rc == AKS_OK && code == NOT_FOUND_EXIT)
 		rc = not_found(host, path, err);
 	else if (rc == AKS_OK && code != 0) {
-		trim(&errb);
+		aks__buf_rtrim(&errb, "\r\n");
 		rc = host->error_set(err, AKS_EIO, "download of '%s' from pod '%s' failed: %s",
 		                     path, sb->id, errb.len ? errb.data : "tar exited non-zero");
 	}
@@ -140,7 +134,7 @@ int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 			                     archive_error_string(a));
 		archive_read_free(a);
 	}
-	k8s_buf_free(&tar);
-	k8s_buf_free(&errb);
+	aks__buf_free(&tar);
+	aks__buf_free(&errb);
 	return rc;
 }

@@ -2,200 +2,208 @@
  * plugins/kubernetes/k8s_internal.h - shared by the kubernetes plugin's files.
  *
  * Layers, each in its own file and each testable on its own:
- *   k8s_util.c       errors, buffers, base64
+ *   k8s_util.c       errors without the host, whole-file reads
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
- *   k8s_channel.c    the exec WebSocket's channel framing and status (pure)
+ *   k8s_channel.c    the exec WebSocket's channel framing and status
  *   k8s_rest.c       the REST client (libcurl), impersonation, API errors
  *   k8s_exec.c       exec over WebSocket (libwebsockets)
+ *   k8s_stream.c     the agent's long-lived exec stream
  *   k8s_files.c      files as tar (libarchive) through exec
+ *   k8s_agent.c      aksandbox-agent in the pod
  *   kubernetes.c     the descriptor, the instance and the sandbox lifecycle
- * The first four never touch the host table, so unit tests and fuzz targets
- * link them without the core.
+ * The first four never touch the host table: they are declared in k8s_pure.h (included
+ * here) and built as libk8s-pure, so unit tests and fuzz targets link them without the
+ * core. This header adds the layers that need the host, libcurl and libwebsockets.
  */
 #ifndef K8S_INTERNAL_H
 #define K8S_INTERNAL_H
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
+#include <pthread.h>
 
-#include <json-c/json.h>
+#include <curl/curl.h>
 
-#include <aksandbox/plugin.h>
-#include <aksandbox/provider.h>
+#include "k8s_pure.h"
 
-#define K8S_NAME      "kubernetes"
-#define K8S_WORKSPACE "/workspace"
-/* Where aksandbox-agent is placed in the pods we create: an emptyDir of its own, so a
- * read-only root filesystem does not matter and a restarted container still has it. */
-#define K8S_AGENT_DIR "/.aksandbox"
-/* Pods are K8S_POD_PREFIX + 12 hex digits, as the reference. */
-#define K8S_POD_PREFIX    "ak-sandbox-"
-#define K8S_MANAGED_BY    "agent-kernel"
-#define K8S_LABEL_SANDBOX "agentkernel.io/sandbox"
-#define K8S_LABEL_NAME    "agentkernel.io/sandbox-name"
-/* The in-cluster service-account directory. */
-#define K8S_SA_DIR "/var/run/secrets/kubernetes.io/serviceaccount"
+/* ---- the provider instance (kubernetes.c) ------------------------------------------- */
 
-/* ---- errors without the host (k8s_util.c) ----------------------------------------- */
+typedef struct k8s_client k8s_client;
+typedef struct k8s_stream k8s_stream;
+typedef struct aks_agent_program aks_agent_program;
+typedef struct aks_agent_session aks_agent_session;
+typedef struct aks_agent_ops aks_agent_ops;
 
-typedef struct k8s_err {
-	int code; /* aks_status */
-	char msg[1024];
-} k8s_err;
-
-/* Stores the first error only; returns code. */
-int k8s_err_set(k8s_err *e, int code, const char *fmt, ...) AKS_PRINTF(3, 4);
-
-typedef struct k8s_buf {
-	char *data; /* NUL-terminated past len */
-	size_t len, cap;
-} k8s_buf;
-
-int k8s_buf_add(k8s_buf *b, const void *data, size_t len);
-void k8s_buf_free(k8s_buf *b);
-
-/* Decodes standard or URL-safe base64, skipping whitespace; NULL on a
- * character outside the alphabet or out of memory. *out_len excludes the NUL
- * added past the end. */
-char *k8s_b64_decode(const char *s, size_t n, size_t *out_len);
-/* Standard base64 with padding, NUL-terminated. */
-char *k8s_b64_encode(const void *data, size_t len);
-/* The reference's path rule: the absolute container path for an agent's
- * path (a leading '/' means the workspace), normalised lexically, or
- * AKS_EPOLICY when it escapes K8S_WORKSPACE. */
-int k8s_safe_path(const char *path, char **out, k8s_err *e);
-/* Reads a whole file (NUL added past the end); sets errno and returns NULL on failure. */
-char *k8s_read_file(const char *path, size_t max, size_t *len);
-
-/* ---- connection configuration (k8s_kubeconfig.c) ----------------------------------- */
-
-typedef struct k8s_blob {
-	char *data; /* NUL-terminated past len; NULL when absent */
-	size_t len;
-} k8s_blob;
-
-typedef struct k8s_conn_cfg {
-	char *source;     /* "kubeconfig /path (context 'x')" or "in-cluster configuration" */
-	char *server;     /* https://host:port[/prefix], no trailing '/' */
-	char *namespace;  /* the context's namespace, or NULL */
-	k8s_blob ca;      /* PEM bundle; absent = the system's CAs */
-	k8s_blob cert;    /* client certificate, PEM */
-	k8s_blob key;     /* its key, PEM */
-	char *token;      /* bearer token */
-	char *token_file; /* re-read on every connection (rotated service-account tokens) */
-	char *tls_server_name;
-	bool insecure; /* insecure-skip-tls-verify */
-} k8s_conn_cfg;
-
-/*
- * Parses kubeconfig text. `path` names the file in messages and anchors its
- * relative paths; `context` selects a context (NULL: current-context).
- * Referenced files (certificate-authority, client-certificate, client-key,
- * tokenFile) are read here, so a missing one is a clear error now.
- */
-int k8s_kubeconfig_parse(const char *text, size_t len, const char *path, const char *context,
-                         k8s_conn_cfg *out, k8s_err *e);
-/*
- * Finds and loads the configuration: `configured` (the plugin's kubeconfig
- * key), else the first entry of KUBECONFIG, else ~/.kube/config; when none
- * of those is set and exists, the in-cluster configuration (the
- * service-account files under sa_dir, NULL = K8S_SA_DIR, and
- * KUBERNETES_SERVICE_HOST/PORT).
- */
-int k8s_conn_cfg_load(const char *configured, const char *context, const char *sa_dir,
-                      k8s_conn_cfg *out, k8s_err *e);
-void k8s_conn_cfg_free(k8s_conn_cfg *c);
-/* The bearer token for the next connection (token_file re-read), or NULL.
- * The caller frees it. */
-char *k8s_conn_token(const k8s_conn_cfg *c);
-
-/* ---- manifests (k8s_manifest.c) ---------------------------------------------------- */
-
-typedef struct k8s_pod_params {
-	const char *name;
-	const char *namespace;
-	const char *image;
-	const char *image_pull_policy;          /* NULL: the cluster's default */
-	const char *const *labels;              /* key, value pairs */
-	const char *const *node_selector;       /* key, value pairs */
-	const char *const *env;                 /* key, value pairs */
-	const char *service_account;            /* NULL: none */
-	const char *const *image_pull_secrets;  /* names */
-	const char *security_context;           /* JSON object text (pod level), NULL or {} */
-	const char *container_security_context; /* JSON object text, overlays the defaults */
-	int64_t max_lifetime;                   /* activeDeadlineSeconds; 0 = none */
-	bool agent_dir; /* an emptyDir at K8S_AGENT_DIR for aksandbox-agent */
-} k8s_pod_params;
-
-/* Whether a filesystem policy is set (any fs list non-empty). */
-bool k8s_fs_policy(const aks_policy *p);
-/* The Pod object. NULL with *e set (a malformed overlay, out of memory). */
-json_object *k8s_pod_manifest(const k8s_pod_params *pp, const aks_policy *pol, k8s_err *e);
-
-/* Called with the dropped domain entries (strict=false). */
-typedef void (*k8s_warn_fn)(void *ctx, const char *msg);
-/*
- * The NetworkPolicy for the policy's egress, or NULL with *e->code == AKS_OK
- * when none is needed (egress allow, or no policy). Domain entries are refused
- * under strict (AKS_EPOLICY), else dropped with a warning.
- */
-json_object *k8s_netpol_manifest(const char *name, const char *namespace, const aks_policy *pol,
-                                 k8s_warn_fn warn, void *warn_ctx, k8s_err *e);
-/* Python's str(ip_network(s, strict=False)) into out (64 bytes), or false. */
-bool k8s_cidr_normalize(const char *s, char *out, size_t outlen);
-/* Python's str(float): the shortest text that reads back as v, with ".0" for integers. */
-void k8s_format_cpu(double v, char *out, size_t outlen);
-
-/* ---- the exec channel protocol (k8s_channel.c) ------------------------------------ */
-
-#define K8S_PROTO_V5 "v5.channel.k8s.io"
-#define K8S_PROTO_V4 "v4.channel.k8s.io"
-
-enum {
-	K8S_CH_STDIN = 0,
-	K8S_CH_STDOUT = 1,
-	K8S_CH_STDERR = 2,
-	K8S_CH_ERROR = 3,
-	K8S_CH_RESIZE = 4,
-	K8S_CH_CLOSE = 255
+struct aks_provider_impl {
+	const aks_host_api *host;
+	k8s_conn_cfg conn;
+	/* config values: borrowed from the host's config, alive until fini */
+	const char *namespace, *image, *image_pull_policy, *attach_to, *python;
+	const char *service_account, *security_context, *container_security_context;
+	const char *const *labels, *const *node_selector, *const *env, *const *image_pull_secrets;
+	bool network_policy;
+	double create_timeout;
+	int64_t max_lifetime;
+	aks_capabilities caps;    /* the instance's */
+	aks_agent_program *agent; /* the aksandbox-agent placed in pods (disabled: per call) */
+	pthread_mutex_t lock;     /* guards clients */
+	k8s_client *clients;      /* one per identity, kept until fini */
 };
 
-/* Receives stdout (1) and stderr (2) bytes; returns false to stop. */
-typedef bool (*k8s_out_fn)(void *ctx, int channel, const char *data, size_t len);
+struct aks_sandbox_impl {
+	aks_provider_impl *prov;
+	char *id; /* <namespace>/<pod> */
+	char *ns, *pod;
+	bool external;            /* attach_to: never created by us */
+	k8s_client *client;       /* the principal's identity */
+	void *exec_ctx;           /* the libwebsockets context, made on first exec */
+	void *exec_tls;           /* its client SSL_CTX (https), ours to free after it */
+	aks_agent_session *agent; /* runs the operations: through the agent or per call */
+};
 
-/*
- * Demultiplexes received WebSocket messages. A message may arrive in
- * fragments: feed every fragment, `first` marking a message's first. The
- * first byte of a message is its channel. The status (channel 3) is kept up
- * to K8S_STATUS_MAX bytes; stdout and stderr go to `out`.
- */
-#define K8S_STATUS_MAX 65536
-typedef struct k8s_demux {
-	k8s_out_fn out;
-	void *ctx;
-	int channel; /* of the message being received; -1 before its first byte */
-	k8s_buf status;
-	bool status_truncated;
-	bool stopped; /* out returned false */
-	uint64_t bytes[3];
-} k8s_demux;
+/* ---- REST (k8s_rest.c) ----------------------------------------------------------------- */
 
-void k8s_demux_init(k8s_demux *d, k8s_out_fn out, void *ctx);
-void k8s_demux_feed(k8s_demux *d, const void *data, size_t len, bool first);
-void k8s_demux_fini(k8s_demux *d);
+struct k8s_client {
+	k8s_client *next;
+	aks_provider_impl *prov;
+	char *user;    /* NULL: the configured identity itself */
+	char **groups; /* NULL-terminated */
+	CURLSH *share; /* connections and TLS sessions, shared by this identity's requests */
+	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
+};
 
-/*
- * Turns the status channel's text into an exit code: Success -> 0;
- * NonZeroExitCode with an ExitCode cause -> n. Anything else (another
- * failure, no status at all, unparsable text) is an error whose message is
- * the server's (AKS_ERROR), with the status text in the message.
- */
-int k8s_status_exit_code(const char *status, size_t len, int *exit_code, k8s_err *e);
+typedef struct k8s_req {
+	const char *method; /* GET, POST, DELETE */
+	const char *path;   /* /api/v1/..., escaped */
+	const char *body;   /* JSON */
+	size_t body_len;
+	/* out */
+	long status;
+	aks_buf resp;
+	CURLcode result;
+	char errbuf[CURL_ERROR_SIZE];
+} k8s_req;
 
-/* Frames one message: channel byte then payload, into a fresh buffer with
- * `pre` bytes of headroom before it (LWS_PRE for lws_write). */
-unsigned char *k8s_frame(int channel, const void *data, size_t len, size_t pre, size_t *framed_len);
+/* The client of the call's principal (agent mode: the configured identity;
+ * user mode: impersonation of credentials user/groups, else subject/groups). */
+int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_client **out,
+                   aks_error **err);
+/* The configured identity's own client (destroy, cleanup). */
+int k8s_client_own(aks_provider_impl *prov, k8s_client **out, aks_error **err);
+void k8s_clients_free(aks_provider_impl *prov);
+/* One request under the call's deadline and cancellation: AKS_OK when an HTTP
+ * response came (any status); AKS_EPROVISION for an unreachable server or a
+ * TLS failure, explained; AKS_ETIMEOUT, AKS_ECANCELLED. */
+int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err);
+void k8s_req_free(k8s_req *r);
+json_object *k8s_resp_json(const k8s_req *r);
+/* An error for a non-2xx answer: "<what>: <explanation>", with what a 401 or a
+ * 403 means (the verb and resource the identity lacks). Returns code. */
+int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, aks_error **err);
+/* The headers every request of this client carries (token, impersonation),
+ * as "Name: value" strings; the caller frees the list. NULL on no memory. */
+struct curl_slist *k8s_auth_headers(k8s_client *c, bool *ok);
+char *k8s_escape(const char *s);
+/* "who" for messages: the impersonated user and groups, or the source. */
+void k8s_client_who(const k8s_client *c, char *out, size_t len);
+
+/* AKS_EGONE "sandbox pod 'ID' WHY" (the core's self-heal signal). */
+int k8s_gone(const aks_host_api *host, const char *id, const char *why, aks_error **err);
+
+/* ---- exec (k8s_exec.c) ------------------------------------------------------------------ */
+
+/* Runs argv in the sandbox's container from workdir: stdin (may be NULL)
+ * is sent then half-closed (v5) or, on v4, the command must not need EOF;
+ * stdout and stderr go to `out` (NULL: discarded) or, when capture is set,
+ * stdout is kept there whole (bounded by capture_max). On the deadline or
+ * cancellation every process of the execution is killed. */
+typedef struct k8s_exec_opts {
+	const char *const *argv;
+	const char *workdir;
+	const void *stdin_data;
+	size_t stdin_len;
+	aks_result *out;
+	aks_buf *capture;     /* stdout here instead of out */
+	aks_buf *capture_err; /* stderr here, bounded too */
+	size_t capture_max;
+	bool no_kill_wrapper; /* the kill sweep itself */
+} k8s_exec_opts;
+
+/* The reference's path rule (k8s_safe_path) with its message as the operation's error: the
+ * canonical path in the container, malloc'ed (k8s_files.c). */
+int k8s_sandbox_path(aks_sandbox_impl *sb, const char *path, char **cpath, aks_error **err);
+/* Whether the handle's pod still exists and is not being deleted: AKS_OK, AKS_EGONE, or the
+ * API's error (kubernetes.c). */
+int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err);
+int k8s_exec(aks_sandbox_impl *sb, const k8s_exec_opts *o, const aks_call *call, int *exit_code,
+             aks_error **err);
+void k8s_exec_ctx_free(aks_sandbox_impl *sb);
+int k8s_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                     const aks_call *call, aks_result *out, aks_error **err);
+int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                        aks_result *out, aks_error **err);
+/* argv from the workspace, its output to out: install_packages' per-call way. */
+int k8s_run_argv(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                 aks_result *out, aks_error **err);
+
+/* Pieces of the exec client that the agent's long-lived stream (k8s_stream.c) shares. */
+struct lws;
+struct lws_context;
+struct lws_protocols;
+typedef struct k8s_url { /* scheme://host[:port][/prefix] */
+	bool tls;
+	char host[256];
+	int port;
+	char prefix[256];
+} k8s_url;
+extern const char k8s_exec_wrapper[]; /* sh -c: $1 marker, $2 workdir, then the command */
+bool k8s_parse_server(const char *s, k8s_url *u);
+char *k8s_exec_path(aks_sandbox_impl *sb, const char *const *argv, bool with_stdin);
+/* A client context for the provider's server; *tls gets the client SSL_CTX it uses (NULL for
+ * http), which k8s_lws_context_free frees after the context: libwebsockets 4.1 cannot be
+ * trusted to free its own while other contexts exist (see k8s_exec.c). */
+struct lws_context *k8s_lws_context_new(aks_provider_impl *prov, const struct lws_protocols *protos,
+                                        void *user, void **tls, aks_error **err);
+void k8s_lws_context_free(struct lws_context *ctx, void *tls);
+int k8s_lws_add_headers(struct lws *wsi, struct curl_slist *headers, unsigned char **p,
+                        unsigned char *end);
+void k8s_random_hex(char *out, size_t nbytes);
+
+/* ---- the agent's stream (k8s_stream.c) ------------------------------------------------ */
+
+/* Opens one exec WebSocket running argv (with stdin) and bridges it to two sockets: the
+ * bytes written to *wfd go to the program's stdin (channel 0), its stdout (channel 1)
+ * comes out of *rfd, its stderr goes to the log, and the status (channel 3) ends the
+ * stream. The libwebsockets loop runs on a thread of its own for the stream's life.
+ * Closing *wfd closes the program's stdin (v5: channel 255; v4: the connection). */
+int k8s_stream_open(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
+                    k8s_stream **out, int *rfd, int *wfd, aks_error **err);
+/* Waits (a little) for the connection to end, forces it otherwise, and frees everything.
+ * Call after the sockets' other ends are closed. */
+void k8s_stream_close(k8s_stream *s);
+/* The protocol the server chose, "" before the connection. */
+const char *k8s_stream_protocol(const k8s_stream *s);
+
+/* ---- the agent (k8s_agent.c) ------------------------------------------------------------- */
+
+/* The agent module's table for this provider (plugins/common/agent/aks_agent.h). */
+extern const aks_agent_ops k8s_agent_ops;
+/* The sandbox operations: through the agent when it is up, else per call. */
+int k8s_op_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                        const aks_call *call, aks_result *out, aks_error **err);
+int k8s_op_execute_command(aks_sandbox_impl *sb, const char *command, const aks_call *call,
+                           aks_result *out, aks_error **err);
+int k8s_op_install_packages(aks_sandbox_impl *sb, const char *const *packages, const aks_call *call,
+                            aks_result *out, aks_error **err);
+int k8s_op_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                       const aks_call *call, aks_error **err);
+int k8s_op_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call,
+                         aks_result *out, aks_error **err);
+
+/* ---- files (k8s_files.c) ----------------------------------------------------------------- */
+
+int k8s_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                    const aks_call *call, aks_error **err);
+int k8s_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
+                      aks_error **err);
 
 #endif /* K8S_INTERNAL_H */

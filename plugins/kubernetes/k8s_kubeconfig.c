@@ -21,7 +21,9 @@
 
 #include <yaml.h>
 
-#include "k8s_internal.h"
+#include "aks_base64.h"
+#include "aks_file.h"
+#include "k8s_pure.h"
 
 /* Referenced files are small; anything larger is not a PEM or a token. */
 #define MAX_REF_FILE   (4u << 20)
@@ -108,10 +110,15 @@ static int load_pem(kc *k, yaml_node_t *m, const char *file_key, const char *dat
 	const char *data = get_str(k, m, data_key);
 	const char *file = get_str(k, m, file_key);
 	if (data) {
-		blob->data = k8s_b64_decode(data, strlen(data), &blob->len);
-		if (!blob->data)
+		unsigned char *bytes = NULL;
+		int rc =
+		    aks__base64_decode(data, strlen(data), AKS_BASE64_LOOSE, &bytes, &blob->len);
+		if (rc == AKS_ENOMEM)
+			return k8s_err_set(k->e, rc, "out of memory");
+		if (rc != AKS_OK)
 			return k8s_err_set(k->e, AKS_ECONFIG, "kubeconfig %s: %s: %s is not base64",
 			                   k->path, owner, data_key);
+		blob->data = (char *)bytes;
 		if (!blob->len) {
 			free(blob->data);
 			blob->data = NULL;
@@ -125,7 +132,7 @@ static int load_pem(kc *k, yaml_node_t *m, const char *file_key, const char *dat
 	char *p = resolve(k, file);
 	if (!p)
 		return k8s_err_set(k->e, AKS_ENOMEM, "out of memory");
-	blob->data = k8s_read_file(p, MAX_REF_FILE, &blob->len);
+	blob->data = aks__file_read(p, MAX_REF_FILE, &blob->len);
 	int rc = AKS_OK;
 	if (!blob->data)
 		rc = k8s_err_set(k->e, AKS_ECONFIG, "kubeconfig %s: %s: %s '%s' cannot be read: %s",
@@ -146,7 +153,7 @@ static char *trimmed(const char *s, size_t n)
 static int read_token_file(const char *path, char **token, k8s_err *e, const char *what)
 {
 	size_t n = 0;
-	char *t = k8s_read_file(path, MAX_REF_FILE, &n);
+	char *t = aks__file_read(path, MAX_REF_FILE, &n);
 	if (!t)
 		return k8s_err_set(e, AKS_ECONFIG, "%s: token file '%s' cannot be read: %s", what,
 		                   path, strerror(errno));
@@ -343,7 +350,7 @@ static int load_file(const char *path, const char *context, const char *why, k8s
                      k8s_err *e)
 {
 	size_t n = 0;
-	char *text = k8s_read_file(path, MAX_KUBECONFIG, &n);
+	char *text = aks__file_read(path, MAX_KUBECONFIG, &n);
 	if (!text)
 		return k8s_err_set(e, AKS_ECONFIG, "kubeconfig %s (%s) cannot be read: %s", path,
 		                   why, strerror(errno));
@@ -375,7 +382,7 @@ static int in_cluster(const char *sa_dir, k8s_conn_cfg *out, k8s_err *e)
 	}
 	if ((rc = read_token_file(tok, &out->token, e, "in-cluster configuration")) != AKS_OK)
 		goto out;
-	out->ca.data = k8s_read_file(ca, MAX_REF_FILE, &out->ca.len);
+	out->ca.data = aks__file_read(ca, MAX_REF_FILE, &out->ca.len);
 	if (!out->ca.data) {
 		rc = k8s_err_set(e, AKS_ECONFIG,
 		                 "in-cluster configuration: the CA '%s' cannot be read: %s", ca,
@@ -383,7 +390,7 @@ static int in_cluster(const char *sa_dir, k8s_conn_cfg *out, k8s_err *e)
 		goto out;
 	}
 	size_t n = 0;
-	char *ns = k8s_read_file(nsf, 4096, &n);
+	char *ns = aks__file_read(nsf, 4096, &n);
 	if (ns) {
 		out->namespace = trimmed(ns, n);
 		free(ns);
@@ -454,7 +461,7 @@ char *k8s_conn_token(const k8s_conn_cfg *c)
 {
 	if (c->token_file) {
 		size_t n = 0;
-		char *t = k8s_read_file(c->token_file, MAX_REF_FILE, &n);
+		char *t = aks__file_read(c->token_file, MAX_REF_FILE, &n);
 		if (t) {
 			char *r = trimmed(t, n);
 			free(t);

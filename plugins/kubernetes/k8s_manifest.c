@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 bool k8s_fs_policy(const aks_policy *p)
 {
@@ -299,7 +299,7 @@ json_object *k8s_netpol_manifest(const char *name, const char *namespace, const 
 	json_object *egress = json_object_new_array();
 	if (pol->network_egress == AKS_EGRESS_ALLOWLIST) {
 		json_object *to = json_object_new_array();
-		k8s_buf domains = {0};
+		aks_buf domains = {0};
 		for (const char *const *a = pol->network_allow; a && *a; a++) {
 			char cidr[80];
 			if (k8s_cidr_normalize(*a, cidr, sizeof(cidr))) {
@@ -311,10 +311,8 @@ json_object *k8s_netpol_manifest(const char *name, const char *namespace, const 
 				continue;
 			}
 			/* Python's repr of the list: ['a', 'b'] */
-			if (k8s_buf_add(&domains, domains.len ? ", '" : "'", domains.len ? 3 : 1) <
-			        0 ||
-			    k8s_buf_add(&domains, *a, strlen(*a)) < 0 ||
-			    k8s_buf_add(&domains, "'", 1) < 0)
+			if (aks__buf_printf(&domains, "%s'%s'", domains.len ? ", " : "", *a) !=
+			    AKS_OK)
 				break;
 		}
 		if (domains.len && pol->strict) {
@@ -323,7 +321,7 @@ json_object *k8s_netpol_manifest(const char *name, const char *namespace, const 
 			    "NetworkPolicy cannot enforce domain-name egress entries [%s]; use "
 			    "CIDRs, or set strict=false",
 			    domains.data);
-			k8s_buf_free(&domains);
+			aks__buf_free(&domains);
 			json_object_put(to);
 			json_object_put(egress);
 			return NULL;
@@ -337,7 +335,7 @@ json_object *k8s_netpol_manifest(const char *name, const char *namespace, const 
 			    domains.data);
 			warn(warn_ctx, msg);
 		}
-		k8s_buf_free(&domains);
+		aks__buf_free(&domains);
 		if (json_object_array_length(to) > 0) {
 			json_object *rule = json_object_new_object();
 			add(rule, "to", to);

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_plugin.h"
+#include "aks_container.h"
+#include "aks_curl.h"
+#include "k8s_internal.h"
 
 /* ---- clients ------------------------------------------------------------------------- */
 
@@ -45,9 +47,7 @@ static void client_free(k8s_client *c)
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_destroy(&c->locks[i]);
 	free(c->user);
-	for (char **g = c->groups; g && *g; g++)
-		free(*g);
-	free(c->groups);
+	aks__strv_free(c->groups);
 	free(c);
 }
 
@@ -93,9 +93,7 @@ static int client_get(aks_provider_impl *prov, char *user, char **groups, k8s_cl
 			pthread_mutex_unlock(&prov->lock);
 			*out = c;
 			free(user);
-			for (char **g = groups; g && *g; g++)
-				free(*g);
-			free(groups);
+			aks__strv_free(groups);
 			return AKS_OK;
 		}
 	k8s_client *c = calloc(1, sizeof(*c));
@@ -112,9 +110,7 @@ static int client_get(aks_provider_impl *prov, char *user, char **groups, k8s_cl
 			client_free(c);
 		else {
 			free(user);
-			for (char **g = groups; g && *g; g++)
-				free(*g);
-			free(groups);
+			aks__strv_free(groups);
 		}
 		pthread_mutex_unlock(&prov->lock);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -161,9 +157,7 @@ static char **split_groups(const char *s)
 		while (b > a && (b[-1] == ' ' || b[-1] == '\t'))
 			b--;
 		if (b > a && !(v[k++] = strndup(a, (size_t)(b - a)))) {
-			for (size_t i = 0; i < k; i++)
-				free(v[i]);
-			free(v);
+			aks__strv_free(v);
 			return NULL;
 		}
 		p += len;
@@ -188,28 +182,11 @@ int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_
 		    "user-mode principal carries no user identity to impersonate "
 		    "(set credentials['user'] or subject)");
 	const char *gs = credential(principal, "groups");
-	char **groups = NULL;
-	if (gs) {
-		groups = split_groups(gs);
-	} else {
-		size_t n = 0;
-		while (principal->groups && principal->groups[n])
-			n++;
-		groups = calloc(n + 1, sizeof(*groups));
-		for (size_t i = 0; groups && i < n; i++)
-			if (!(groups[i] = strdup(principal->groups[i]))) {
-				for (size_t j = 0; j < i; j++)
-					free(groups[j]);
-				free(groups);
-				groups = NULL;
-			}
-	}
+	char **groups = gs ? split_groups(gs) : aks__strv_dup(principal->groups);
 	char *u = strdup(user);
 	if (!groups || !u) {
 		free(u);
-		for (char **g = groups; g && *g; g++)
-			free(*g);
-		free(groups);
+		aks__strv_free(groups);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	bool safe = header_safe(u);
@@ -217,9 +194,7 @@ int k8s_client_for(aks_provider_impl *prov, const aks_principal *principal, k8s_
 		safe = header_safe(*g);
 	if (!safe) {
 		free(u);
-		for (char **g = groups; *g; g++)
-			free(*g);
-		free(groups);
+		aks__strv_free(groups);
 		return host->error_set(err, AKS_EPOLICY,
 		                       "the user-mode principal's user or groups contain control "
 		                       "characters and cannot be impersonated");
@@ -317,12 +292,12 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *ctx)
 	/* API answers are small objects; a bound keeps a misbehaving peer in check */
 	if (r->resp.len + n > (64u << 20))
 		return 0;
-	return k8s_buf_add(&r->resp, data, n) == 0 ? n : 0;
+	return aks__buf_append(&r->resp, data, n) == AKS_OK ? n : 0;
 }
 
 void k8s_req_free(k8s_req *r)
 {
-	k8s_buf_free(&r->resp);
+	aks__buf_free(&r->resp);
 }
 
 json_object *k8s_resp_json(const k8s_req *r)
@@ -350,18 +325,6 @@ static void set_tls(CURL *e, const k8s_conn_cfg *cc)
 		curl_easy_setopt(e, CURLOPT_SSLKEY_BLOB, &b);
 		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
 	}
-}
-
-static int check_call(const aks_host_api *host, const aks_call *call, aks_error **err)
-{
-	if (!call)
-		return AKS_OK;
-	if (host->cancelled && host->cancelled(call))
-		return host->error_set(err, AKS_ECANCELLED, "the call was cancelled");
-	if (call->deadline_ms > 0 && host->now_ms() >= call->deadline_ms)
-		return host->error_set(err, AKS_ETIMEOUT, "kubernetes exceeded timeout %gs",
-		                       call->timeout);
-	return AKS_OK;
 }
 
 static int transport_error(k8s_client *c, const k8s_req *r, aks_error **err)
@@ -405,7 +368,7 @@ int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err
 	r->status = 0;
 	r->result = CURLE_OK;
 	r->errbuf[0] = '\0';
-	int rc = check_call(host, call, err);
+	int rc = aks_ctr_call_check(host, call, K8S_NAME, err);
 	if (rc != AKS_OK)
 		return rc;
 	CURLM *multi = curl_multi_init();
@@ -464,29 +427,8 @@ int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err
 			}
 		if (done)
 			break;
-		if ((rc = check_call(host, call, err)) != AKS_OK)
+		if ((rc = aks_ctr_multi_wait(host, multi, call, K8S_NAME, err)) != AKS_OK)
 			break;
-		long wait_ms = 1000;
-		if (call && call->deadline_ms > 0) {
-			int64_t left_ms = call->deadline_ms - host->now_ms();
-			if (left_ms < wait_ms)
-				wait_ms = left_ms < 0 ? 0 : (long)left_ms;
-		}
-		struct curl_waitfd extra = {0};
-		unsigned nextra = 0;
-		int cfd = call && AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd
-		              ? host->cancel_fd(call)
-		              : -1;
-		if (cfd >= 0) {
-			extra.fd = cfd;
-			extra.events = CURL_WAIT_POLLIN;
-			nextra = 1;
-		}
-		if (curl_multi_poll(multi, nextra ? &extra : NULL, nextra, (int)wait_ms, NULL) !=
-		    CURLM_OK) {
-			rc = host->error_set(err, AKS_ERROR, "libcurl failed to wait");
-			break;
-		}
 	}
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_multi_remove_handle(multi, e);
@@ -565,23 +507,7 @@ static void resource_of(const char *path, char *res, size_t rlen, char *ns, size
 int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, aks_error **err)
 {
 	const aks_host_api *host = c->prov->host;
-	json_object *j = k8s_resp_json(r), *m = NULL;
-	char *msg = NULL;
-	if (j && json_object_object_get_ex(j, "message", &m) && json_object_get_string(m))
-		msg = strdup(json_object_get_string(m));
-	json_object_put(j);
-	if (!msg) {
-		const char *body = r->resp.len ? r->resp.data : "";
-		msg = strndup(body, 500);
-		size_t n = msg ? strlen(msg) : 0;
-		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-			msg[--n] = '\0';
-		if (msg && !*msg) {
-			free(msg);
-			if (asprintf(&msg, "HTTP status %ld", r->status) < 0)
-				msg = NULL;
-		}
-	}
+	char *msg = aks_ctr_http_message(r->resp.data, r->status);
 	char who[512];
 	k8s_client_who(c, who, sizeof(who));
 	int rc;

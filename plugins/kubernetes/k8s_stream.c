@@ -34,7 +34,7 @@
 
 #include <libwebsockets.h>
 
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 #define QUEUE_MAX  (4u << 20) /* stdin bytes waiting for the WebSocket */
 #define SEND_CHUNK 65536      /* stdin bytes per message */

@@ -21,7 +21,8 @@
 
 #include "aks_agent.h"
 #include "aks_container.h"
-#include "k8s_plugin.h"
+#include "aks_json.h"
+#include "k8s_internal.h"
 
 #ifndef K8S_VERSION
 #error "K8S_VERSION must be defined (the package version)"
@@ -292,18 +293,6 @@ static const char *k8s_instance_description(const aks_provider_impl *prov)
 
 /* ---- API helpers ----------------------------------------------------------------------------- */
 
-static json_object *jget(json_object *o, const char *key)
-{
-	json_object *v = NULL;
-	return o && json_object_object_get_ex(o, key, &v) ? v : NULL;
-}
-
-static const char *jstr(json_object *o, const char *key)
-{
-	json_object *v = jget(o, key);
-	return v && json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
-}
-
 /* A call bounded by `seconds` from now, keeping the caller's cancellation. */
 static aks_call bounded(const aks_provider_impl *prov, const aks_call *call, double seconds)
 {
@@ -365,8 +354,8 @@ int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
 	json_object *j = NULL;
 	int rc = get_pod(sb->client, sb->ns, sb->pod, sb->id, call, &j, err);
 	if (rc == AKS_OK) {
-		const char *phase = jstr(jget(j, "status"), "phase");
-		if (jget(jget(j, "metadata"), "deletionTimestamp") ||
+		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
+		if (aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") ||
 		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
 			rc = k8s_gone(sb->prov->host, sb->id, "is terminating or terminated", err);
 	}
@@ -378,22 +367,23 @@ int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
  * last condition's message, else the phase (the reference's detail). */
 static void pod_detail(json_object *pod, char *out, size_t len)
 {
-	json_object *st = jget(pod, "status");
-	json_object *cs = jget(st, "containerStatuses");
+	json_object *st = aks__jget(pod, "status");
+	json_object *cs = aks__jget(st, "containerStatuses");
 	for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
-		json_object *w = jget(jget(json_object_array_get_idx(cs, i), "state"), "waiting");
-		const char *reason = jstr(w, "reason"), *msg = jstr(w, "message");
+		json_object *w =
+		    aks__jget(aks__jget(json_object_array_get_idx(cs, i), "state"), "waiting");
+		const char *reason = aks__jstr(w, "reason"), *msg = aks__jstr(w, "message");
 		if (reason && strcmp(reason, "ContainerCreating") != 0) {
 			snprintf(out, len, "%s%s%s", reason, msg ? ": " : "", msg ? msg : "");
 			return;
 		}
 	}
-	json_object *conds = jget(st, "conditions");
+	json_object *conds = aks__jget(st, "conditions");
 	size_t n = conds && json_object_is_type(conds, json_type_array)
 	               ? json_object_array_length(conds)
 	               : 0;
-	const char *msg = n ? jstr(json_object_array_get_idx(conds, n - 1), "message") : NULL;
-	const char *phase = jstr(st, "phase");
+	const char *msg = n ? aks__jstr(json_object_array_get_idx(conds, n - 1), "message") : NULL;
+	const char *phase = aks__jstr(st, "phase");
 	snprintf(out, len, "%s", msg ? msg : phase ? phase : "unknown");
 }
 
@@ -420,9 +410,9 @@ static int wait_running(aks_provider_impl *prov, k8s_client *c, const char *ns, 
 				host->error_free(e);
 			return rc;
 		}
-		const char *phase = jstr(jget(j, "status"), "phase");
+		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
 		pod_detail(j, detail, sizeof(detail));
-		bool deleting = jget(jget(j, "metadata"), "deletionTimestamp") != NULL;
+		bool deleting = aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") != NULL;
 		bool running = phase && strcmp(phase, "Running") == 0;
 		bool ended =
 		    phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
@@ -526,8 +516,8 @@ static int attach_pod(aks_provider_impl *prov, const char *sandbox_id, bool exte
 	if (rc == AKS_OK)
 		rc = get_pod(c, ns, pod, id, &bc, &j, err);
 	if (rc == AKS_OK) {
-		const char *phase = jstr(jget(j, "status"), "phase");
-		bool deleting = jget(jget(j, "metadata"), "deletionTimestamp") != NULL;
+		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
+		bool deleting = aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") != NULL;
 		if (deleting ||
 		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
 			rc = k8s_gone(host, id, "is terminating or terminated", err);

@@ -91,7 +91,7 @@ static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl
 	char **env = ls_env_build(prov, dir);
 	if (!sb || !env || !(sb->dir = strdup(dir))) {
 		free(sb);
-		ls_env_free(env);
+		aks__strv_free(env);
 		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	sb->prov = prov;
@@ -100,7 +100,7 @@ static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl
 	aks_agent_session_opts o = {
 	    .id = sb->dir, .cwd = sb->dir, .env = (const char *const *)env, .env_clear = true};
 	int rc = aks_agent_session_new(prov->agent, &ls_agent_ops, sb, &o, &sb->agent, err);
-	ls_env_free(env);
+	aks__strv_free(env);
 	if (rc != AKS_OK) {
 		free(sb->dir);
 		free(sb);
@@ -112,31 +112,6 @@ static int new_handle(aks_provider_impl *prov, const char *dir, aks_sandbox_impl
 
 /* ---- provider instance -------------------------------------------------------------- */
 
-static char **copy_strv(const char *const *v)
-{
-	size_t n = 0;
-	while (v && v[n])
-		n++;
-	char **c = calloc(n + 1, sizeof(*c));
-	if (!c)
-		return NULL;
-	for (size_t i = 0; i < n; i++)
-		if (!(c[i] = strdup(v[i]))) {
-			while (i)
-				free(c[--i]);
-			free(c);
-			return NULL;
-		}
-	return c;
-}
-
-static void free_strv(char **v)
-{
-	for (size_t i = 0; v && v[i]; i++)
-		free(v[i]);
-	free(v);
-}
-
 static void ls_fini(aks_provider_impl *prov)
 {
 	if (!prov)
@@ -144,8 +119,8 @@ static void ls_fini(aks_provider_impl *prov)
 	free(prov->workdir);
 	free(prov->python);
 	aks_agent_program_free(prov->agent);
-	free_strv(prov->env_passthrough);
-	free_strv(prov->env);
+	aks__strv_free(prov->env_passthrough);
+	aks__strv_free(prov->env);
 	free(prov);
 }
 
@@ -216,8 +191,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 	if (rc != AKS_OK)
 		return rc;
 	if ((workdir && *workdir && !(prov->workdir = strdup(workdir))) ||
-	    !(prov->python = strdup(python)) || !(prov->env_passthrough = copy_strv(pass)) ||
-	    !(prov->env = copy_strv(env)))
+	    !(prov->python = strdup(python)) || !(prov->env_passthrough = aks__strv_dup(pass)) ||
+	    !(prov->env = aks__strv_dup(env)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	return AKS_OK;
 }

@@ -60,7 +60,7 @@ static int ls_agent_open(void *vsb, const char *path, const aks_call *call, void
 	int to[2], from[2];
 	int rc = env && s ? pipe_pair(host, to, from, err) : AKS_ENOMEM;
 	if (rc != AKS_OK) {
-		ls_env_free(env);
+		aks__strv_free(env);
 		free(s);
 		return rc == AKS_ENOMEM ? host->error_set(err, rc, "out of memory") : rc;
 	}
@@ -75,7 +75,7 @@ static int ls_agent_open(void *vsb, const char *path, const aks_call *call, void
 		_exit(127);
 	}
 	int e = errno;
-	ls_env_free(env);
+	aks__strv_free(env);
 	close(to[0]);
 	close(from[1]);
 	if (pid < 0) {

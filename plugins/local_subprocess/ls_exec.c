@@ -25,20 +25,8 @@
 
 /* ---- the child's environment ------------------------------------------------------ */
 
-typedef struct env_list {
-	char **v;
-	size_t len, cap;
-} env_list;
-
-static void env_free(env_list *e)
-{
-	for (size_t i = 0; i < e->len; i++)
-		free(e->v[i]);
-	free(e->v);
-}
-
 /* Sets name=value, replacing an earlier value of the same name. */
-static int env_set(env_list *e, const char *name, const char *value)
+static int env_set(aks_strv *e, const char *name, const char *value)
 {
 	size_t nl = strlen(name), vl = strlen(value);
 	char *entry = malloc(nl + 1 + vl + 1);
@@ -47,29 +35,19 @@ static int env_set(env_list *e, const char *name, const char *value)
 	memcpy(entry, name, nl);
 	entry[nl] = '=';
 	memcpy(entry + nl + 1, value, vl + 1);
-	for (size_t i = 0; i < e->len; i++)
+	for (size_t i = 0; i < e->n; i++)
 		if (strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '=') {
 			free(e->v[i]);
 			e->v[i] = entry;
 			return 0;
 		}
-	if (e->len + 2 > e->cap) {
-		size_t cap = e->cap ? e->cap * 2 : 16;
-		char **v = realloc(e->v, cap * sizeof(*v));
-		if (!v) {
-			free(entry);
-			return -1;
-		}
-		e->v = v;
-		e->cap = cap;
-	}
-	e->v[e->len++] = entry;
-	e->v[e->len] = NULL;
-	return 0;
+	int rc = aks__strv_push(e, entry);
+	free(entry);
+	return rc == AKS_OK ? 0 : -1;
 }
 
 /* Defaults, then the host variables named in env_passthrough, then `env`. */
-static int build_env(const aks_provider_impl *prov, const char *dir, env_list *e)
+static int build_env(const aks_provider_impl *prov, const char *dir, aks_strv *e)
 {
 	if (env_set(e, "PATH", "/usr/local/bin:/usr/bin:/bin") < 0 || env_set(e, "HOME", dir) < 0 ||
 	    env_set(e, "TMPDIR", dir) < 0 || env_set(e, "LANG", "C.UTF-8") < 0 ||
@@ -88,19 +66,12 @@ static int build_env(const aks_provider_impl *prov, const char *dir, env_list *e
 
 char **ls_env_build(const aks_provider_impl *prov, const char *dir)
 {
-	env_list e = {0};
+	aks_strv e = {NULL, 0, 0};
 	if (build_env(prov, dir, &e) < 0) {
-		env_free(&e);
+		aks__strv_free(e.v);
 		return NULL;
 	}
 	return e.v;
-}
-
-void ls_env_free(char **env)
-{
-	for (size_t i = 0; env && env[i]; i++)
-		free(env[i]);
-	free(env);
 }
 
 /* ---- running ------------------------------------------------------------------------- */
@@ -144,14 +115,12 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
 		                       "execution cancelled before it started");
 	}
 
-	env_list env = {0};
-	if (build_env(sb->prov, sb->dir, &env) < 0) {
-		env_free(&env);
+	char **env = ls_env_build(sb->prov, sb->dir);
+	if (!env)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
 	aks_proc_spec spec = {
 	    .argv = argv,
-	    .envp = (const char *const *)env.v,
+	    .envp = (const char *const *)env,
 	    .cwd = sb->dir,
 	    .deadline_ms = call ? call->deadline_ms : 0,
 	    .cancel_fd =
@@ -162,7 +131,7 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
 	};
 	aks_proc_outcome oc;
 	int rc = aks_proc_run(&spec, &oc);
-	env_free(&env);
+	aks__strv_free(env);
 	if (rc < 0)
 		return host->error_set(err, AKS_EIO, "cannot start a subprocess: %s",
 		                       strerror(-rc));

@@ -9,6 +9,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_buf.h"
+
 typedef struct aks_agent_program aks_agent_program;
 typedef struct aks_agent_session aks_agent_session;
 typedef struct aks_agent_ops aks_agent_ops;
@@ -47,9 +49,8 @@ int ls_run_command(aks_sandbox_impl *sb, const char *command, const aks_call *ca
                    aks_error **err);
 
 /* The child's environment (ls_exec.c): the defaults, env_passthrough, env. Returns a
- * NULL-terminated "NAME=value" vector, or NULL when out of memory; free with ls_env_free. */
+ * NULL-terminated "NAME=value" vector, or NULL when out of memory; free with aks__strv_free. */
 char **ls_env_build(const aks_provider_impl *prov, const char *dir);
-void ls_env_free(char **env);
 
 /* ls_agent.c: the agent module's table for this provider (docs/plugins/local_subprocess.md,
  * "Through aksandbox-agent"). */

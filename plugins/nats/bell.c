@@ -33,7 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "nats_impl.h"
+#include "nats_internal.h"
 
 /* "_AKS" is outside any subject a queue's stream captures unless a prefix
  * starts with it; init checks every stream anyway (see above). */

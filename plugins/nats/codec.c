@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
+#include "nats_codec.h"
 
 static const char hex[] = "0123456789abcdef";
 

@@ -38,8 +38,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "codec.h"
-#include "nats_impl.h"
+#include "aks_buf.h"
+#include "nats_codec.h"
+#include "nats_internal.h"
 
 /* How long the server may hold a pull request on an empty or busy partition.
  * With no expiry a request on a busy partition would stay queued until the
@@ -95,9 +96,7 @@ static void free_msg(struct nt_msg *w)
 {
 	if (!w)
 		return;
-	for (char **a = w->attrs; a && *a; a++)
-		free(*a);
-	free(w->attrs);
+	aks__strv_free(w->attrs);
 	free(w->group);
 	free(w->dedup);
 	natsMsg_Destroy(w->nm);

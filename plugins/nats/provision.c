@@ -9,7 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "nats_impl.h"
+#include "nats_internal.h"
 
 #define NS_PER_S 1000000000.0
 

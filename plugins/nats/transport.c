@@ -11,8 +11,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "codec.h"
-#include "nats_impl.h"
+#include "nats_codec.h"
+#include "nats_internal.h"
 
 #ifndef NT_PLUGIN_VERSION
 #error "NT_PLUGIN_VERSION must be defined (the package version)"

@@ -20,6 +20,8 @@
 
 #include <aksandbox/store.h>
 
+#include "aks_buf.h"
+
 #define RD_NAME "redis"
 
 /* Where the server is, as parsed from `url`. */
@@ -112,22 +114,14 @@ int rd_reply_error(aks_store_impl *s, const redisReply *r, const char *what, aks
 
 /* ---- key names (rd_keys.c) ---- */
 
-/* A growable byte buffer (NUL-terminated for convenience; names hold no NUL). */
-typedef struct rd_buf {
-	char *p;
-	size_t len, cap;
-	bool oom;
-} rd_buf;
-void rd_buf_add(rd_buf *b, const char *data, size_t len);
-void rd_buf_adds(rd_buf *b, const char *s);
-void rd_buf_free(rd_buf *b);
-
+/* Keys are built in an aks_buf (plugins/common/aks_buf.h) and its failure, which sticks,
+ * is checked once they are whole (b.failed). */
 /* "<prefix><kind>:<len(ns)>:<ns>:" — kind 'r' for records, 'l' for locks. */
-void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, rd_buf *b);
+void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, aks_buf *b);
 /* rd_key_ns + key. */
-void rd_key(const aks_store_impl *s, char kind, const char *ns, const char *key, rd_buf *b);
+void rd_key(const aks_store_impl *s, char kind, const char *ns, const char *key, aks_buf *b);
 /* Appends `text` with the glob characters * ? [ ] \ escaped. */
-void rd_glob_escape(rd_buf *b, const char *text, size_t len);
+void rd_glob_escape(aks_buf *b, const char *text, size_t len);
 /* The (ns, key) of a record key "<prefix>r:<n>:<ns>:<key>": false when it is not one. The
  * out pointers are into a malloc'd copy in *ns (free it; *key points inside it). */
 bool rd_key_parse(const aks_store_impl *s, const char *name, size_t len, char **ns,

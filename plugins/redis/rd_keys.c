@@ -13,61 +13,29 @@
 
 #include "rd_internal.h"
 
-void rd_buf_add(rd_buf *b, const char *data, size_t len)
-{
-	if (b->oom)
-		return;
-	if (b->len + len + 1 > b->cap) {
-		size_t cap = b->cap ? b->cap : 64;
-		while (cap < b->len + len + 1)
-			cap *= 2;
-		char *p = realloc(b->p, cap);
-		if (!p) {
-			b->oom = true;
-			return;
-		}
-		b->p = p;
-		b->cap = cap;
-	}
-	memcpy(b->p + b->len, data, len);
-	b->len += len;
-	b->p[b->len] = '\0';
-}
-
-void rd_buf_adds(rd_buf *b, const char *s)
-{
-	rd_buf_add(b, s, strlen(s));
-}
-
-void rd_buf_free(rd_buf *b)
-{
-	free(b->p);
-	memset(b, 0, sizeof(*b));
-}
-
-void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, rd_buf *b)
+void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, aks_buf *b)
 {
 	char head[32];
 	int n = snprintf(head, sizeof(head), "%c:%zu:", kind, strlen(ns));
-	rd_buf_add(b, s->prefix, s->prefix_len);
-	rd_buf_add(b, head, (size_t)n);
-	rd_buf_adds(b, ns);
-	rd_buf_add(b, ":", 1);
+	aks__buf_append(b, s->prefix, s->prefix_len);
+	aks__buf_append(b, head, (size_t)n);
+	aks__buf_puts(b, ns);
+	aks__buf_append(b, ":", 1);
 }
 
-void rd_key(const aks_store_impl *s, char kind, const char *ns, const char *key, rd_buf *b)
+void rd_key(const aks_store_impl *s, char kind, const char *ns, const char *key, aks_buf *b)
 {
 	rd_key_ns(s, kind, ns, b);
-	rd_buf_adds(b, key);
+	aks__buf_puts(b, key);
 }
 
-void rd_glob_escape(rd_buf *b, const char *text, size_t len)
+void rd_glob_escape(aks_buf *b, const char *text, size_t len)
 {
 	for (size_t i = 0; i < len; i++) {
 		char c = text[i];
 		if (c == '*' || c == '?' || c == '[' || c == ']' || c == '\\')
-			rd_buf_add(b, "\\", 1);
-		rd_buf_add(b, &c, 1);
+			aks__buf_append(b, "\\", 1);
+		aks__buf_append(b, &c, 1);
 	}
 }
 

@@ -116,15 +116,15 @@ int rd_lock(aks_store_impl *s, const char *ns, const char *key, const aks_call *
 	aks_store_lock *lk = calloc(1, sizeof(*lk));
 	if (!lk)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	rd_buf b = {0};
+	aks_buf b = {0};
 	rd_key(s, 'l', ns, key, &b);
-	if (b.oom || rd_token(lk->token) < 0) {
-		rd_buf_free(&b);
+	if (b.failed || rd_token(lk->token) < 0) {
+		aks__buf_free(&b);
 		free(lk);
 		return host->error_set(err, AKS_ENOMEM, "redis store: out of memory or randomness");
 	}
-	lk->key = b.p;
 	lk->key_len = b.len;
+	lk->key = aks__buf_steal(&b);
 	char lease[32];
 	snprintf(lease, sizeof(lease), "%lld", (long long)s->lease_ms);
 	const char *argv[6];

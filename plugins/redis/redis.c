@@ -270,11 +270,11 @@ static int committed(aks_store_impl *s, redisContext **c, const char *marker, si
 static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_store_txn_fn fn,
                      void *ctx, aks_error **err)
 {
-	rd_buf k = {0}, m = {0};
+	aks_buf k = {0}, m = {0};
 	rd_key(s, 'r', ns, key, &k);
 	char token[33];
-	if (k.oom || rd_token(token) < 0) {
-		rd_buf_free(&k);
+	if (k.failed || rd_token(token) < 0) {
+		aks__buf_free(&k);
 		return oom(s, err);
 	}
 	char ttl[32];
@@ -287,7 +287,7 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 		if (!c && (rc = rd_pool_get(s, reconnected, &c, err)) < 0)
 			break;
 		/* WATCH and GET in one round trip. */
-		const char *w_argv[] = {"WATCH", k.p}, *g_argv[] = {"GET", k.p};
+		const char *w_argv[] = {"WATCH", k.data}, *g_argv[] = {"GET", k.data};
 		size_t w_lens[] = {5, k.len}, g_lens[] = {3, k.len};
 		const char **argvs[] = {w_argv, g_argv};
 		const size_t *lenss[] = {w_lens, g_lens};
@@ -314,7 +314,7 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 			free_replies(r, 2);
 			unwatch(s, &c);
 			rc = s->host->error_set(err, AKS_EIO,
-			                        "redis store: %s at %s is not a string key", k.p,
+			                        "redis store: %s at %s is not a string key", k.data,
 			                        s->target.display);
 			break;
 		}
@@ -333,20 +333,20 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 			break;
 		}
 		/* MULTI, SET or DEL, the commit marker, EXEC: one round trip. */
-		rd_buf_free(&m);
-		rd_buf_add(&m, s->prefix, s->prefix_len);
-		rd_buf_adds(&m, "t:");
-		rd_buf_adds(&m, token);
-		if (m.oom) {
+		aks__buf_reset(&m);
+		aks__buf_append(&m, s->prefix, s->prefix_len);
+		aks__buf_puts(&m, "t:");
+		aks__buf_puts(&m, token);
+		if (m.failed) {
 			unwatch(s, &c);
 			rc = oom(s, err);
 			break;
 		}
 		const char *mu_argv[] = {"MULTI"}, *ex_argv[] = {"EXEC"};
 		size_t mu_lens[] = {5}, ex_lens[] = {4};
-		const char *set_argv[] = {"SET", k.p, nv}, *del_argv[] = {"DEL", k.p};
+		const char *set_argv[] = {"SET", k.data, nv}, *del_argv[] = {"DEL", k.data};
 		size_t set_lens[] = {3, k.len, nlen}, del_lens[] = {3, k.len};
-		const char *mk_argv[] = {"SET", m.p, "1", "PX", ttl};
+		const char *mk_argv[] = {"SET", m.data, "1", "PX", ttl};
 		size_t mk_lens[] = {3, m.len, 1, 2, strlen(ttl)};
 		bool put = action == AKS_STORE_PUT;
 		const char **targv[] = {mu_argv, put ? set_argv : del_argv, mk_argv, ex_argv};
@@ -365,7 +365,7 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 			rd_pool_put(s, c, true);
 			c = NULL;
 			reconnected = true;
-			int yes = committed(s, &c, m.p, m.len, err);
+			int yes = committed(s, &c, m.data, m.len, err);
 			if (yes < 0) {
 				rc = yes;
 				break;
@@ -417,8 +417,8 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 	}
 	if (c)
 		rd_pool_put(s, c, rc < 0);
-	rd_buf_free(&k);
-	rd_buf_free(&m);
+	aks__buf_free(&k);
+	aks__buf_free(&m);
 	return rc;
 }
 
@@ -427,18 +427,18 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 static int rd_get(aks_store_impl *s, const char *ns, const char *key, aks_store_record_fn fn,
                   void *ctx, aks_error **err)
 {
-	rd_buf k = {0};
+	aks_buf k = {0};
 	rd_key(s, 'r', ns, key, &k);
-	if (k.oom)
+	if (k.failed)
 		return oom(s, err);
-	const char *argv[] = {"GET", k.p};
+	const char *argv[] = {"GET", k.data};
 	size_t lens[] = {3, k.len};
 	redisContext *c = NULL;
 	bool retried = false;
 	redisReply *r = NULL;
 	int rc = rd_command(s, &c, &retried, 2, argv, lens, &r, err);
 	rd_pool_put(s, c, false); /* before the callback: it may take its time */
-	rd_buf_free(&k);
+	aks__buf_free(&k);
 	if (rc < 0)
 		return rc;
 	if (r->type == REDIS_REPLY_NIL)
@@ -463,13 +463,13 @@ static int rd_put_expiring(aks_store_impl *s, const char *ns, const char *key, c
 		return s->host->error_set(err, AKS_EINVAL,
 		                          "redis store: an expiring record needs a value and a "
 		                          "time to live above 0");
-	rd_buf k = {0};
+	aks_buf k = {0};
 	rd_key(s, 'r', ns, key, &k);
-	if (k.oom)
+	if (k.failed)
 		return oom(s, err);
 	char ttl[32];
 	snprintf(ttl, sizeof(ttl), "%lld", (long long)ttl_seconds);
-	const char *argv[] = {"SET", k.p, value, "EX", ttl};
+	const char *argv[] = {"SET", k.data, value, "EX", ttl};
 	size_t lens[] = {3, k.len, len, 2, strlen(ttl)};
 	redisContext *c = NULL;
 	bool retried = false;
@@ -477,7 +477,7 @@ static int rd_put_expiring(aks_store_impl *s, const char *ns, const char *key, c
 	int rc = rd_command(s, &c, &retried, 5, argv, lens, &r, err);
 	rd_pool_put(s, c, false);
 	freeReplyObject(r);
-	rd_buf_free(&k);
+	aks__buf_free(&k);
 	return rc;
 }
 
@@ -562,17 +562,18 @@ static int scan_keys(aks_store_impl *s, const char *pattern, size_t plen, const 
 static int rd_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_store_record_fn fn,
                    void *ctx, aks_error **err)
 {
-	rd_buf head = {0}, pat = {0};
+	aks_buf head = {0}, pat = {0};
 	rd_key_ns(s, 'r', ns, &head);
-	rd_buf_adds(&head, prefix);
-	if (!head.oom)
-		rd_glob_escape(&pat, head.p, head.len);
-	rd_buf_add(&pat, "*", 1);
+	aks__buf_puts(&head, prefix);
+	if (!head.failed)
+		rd_glob_escape(&pat, head.data, head.len);
+	aks__buf_append(&pat, "*", 1);
 	name_vec keys = {0};
-	int rc = head.oom || pat.oom ? oom(s, err)
-	                             : scan_keys(s, pat.p, pat.len, head.p, head.len, &keys, err);
+	int rc = head.failed || pat.failed
+	             ? oom(s, err)
+	             : scan_keys(s, pat.data, pat.len, head.data, head.len, &keys, err);
 	size_t skip = head.len - strlen(prefix); /* the record key starts here */
-	rd_buf_free(&pat);
+	aks__buf_free(&pat);
 	/* MGET in batches; records deleted since SCAN come back nil and are skipped. */
 	for (size_t at = 0; rc == AKS_OK && at < keys.n; at += RD_MGET_BATCH) {
 		size_t n = keys.n - at < RD_MGET_BATCH ? keys.n - at : RD_MGET_BATCH;
@@ -600,23 +601,24 @@ static int rd_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_st
 		freeReplyObject(r);
 	}
 	vec_free(&keys);
-	rd_buf_free(&head);
+	aks__buf_free(&head);
 	return rc;
 }
 
 static int rd_namespaces(aks_store_impl *s, aks_store_name_fn fn, void *ctx, aks_error **err)
 {
-	rd_buf head = {0}, pat = {0};
-	rd_buf_add(&head, s->prefix, s->prefix_len);
-	rd_buf_adds(&head, "r:");
-	if (!head.oom)
+	aks_buf head = {0}, pat = {0};
+	aks__buf_append(&head, s->prefix, s->prefix_len);
+	aks__buf_puts(&head, "r:");
+	if (!head.failed)
 		rd_glob_escape(&pat, s->prefix, s->prefix_len);
-	rd_buf_adds(&pat, "r:*");
+	aks__buf_puts(&pat, "r:*");
 	name_vec keys = {0}, names = {0};
-	int rc = head.oom || pat.oom ? oom(s, err)
-	                             : scan_keys(s, pat.p, pat.len, head.p, head.len, &keys, err);
-	rd_buf_free(&pat);
-	rd_buf_free(&head);
+	int rc = head.failed || pat.failed
+	             ? oom(s, err)
+	             : scan_keys(s, pat.data, pat.len, head.data, head.len, &keys, err);
+	aks__buf_free(&pat);
+	aks__buf_free(&head);
 	for (size_t i = 0; rc == AKS_OK && i < keys.n; i++) {
 		char *ns = NULL;
 		const char *key = NULL;

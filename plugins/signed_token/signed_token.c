@@ -2,7 +2,7 @@
  * plugins/signed_token/signed_token.c - the signed_token principal resolver.
  *
  * A trusted front end authenticates the end user and passes, with each agent
- * call, a token it signed with a key shared with aksandbox (token.h). A valid
+ * call, a token it signed with a key shared with aksandbox (st_internal.h). A valid
  * token becomes a user principal; no token at all becomes the agent principal
  * (profiles with identity.mode: user then refuse); anything else - a token
  * that is malformed, too large, badly signed, expired, not yet valid or for
@@ -22,7 +22,7 @@
 #include <aksandbox/provider.h>
 #include <aksandbox/resolver.h>
 
-#include "token.h"
+#include "st_internal.h"
 
 #ifndef ST_PLUGIN_VERSION
 #error "ST_PLUGIN_VERSION must be defined (the package version)"

@@ -6,7 +6,7 @@
  * size, shape, signature (constant-time), and only then base64 decoding and
  * JSON parsing of the now-authenticated payload.
  */
-#include "token.h"
+#include "st_internal.h"
 
 #include <stdarg.h>
 #include <stdbool.h>
@@ -20,8 +20,14 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "aks_base64.h"
+#include "aks_buf.h"
+
 /* Nesting the claims need (object > array or object); deeper is malformed. */
 #define ST_JSON_DEPTH 4
+/* Both parts are base64url without padding (RFC 4648 §5), decoded strictly: every byte
+ * string has exactly one encoding. */
+#define ST_BASE64 (AKS_BASE64_URL | AKS_BASE64_NOPAD)
 
 static st_status reject(char *why, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static st_status reject(char *why, const char *fmt, ...)
@@ -31,52 +37,6 @@ static st_status reject(char *why, const char *fmt, ...)
 	vsnprintf(why, ST_WHY_SIZE, fmt, ap);
 	va_end(ap);
 	return ST_REJECTED;
-}
-
-/* 0..63 for a base64url character, -1 otherwise. */
-static int b64url_value(unsigned char c)
-{
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
-}
-
-/*
- * Strict base64url without padding: only the 64 characters, no length of the
- * form 4k+1, and zero bits left over in the last character, so that every
- * byte string has exactly one encoding. `out` holds at least len * 3 / 4.
- * Returns the decoded length, or -1.
- */
-static long b64url_decode(const char *in, size_t len, unsigned char *out)
-{
-	if (len % 4 == 1)
-		return -1;
-	uint32_t acc = 0;
-	int bits = 0;
-	size_t n = 0;
-	for (size_t i = 0; i < len; i++) {
-		int v = b64url_value((unsigned char)in[i]);
-		if (v < 0)
-			return -1;
-		acc = (acc << 6) | (uint32_t)v;
-		bits += 6;
-		if (bits >= 8) {
-			bits -= 8;
-			out[n++] = (unsigned char)(acc >> bits);
-			acc &= (1u << bits) - 1;
-		}
-	}
-	if (acc != 0)
-		return -1; /* non-canonical trailing bits */
-	return (long)n;
 }
 
 static void iso_time(int64_t t, char *buf, size_t size)
@@ -93,12 +53,8 @@ void st_claims_free(st_claims *c)
 	if (!c)
 		return;
 	free(c->sub);
-	for (size_t i = 0; c->groups && c->groups[i]; i++)
-		free(c->groups[i]);
-	free(c->groups);
-	for (size_t i = 0; c->credentials && c->credentials[i]; i++)
-		free(c->credentials[i]);
-	free(c->credentials);
+	aks__strv_free(c->groups);
+	aks__strv_free(c->credentials);
 	memset(c, 0, sizeof(*c));
 }
 
@@ -215,19 +171,17 @@ static st_status check_claims(const st_params *p, json_object *claims, int64_t n
 static st_status parse_payload(const st_params *p, const char *b64, size_t b64_len, int64_t now,
                                st_claims *out, char *why)
 {
-	unsigned char *json = malloc(b64_len / 4 * 3 + 3);
-	if (!json)
+	unsigned char *json = NULL;
+	size_t n = 0;
+	int rc = aks__base64_decode(b64, b64_len, ST_BASE64, &json, &n);
+	if (rc == AKS_ENOMEM)
 		return ST_NOMEM;
-	long n = b64url_decode(b64, b64_len, json);
-	if (n < 0) {
-		free(json);
+	if (rc != AKS_OK)
 		return reject(why, "malformed (payload is not base64url)");
-	}
-	if (memchr(json, '\0', (size_t)n)) {
+	if (memchr(json, '\0', n)) {
 		free(json);
 		return reject(why, "malformed (payload is not a JSON object)");
 	}
-	json[n] = '\0';
 
 	json_tokener *tok = json_tokener_new_ex(ST_JSON_DEPTH);
 	if (!tok) {
@@ -238,17 +192,17 @@ static st_status parse_payload(const st_params *p, const char *b64, size_t b64_l
 	/* The length includes the NUL, which ends a trailing number. */
 	json_object *claims = json_tokener_parse_ex(tok, (const char *)json, (int)n + 1);
 	bool whole = json_tokener_get_error(tok) == json_tokener_success &&
-	             json_tokener_get_parse_end(tok) >= (size_t)n;
+	             json_tokener_get_parse_end(tok) >= n;
 	json_tokener_free(tok);
 	free(json);
 
-	st_status rc;
+	st_status st;
 	if (!claims || !whole || !json_object_is_type(claims, json_type_object))
-		rc = reject(why, "malformed (payload is not a JSON object)");
+		st = reject(why, "malformed (payload is not a JSON object)");
 	else
-		rc = check_claims(p, claims, now, out, why);
+		st = check_claims(p, claims, now, out, why);
 	json_object_put(claims);
-	return rc;
+	return st;
 }
 
 st_status st_verify(const st_params *p, const char *token, size_t len, int64_t now, st_claims *out,
@@ -274,8 +228,11 @@ st_status st_verify(const st_params *p, const char *token, size_t len, int64_t n
 		return reject(why, "malformed (too many parts)");
 
 	/* 43 characters encode 32 bytes; check before decoding into the buffer. */
-	unsigned char given[ST_MAC_LEN + 3];
-	if (sig_len != (ST_MAC_LEN * 4 + 2) / 3 || b64url_decode(sig, sig_len, given) != ST_MAC_LEN)
+	unsigned char given[ST_MAC_LEN + 3]; /* at least aks__base64_decoded_max(43) */
+	size_t given_len = 0;
+	if (sig_len != (ST_MAC_LEN * 4 + 2) / 3 ||
+	    aks__base64_decode_to(sig, sig_len, ST_BASE64, given, &given_len) != AKS_OK ||
+	    given_len != ST_MAC_LEN)
 		return reject(why, "malformed (the signature is not base64url of 32 bytes)");
 
 	unsigned char mac[EVP_MAX_MD_SIZE];

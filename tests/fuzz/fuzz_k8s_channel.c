@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

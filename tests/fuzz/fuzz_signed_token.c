@@ -20,7 +20,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
-#include "token.h"
+#include "st_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

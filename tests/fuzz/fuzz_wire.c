@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_base64.h"
 #include "core/queue/wire.h"
-#include "core/util/base64.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -84,8 +84,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* base64: what decodes re-encodes to the very same text (strict decoding) */
 	unsigned char *raw = NULL;
 	size_t n = 0;
-	if (aks__base64_decode(text, size, &raw, &n) == 0) {
-		char *enc = aks__base64_encode(raw, n);
+	if (aks__base64_decode(text, size, AKS_BASE64_STD, &raw, &n) == AKS_OK) {
+		char *enc = aks__base64_encode(raw, n, AKS_BASE64_STD);
 		CHECK(enc && strlen(enc) == size && memcmp(enc, text, size) == 0);
 		free(enc);
 		free(raw);

@@ -38,7 +38,7 @@
 #include <aksandbox/transport.h>
 
 #include "core/plugin/host_api.h"
-#include "plugins/nats/codec.h"
+#include "plugins/nats/nats_codec.h"
 
 extern char **environ;
 

@@ -26,7 +26,7 @@
 
 #include <aksandbox/aksandbox.h>
 
-#include "token.h"
+#include "st_internal.h"
 
 #define KEY       "0123456789abcdef0123456789abcdef"
 #define OTHER_KEY "fedcba9876543210fedcba9876543210"

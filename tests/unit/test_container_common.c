@@ -1,12 +1,14 @@
 /*
  * tests/unit/test_container_common.c - plugins/common/libaks-container: the
- * workspace path rule, the tar round trip, the kill script and base64 that
- * the docker and kubernetes providers share.
+ * workspace path rule, the tar round trip, the kill script, the message of
+ * an HTTP error answer and transfers under a call's deadline, which the
+ * docker and kubernetes providers share.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE 1
 #endif
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -26,6 +28,7 @@
 #include <aksandbox/aksandbox.h>
 
 #include "aks_container.h"
+#include "aks_curl.h"
 #include "core/plugin/host_api.h"
 #include "core/plugin/result.h"
 
@@ -279,24 +282,111 @@ static void test_kill_script(void **state)
 	assert_int_equal(waitpid(other, &st, 0), other);
 }
 
-/* ---- base64 ---- */
+/* ---- HTTP error answers ---- */
 
-static void test_b64(void **state)
+static void expect_message(const char *body, long status, const char *want)
+{
+	char *m = aks_ctr_http_message(body, status);
+	assert_non_null(m);
+	assert_string_equal(m, want);
+	free(m);
+}
+
+static void test_http_message(void **state)
 {
 	(void)state;
-	size_t n = 0;
-	char *e = aks_ctr_b64_encode("\0\xff\x10hi", 5);
-	assert_string_equal(e, "AP8QaGk=");
-	char *d = aks_ctr_b64_decode(e, strlen(e), &n);
-	assert_int_equal(n, 5);
-	assert_memory_equal(d, "\0\xff\x10hi", 5);
-	free(d);
-	free(e);
-	d = aks_ctr_b64_decode("aGVs\nbG8", 8, NULL);
-	assert_string_equal(d, "hello");
-	free(d);
-	assert_null(aks_ctr_b64_decode("aGU=bG8=", 8, &n));
-	assert_null(aks_ctr_b64_decode("aG*s", 4, &n));
+	/* the API's JSON error object */
+	expect_message("{\"message\": \"No such container: x\"}", 404, "No such container: x");
+	expect_message("{\"kind\":\"Status\",\"message\":\"pods \\\"p\\\" not found\"}\n", 404,
+	               "pods \"p\" not found");
+	expect_message("{\"message\": 42}", 500, "42");
+	/* no usable message: the body itself, without its line break */
+	expect_message("{\"message\": null}", 500, "{\"message\": null}");
+	expect_message("{\"error\": \"x\"}", 500, "{\"error\": \"x\"}");
+	expect_message("page not found\r\n", 404, "page not found");
+	expect_message("[1, 2]", 400, "[1, 2]");
+	/* nothing at all: the status */
+	expect_message("", 502, "HTTP status 502");
+	expect_message("\n", 503, "HTTP status 503");
+	expect_message(NULL, 401, "HTTP status 401");
+	/* a long plain body is quoted up to 500 bytes */
+	char big[1200];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	char *m = aks_ctr_http_message(big, 500);
+	assert_int_equal(strlen(m), 500);
+	free(m);
+}
+
+/* ---- a call's deadline and cancellation ---- */
+
+static void test_call_check(void **state)
+{
+	(void)state;
+	const aks_host_api *host = aks__host_api();
+	aks_error *err = NULL;
+	assert_int_equal(aks_ctr_call_check(host, NULL, "docker", &err), AKS_OK);
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	assert_int_equal(aks_ctr_call_check(host, &call, "docker", &err), AKS_OK);
+	assert_null(err);
+	call.timeout = 0.5;
+	call.deadline_ms = host->now_ms() - 1; /* over */
+	assert_int_equal(aks_ctr_call_check(host, &call, "kubernetes", &err), AKS_ETIMEOUT);
+	assert_string_equal(aks_error_message(err), "kubernetes exceeded timeout 0.5s");
+	aks_error_free(err);
+	err = NULL;
+	aks_cancel *cancel = NULL;
+	assert_int_equal(aks_cancel_new(&cancel, &err), AKS_OK);
+	aks_call_init(&call, 30, NULL, NULL, cancel);
+	aks_cancel_trigger(cancel);
+	assert_int_equal(aks_ctr_call_check(host, &call, "docker", &err), AKS_ECANCELLED);
+	assert_string_equal(aks_error_message(err), "the call was cancelled");
+	aks_error_free(err);
+	aks_cancel_free(cancel);
+}
+
+static void *cancel_soon(void *arg)
+{
+	usleep(100 * 1000);
+	aks_cancel_trigger(arg);
+	return NULL;
+}
+
+/* With nothing to transfer, the wait ends at the deadline, or at once on cancellation
+ * (the cancel descriptor wakes it), never a whole second later. */
+static void test_multi_wait(void **state)
+{
+	(void)state;
+	const aks_host_api *host = aks__host_api();
+	CURLM *multi = curl_multi_init();
+	assert_non_null(multi);
+	aks_error *err = NULL;
+	aks_call call;
+	aks_call_init(&call, 0.2, NULL, NULL, NULL);
+	int64_t t0 = host->now_ms();
+	int rc = AKS_OK;
+	while (rc == AKS_OK && host->now_ms() - t0 < 5000)
+		rc = aks_ctr_multi_wait(host, multi, &call, "docker", &err);
+	assert_int_equal(rc, AKS_ETIMEOUT);
+	assert_true(host->now_ms() - t0 < 900);
+	aks_error_free(err);
+	err = NULL;
+
+	aks_cancel *cancel = NULL;
+	assert_int_equal(aks_cancel_new(&cancel, &err), AKS_OK);
+	aks_call_init(&call, 30, NULL, NULL, cancel);
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, cancel_soon, cancel), 0);
+	t0 = host->now_ms();
+	rc = aks_ctr_multi_wait(host, multi, &call, "docker", &err); /* woken by the cancel */
+	assert_int_equal(rc, AKS_OK);
+	assert_true(host->now_ms() - t0 < 900);
+	assert_int_equal(aks_ctr_multi_wait(host, multi, &call, "docker", &err), AKS_ECANCELLED);
+	pthread_join(th, NULL);
+	aks_error_free(err);
+	aks_cancel_free(cancel);
+	curl_multi_cleanup(multi);
 }
 
 int main(void)
@@ -311,7 +401,10 @@ int main(void)
 	    cmocka_unit_test(test_tar_round_trip),
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
-	    cmocka_unit_test(test_b64),
+	    cmocka_unit_test(test_http_message),
+	    cmocka_unit_test(test_call_check),
+	    cmocka_unit_test(test_multi_wait),
+
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -18,10 +18,10 @@
 
 #include <cmocka.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 typedef struct sink {
-	k8s_buf out, err;
+	aks_buf out, err;
 	int calls;
 	int stop_after; /* 0: never */
 } sink;
@@ -31,7 +31,7 @@ static bool collect(void *ctx, int channel, const char *data, size_t len)
 	sink *s = ctx;
 	assert_true(len > 0); /* empty frames are not passed on */
 	s->calls++;
-	k8s_buf_add(channel == K8S_CH_STDOUT ? &s->out : &s->err, data, len);
+	aks__buf_append(channel == K8S_CH_STDOUT ? &s->out : &s->err, data, len);
 	return !(s->stop_after && s->calls >= s->stop_after);
 }
 
@@ -63,8 +63,8 @@ static void test_channels(void **state)
 	assert_int_equal(k8s_status_exit_code(d.status.data, d.status.len, &code, &e), AKS_OK);
 	assert_int_equal(code, 0);
 	k8s_demux_fini(&d);
-	k8s_buf_free(&s.out);
-	k8s_buf_free(&s.err);
+	aks__buf_free(&s.out);
+	aks__buf_free(&s.err);
 }
 
 static void test_fragments(void **state)
@@ -88,8 +88,8 @@ static void test_fragments(void **state)
 	assert_int_equal(s.out.len, 4);
 	assert_memory_equal(s.out.data, "x\x00\xff\x00", 4);
 	k8s_demux_fini(&d);
-	k8s_buf_free(&s.out);
-	k8s_buf_free(&s.err);
+	aks__buf_free(&s.out);
+	aks__buf_free(&s.err);
 }
 
 static void test_stop_and_bound(void **state)
@@ -113,7 +113,7 @@ static void test_stop_and_bound(void **state)
 	assert_true(d.status_truncated);
 	free(big);
 	k8s_demux_fini(&d);
-	k8s_buf_free(&s.out);
+	aks__buf_free(&s.out);
 }
 
 static void expect_code(const char *status, int want)

@@ -27,8 +27,9 @@
 
 #include <cmocka.h>
 
+#include "aks_base64.h"
 #include "core/plugin/host_api.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 /* ---- SHA-1 and base64, for Sec-WebSocket-Accept -----------------------------------------------
  */
@@ -89,7 +90,7 @@ typedef struct srv_state {
 	/* seen */
 	char protocols[256], chosen[64], path[65536];
 	bool half_closed;
-	k8s_buf stdin_got;
+	aks_buf stdin_got;
 } srv_state;
 
 static srv_state S;
@@ -107,7 +108,7 @@ static int read_all(int fd, void *buf, size_t n)
 }
 
 /* One client frame (masked): opcode and payload into p. */
-static int read_frame(int fd, int *op, k8s_buf *p)
+static int read_frame(int fd, int *op, aks_buf *p)
 {
 	unsigned char h[2];
 	if (read_all(fd, h, 2) < 0)
@@ -138,7 +139,7 @@ static int read_frame(int fd, int *op, k8s_buf *p)
 	}
 	for (uint64_t i = 0; i < len; i++)
 		d[i] ^= mask[i % 4];
-	k8s_buf_add(p, d, len);
+	aks__buf_append(p, d, len);
 	free(d);
 	return 0;
 }
@@ -229,7 +230,7 @@ static void serve_one(int c)
 	snprintf(cat, sizeof(cat), "%s258EAFA5-E914-47DA-95CA-C5AB0DC85B11", key);
 	unsigned char dig[20];
 	sha1((unsigned char *)cat, strlen(cat), dig);
-	char *accept = k8s_b64_encode(dig, 20);
+	char *accept = aks__base64_encode(dig, 20, AKS_BASE64_STD);
 	snprintf(S.chosen, sizeof(S.chosen), "%s",
 	         S.offer_v5 && strstr(S.protocols, K8S_PROTO_V5) ? K8S_PROTO_V5 : K8S_PROTO_V4);
 	char resp[512];
@@ -244,7 +245,7 @@ static void serve_one(int c)
 	send_channel(c, K8S_CH_STDOUT, "", 0); /* as a real server: an empty first frame */
 	bool v5 = strcmp(S.chosen, K8S_PROTO_V5) == 0;
 	if (strstr(S.path, "stdin=true")) {
-		k8s_buf p = {0};
+		aks_buf p = {0};
 		int op;
 		for (;;) {
 			if (!v5 && S.stdin_got.len >= S.stdin_len)
@@ -252,14 +253,14 @@ static void serve_one(int c)
 			if (read_frame(c, &op, &p) < 0 || op == 8)
 				break;
 			if (p.len && (unsigned char)p.data[0] == K8S_CH_STDIN)
-				k8s_buf_add(&S.stdin_got, p.data + 1, p.len - 1);
+				aks__buf_append(&S.stdin_got, p.data + 1, p.len - 1);
 			if (p.len == 2 && (unsigned char)p.data[0] == K8S_CH_CLOSE &&
 			    p.data[1] == 0) {
 				S.half_closed = true;
 				break;
 			}
 		}
-		k8s_buf_free(&p);
+		aks__buf_free(&p);
 		/* echo what came, like cat */
 		if (S.stdin_got.len)
 			send_channel(c, K8S_CH_STDOUT, S.stdin_got.data, S.stdin_got.len);
@@ -342,7 +343,7 @@ static int teardown(void **state)
 	k8s_clients_free(&prov);
 	k8s_conn_cfg_free(&prov.conn);
 	pthread_mutex_destroy(&prov.lock);
-	k8s_buf_free(&S.stdin_got);
+	aks__buf_free(&S.stdin_got);
 	curl_global_cleanup();
 	return 0;
 }
@@ -374,7 +375,7 @@ static void test_v4_command(void **state)
 	(void)state;
 	reset(false, 7);
 	const char *argv[] = {"/bin/sh", "-c", "echo 'a b'&x=1", NULL};
-	k8s_buf out = {0}, err_b = {0};
+	aks_buf out = {0}, err_b = {0};
 	k8s_exec_opts o = {
 	    .argv = argv, .capture = &out, .capture_err = &err_b, .capture_max = 1 << 20};
 	int code = -1;
@@ -395,8 +396,8 @@ static void test_v4_command(void **state)
 	                               "command=echo%20%27a%20b%27%26x%3D1&stdout=true&stderr=true"
 	                               "&tty=false"));
 	assert_null(strstr(S.path, "stdin=true"));
-	k8s_buf_free(&out);
-	k8s_buf_free(&err_b);
+	aks__buf_free(&out);
+	aks__buf_free(&err_b);
 }
 
 static void test_v5_stdin_half_close(void **state)
@@ -408,7 +409,7 @@ static void test_v5_stdin_half_close(void **state)
 	for (size_t i = 0; i < len; i++)
 		data[i] = (char)(i * 13);
 	const char *argv[] = {"cat", NULL};
-	k8s_buf out = {0};
+	aks_buf out = {0};
 	k8s_exec_opts o = {.argv = argv,
 	                   .stdin_data = data,
 	                   .stdin_len = len,
@@ -427,7 +428,7 @@ static void test_v5_stdin_half_close(void **state)
 	assert_memory_equal(out.data, data, len);
 	assert_int_equal(code, 0);
 	assert_non_null(strstr(S.path, "stdin=true"));
-	k8s_buf_free(&out);
+	aks__buf_free(&out);
 	free(data);
 }
 
@@ -437,7 +438,7 @@ static void test_v4_stdin(void **state)
 	reset(false, 3);
 	S.stdin_len = 5;
 	const char *argv[] = {"cat", NULL};
-	k8s_buf out = {0};
+	aks_buf out = {0};
 	k8s_exec_opts o = {.argv = argv,
 	                   .stdin_data = "12345",
 	                   .stdin_len = 5,
@@ -450,7 +451,7 @@ static void test_v4_stdin(void **state)
 	assert_false(S.half_closed); /* v4 has no channel 255 */
 	assert_string_equal(out.data, "12345");
 	assert_int_equal(code, 3);
-	k8s_buf_free(&out);
+	aks__buf_free(&out);
 }
 
 static void test_capture_bound(void **state)
@@ -458,7 +459,7 @@ static void test_capture_bound(void **state)
 	(void)state;
 	reset(true, 0);
 	const char *argv[] = {"cat", NULL};
-	k8s_buf out = {0};
+	aks_buf out = {0};
 	k8s_exec_opts o = {.argv = argv,
 	                   .stdin_data = "0123456789",
 	                   .stdin_len = 10,
@@ -469,7 +470,7 @@ static void test_capture_bound(void **state)
 	assert_int_equal(k8s_exec(&sb, &o, bounded(), &code, &err), AKS_ELIMIT);
 	assert_non_null(strstr(aks_error_message(err), "larger than 4 bytes"));
 	aks_error_free(err);
-	k8s_buf_free(&out);
+	aks__buf_free(&out);
 }
 
 static void test_handshake_refused(void **state)

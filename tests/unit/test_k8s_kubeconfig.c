@@ -20,7 +20,7 @@
 
 #include <cmocka.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 static char dir[256];
 
@@ -353,31 +353,12 @@ static void test_load_order(void **state)
 	free(text);
 }
 
-static void test_base64(void **state)
-{
-	(void)state;
-	size_t n = 0;
-	char *d = k8s_b64_decode("aGVs\nbG8=", 9, &n);
-	assert_int_equal(n, 5);
-	assert_memory_equal(d, "hello", 5);
-	free(d);
-	assert_null(k8s_b64_decode("aGVs*", 5, &n));
-	assert_null(k8s_b64_decode("aGU=bG8=", 8, &n));
-	char *enc = k8s_b64_encode("\0\xff\x10hi", 5);
-	assert_string_equal(enc, "AP8QaGk=");
-	d = k8s_b64_decode(enc, strlen(enc), &n);
-	assert_int_equal(n, 5);
-	assert_memory_equal(d, "\0\xff\x10hi", 5);
-	free(d);
-	free(enc);
-}
-
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_data_form),  cmocka_unit_test(test_token_and_insecure),
 	    cmocka_unit_test(test_file_form),  cmocka_unit_test(test_errors),
-	    cmocka_unit_test(test_load_order), cmocka_unit_test(test_base64),
+	    cmocka_unit_test(test_load_order),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }

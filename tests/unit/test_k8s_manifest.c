@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "k8s_internal.h"
+#include "k8s_pure.h"
 
 /* Equal as JSON values, and with the same key order (what we send). */
 static void assert_json(json_object *got, const char *expected)

@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "core/plugin/host_api.h"
-#include "k8s_plugin.h"
+#include "k8s_internal.h"
 
 /* ---- a one-request-at-a-time HTTP server ----------------------------------------------- */
 

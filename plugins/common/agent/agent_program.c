@@ -16,44 +16,10 @@
 
 #include "agent/sha256.h"
 #include "agent_internal.h"
+#include "aks_file.h"
 
 /* An agent is about 1 MiB; anything much larger is not one. */
 #define PROGRAM_MAX_SIZE (64u << 20)
-
-/* Reads a whole regular file of at most max bytes; NULL with errno set otherwise. */
-static unsigned char *read_file(const char *path, size_t max, size_t *size)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-	if (fd < 0)
-		return NULL;
-	struct stat st;
-	unsigned char *data = NULL;
-	int e = 0;
-	if (fstat(fd, &st) < 0) {
-		e = errno;
-	} else if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size > max) {
-		e = !S_ISREG(st.st_mode) ? EINVAL : EFBIG;
-	} else if (!(data = malloc((size_t)st.st_size + 1))) {
-		e = ENOMEM;
-	}
-	size_t got = 0;
-	while (data && got < (size_t)st.st_size) {
-		ssize_t n = read(fd, data + got, (size_t)st.st_size - got);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			e = n < 0 ? errno : EIO; /* shrank under us */
-			free(data);
-			data = NULL;
-			break;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	errno = e;
-	*size = got;
-	return data;
-}
 
 static int oom(const aks_host_api *host, aks_error **err)
 {
@@ -64,7 +30,7 @@ static int oom(const aks_host_api *host, aks_error **err)
 static int load_bytes(aks_agent_program *p, aks_error **err)
 {
 	const aks_host_api *host = p->host;
-	p->data = read_file(p->path, PROGRAM_MAX_SIZE, &p->size);
+	p->data = (unsigned char *)aks__file_read(p->path, PROGRAM_MAX_SIZE, &p->size);
 	if (!p->data)
 		return host->error_set(err, AKS_ECONFIG, "%s: agent: cannot read '%s': %s",
 		                       p->provider, p->path, strerror(errno));

@@ -13,6 +13,7 @@
 
 #include "agent_internal.h"
 #include "aks_agent_client.h"
+#include "aks_buf.h"
 #include "aks_text.h"
 
 /* How long the agent has to answer HELLO (at most; the setup's deadline may be sooner). */
@@ -133,23 +134,6 @@ static aks_call quick_call(const aks_agent_session *s, const aks_call *call, int
 
 /* ---- session ------------------------------------------------------------------------------ */
 
-static char **copy_env(const char *const *env)
-{
-	size_t n = 0;
-	while (env && env[n])
-		n++;
-	char **v = calloc(n + 1, sizeof(*v));
-	for (size_t i = 0; v && i < n; i++) {
-		if (!(v[i] = strdup(env[i]))) {
-			while (i--)
-				free(v[i]);
-			free(v);
-			return NULL;
-		}
-	}
-	return v;
-}
-
 int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, void *sb,
                           const aks_agent_session_opts *o, aks_agent_session **out, aks_error **err)
 {
@@ -165,7 +149,7 @@ int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, voi
 	s->env_clear = o->env_clear;
 	s->state = aks_agent_program_enabled(prog) ? S_UNTRIED : S_OFF;
 	if (!(s->id = strdup(o->id)) || (o->cwd && !(s->cwd = strdup(o->cwd))) ||
-	    (o->env && !(s->env = copy_env(o->env)))) {
+	    (o->env && !(s->env = aks__strv_dup(o->env)))) {
 		aks_agent_session_free(s);
 		return oom(host, err);
 	}
@@ -199,9 +183,7 @@ void aks_agent_session_free(aks_agent_session *s)
 	if (!s)
 		return;
 	stop_agent(s);
-	for (size_t i = 0; s->env && s->env[i]; i++)
-		free(s->env[i]);
-	free(s->env);
+	aks__strv_free(s->env);
 	free(s->id);
 	free(s->cwd);
 	free(s->path);

@@ -1,5 +1,6 @@
 /*
- * plugins/signed_token/token.h - the v1 identity token: parser and verifier.
+ * plugins/signed_token/st_internal.h - the v1 identity token: parser and verifier
+ * (token.c), shared with the plugin's entry points (signed_token.c).
  *
  *   v1.<payload>.<signature>
  *   payload   = base64url (no padding) of a JSON object of claims
@@ -12,8 +13,8 @@
  * Kept free of the host API so the fuzz target and the tests can link it
  * directly. Everything here is thread-safe: no global state.
  */
-#ifndef AKS_SIGNED_TOKEN_TOKEN_H
-#define AKS_SIGNED_TOKEN_TOKEN_H
+#ifndef AKS_SIGNED_TOKEN_INTERNAL_H
+#define AKS_SIGNED_TOKEN_INTERNAL_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -56,4 +57,4 @@ st_status st_verify(const st_params *p, const char *token, size_t len, int64_t n
 
 void st_claims_free(st_claims *c);
 
-#endif /* AKS_SIGNED_TOKEN_TOKEN_H */
+#endif /* AKS_SIGNED_TOKEN_INTERNAL_H */

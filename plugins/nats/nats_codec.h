@@ -1,5 +1,5 @@
 /*
- * plugins/nats/codec.h - how an aks_message maps onto a NATS message: the
+ * plugins/nats/nats_codec.h - how an aks_message maps onto a NATS message: the
  * partition a group hashes to, and the escaping of attribute keys and values
  * into header names and values.
  *

@@ -1,10 +1,14 @@
 /*
- * plugins/nats/nats_impl.h - the nats transport's shared state, between
+ * plugins/nats/nats_internal.h - the nats transport's shared state, between
  * transport.c (config, connection, send), provision.c (streams and durable
- * consumers) and consumer.c (fetch and settlement).
+ * consumers), consumer.c (fetch and settlement) and bell.c (the doorbell).
+ *
+ * How a message maps onto NATS (partitions, header escaping) is nats_codec.h,
+ * apart from this header because it needs no libnats: the transport's tests
+ * compile codec.c to check the mapping without a server.
  */
-#ifndef AKS_NATS_IMPL_H
-#define AKS_NATS_IMPL_H
+#ifndef AKS_NATS_INTERNAL_H
+#define AKS_NATS_INTERNAL_H
 
 #include <pthread.h>
 #include <stdbool.h>
@@ -88,4 +92,4 @@ int nt_dead_letter(aks_consumer *c, aks_message *msg, aks_error **err);
 int nt_in_progress(aks_consumer *c, aks_message *msg, aks_error **err);
 void nt_consumer_close(aks_consumer *c);
 
-#endif /* AKS_NATS_IMPL_H */
+#endif /* AKS_NATS_INTERNAL_H */

@@ -1,0 +1,26 @@
+/*
+ * plugins/common/aks_curl.h - libcurl transfers under a call's deadline and cancellation,
+ * for the container providers' HTTP clients (docker's dk_http.c, kubernetes' k8s_rest.c).
+ * Part of libaks-container (curl_wait.c); apart from aks_container.h because it needs
+ * libcurl's types, which the host-free code including that header must not.
+ */
+#ifndef AKS_CURL_H
+#define AKS_CURL_H
+
+#include <curl/curl.h>
+
+#include <aksandbox/plugin.h>
+#include <aksandbox/provider.h>
+
+/* AKS_OK while the call may go on; else AKS_ECANCELLED, or AKS_ETIMEOUT worded "<who>
+ * exceeded timeout <t>s", set in *err. A NULL call is never over. */
+int aks_ctr_call_check(const aks_host_api *host, const aks_call *call, const char *who,
+                       aks_error **err);
+
+/* Between two curl_multi_perform() calls: checks the call (as aks_ctr_call_check), then
+ * waits for activity on multi's transfers, a second at most and never past the deadline,
+ * woken early by the call's cancel descriptor. AKS_OK, the check's error, or AKS_ERROR. */
+int aks_ctr_multi_wait(const aks_host_api *host, CURLM *multi, const aks_call *call,
+                       const char *who, aks_error **err);
+
+#endif /* AKS_CURL_H */
