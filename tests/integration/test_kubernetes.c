@@ -1325,15 +1325,15 @@ static char *capture_end(void)
 static void check_fallback(fixture *f, const char *why)
 {
 	capture_start();
-	aks_error *err = NULL, *err2 = NULL, *err3 = NULL;
+	aks_error *err = NULL, *err1 = NULL, *err2 = NULL, *err3 = NULL;
 	aks_result *r1 = NULL, *r2 = NULL, *r3 = NULL;
 	int rc = create_rc(f, &err);
-	int rc1 = rc == AKS_OK ? run(f, "python", "x = 41", 60, &r1, &err) : rc;
+	int rc1 = rc == AKS_OK ? run(f, "python", "x = 41", 60, &r1, &err1) : rc;
 	int rc2 = rc == AKS_OK ? run(f, "python", "print(x + 1)", 60, &r2, &err2) : rc;
 	int rc3 = rc == AKS_OK ? run(f, NULL, "echo per-call", 60, &r3, &err3) : rc;
 	char *log = capture_end();
 	check_ok(rc, err);
-	check_ok(rc1, err);
+	check_ok(rc1, err1);
 	check_ok(rc2, err2);
 	check_ok(rc3, err3);
 	assert_int_equal(aks_result_get_exit_code(r1), 0);
