@@ -39,13 +39,39 @@ step "Kubernetes test cluster (tests/integration/k8s-setup.sh)"
 "$top/tests/integration/k8s-setup.sh" start >/dev/null ||
 	{ echo "FATAL: tests/integration/k8s-setup.sh start failed: the kubernetes tests cannot run"; exit 1; }
 
-# The failing cases of a build tree's last `make check`, each with the end of its log, so
-# a CI transcript names what failed (the TAP lines alone do not say why).
+# A log's failed cases, each with what the case printed before its result (the last 25
+# lines since the previous result: stderr is merged into the log in order, so cmocka's
+# fail_msg() and a crash's report are there) and the diagnostics after it ("# ...", where
+# cmocka puts an assertion's values and place). The driver's own result lines, which
+# start with "RESULT: <test name> ", are left out.
+failed_cases() { # log, test name
+	awk -v name="$2" '
+	function is_driver_line() {
+		return match($0, /^(PASS|FAIL|XFAIL|XPASS|SKIP|ERROR): /) &&
+		       index(substr($0, RLENGTH + 1), name " ") == 1
+	}
+	function show_context() { for (i = 0; i < n; i++) print ctx[i]; n = 0 }
+	is_driver_line() { next }
+	/^not ok/ || /^Bail out!/ { show_context(); print; after = 1; next }
+	/^ok( |$)/ { n = 0; after = 0; next }
+	after && /^#/ { print; next }
+	{
+		after = 0
+		if (n == 25) { for (i = 1; i < n; i++) ctx[i - 1] = ctx[i]; n-- }
+		ctx[n++] = $0
+	}' "$1"
+}
+
+# The failing cases of a build tree's last `make check`, each with what it printed, and
+# the end of each failing log, so a CI transcript says what failed and why. A test that
+# died without a "not ok" (a crash, a sanitizer's abort) has the driver's "ERROR:" line.
 show_failures() { # build dir
-	for log in $(grep -lE '^(not ok|Bail out!)' $(find "$1" -name '*.log' -not -name 'test-suite.log' \
+	for log in $(grep -lE '^(not ok|Bail out!|ERROR: )' $(find "$1" -name '*.log' -not -name 'test-suite.log' \
 	             -not -name 'config.log' 2>/dev/null) 2>/dev/null); do
-		printf '\n--- %s: failed cases and the end of the log\n' "$log"
-		grep -E '^(not ok|Bail out!)' "$log"
+		name=${log#"$1"/}
+		printf '\n--- %s: the failed cases with their output\n' "$log"
+		failed_cases "$log" "${name%.log}"
+		printf -- '--- %s: the end of the log\n' "$log"
 		tail -30 "$log"
 	done
 }

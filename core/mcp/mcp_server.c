@@ -32,7 +32,7 @@ struct progress;
 
 struct call {
 	bool used;      /* the slot holds a call (running or finished, not joined) */
-	bool done;      /* the thread has finished; join it */
+	bool done;      /* answered or silenced: no longer in flight (see call_main); join it */
 	bool cancelled; /* notifications/cancelled (or shutdown): send nothing */
 	bool structured;
 	bool modern;
@@ -546,17 +546,21 @@ static void *call_main(void *arg)
 	free(json);
 
 	/* Decide and write atomically with respect to cancellation: once the
-	 * client has cancelled the request, it gets no response for it. */
+	 * client has cancelled the request, it gets no response for it. The slot
+	 * is released at that decision, before the response is written: a client
+	 * that has read the response may send its next call at once, and it must
+	 * not be refused as busy because this thread has not yet run again after
+	 * its write. From here on `c` may be cleared and reused: not touched. */
 	pthread_mutex_lock(&s->lock);
-	if (!c->cancelled) {
+	bool respond = !c->cancelled;
+	c->done = true;
+	if (respond)
 		pthread_mutex_lock(&s->write_lock);
-		pthread_mutex_unlock(&s->lock);
+	pthread_mutex_unlock(&s->lock);
+	if (respond) {
 		send_locked(s, msg);
 		pthread_mutex_unlock(&s->write_lock);
-		pthread_mutex_lock(&s->lock);
 	}
-	c->done = true;
-	pthread_mutex_unlock(&s->lock);
 	json_object_put(msg);
 	return NULL;
 }
@@ -566,7 +570,8 @@ void aks__mcp_server_reap(aks__mcp_server *s)
 	pthread_mutex_lock(&s->lock);
 	for (size_t i = 0; i < s->max_calls; i++) {
 		struct call *c = &s->calls[i];
-		/* A done thread no longer needs the lock: joining it here is quick. */
+		/* A done thread takes the lock no more, so joining it under the lock
+		 * cannot deadlock; it waits at most for the write of its response. */
 		if (c->used && c->done) {
 			pthread_join(c->thread, NULL);
 			slot_clear(c);
