@@ -45,6 +45,60 @@ static char *temp_beside(const char *path)
 	return tmp;
 }
 
+/* Whether the resolved path real is base or inside it (base resolved too). */
+static bool inside(const char *real, const char *base)
+{
+	size_t n = strlen(base);
+	if (n > 1 && base[n - 1] == '/')
+		n--;
+	return strncmp(real, base, n) == 0 && (real[n] == '\0' || real[n] == '/' || n == 1);
+}
+
+/* The resolved path of an open file, from /proc/self/fd (no race with a swapped symlink),
+ * malloc'd, or NULL. */
+static char *fd_path(int fd)
+{
+	char link[64];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	return realpath(link, NULL);
+}
+
+/* The nearest existing ancestor of path's directory, resolved: where a WRITE would create
+ * the missing parents. Malloc'd, or NULL. */
+static char *existing_parent(const char *path)
+{
+	char *d = strdup(path);
+	for (char *slash; d && (slash = strrchr(d, '/'));) {
+		*slash = '\0';
+		char *real = realpath(*d ? d : "/", NULL);
+		if (real || errno != ENOENT) {
+			free(d);
+			return real;
+		}
+	}
+	free(d);
+	return realpath(".", NULL);
+}
+
+/* With BENEATH (the host's workspace), a path that resolves outside it is refused: through
+ * a symlink, as a `..` the host did not see. 0 fine, else the error was sent. */
+static int check_beneath(agent *a, const aks_agent_frame *f, const char *path, int fd,
+                         const char *beneath)
+{
+	if (!beneath)
+		return 0;
+	char *base = realpath(beneath, NULL);
+	char *real = fd >= 0 ? fd_path(fd) : existing_parent(path);
+	bool ok = base && real && inside(real, base);
+	free(base);
+	free(real);
+	if (ok)
+		return 0;
+	agent_send_error(a, f->id, f->type, AKS_AGENT_E_ESCAPES, "%s resolves outside %s", path,
+	                 beneath);
+	return -1;
+}
+
 static req *new_req(agent *a, const aks_agent_frame *f, int kind)
 {
 	if (f->id == 0) {
@@ -87,7 +141,7 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 	const uint8_t *v;
 	uint32_t n;
 	int rc;
-	char *path = NULL;
+	char *path = NULL, *beneath = NULL;
 	bool have_size = false, have_sha = false;
 	uint64_t size = 0;
 	uint8_t sha[AKS_SHA256_LEN];
@@ -104,17 +158,24 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 			have_sha = true;
 		} else if (tag == AKS_AGENT_T_MODE && n == 4) {
 			mode = aks__agent_get32(v) & 07777;
+		} else if (tag == AKS_AGENT_T_BENEATH && n > 0 && !memchr(v, 0, n)) {
+			free(beneath);
+			beneath = strndup((const char *)v, n);
 		}
 	}
 	if (rc < 0 || !path || !have_size || !have_sha) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
 		                 "WRITE needs PATH, SIZE (8 bytes) and SHA256 (32 bytes)");
 		free(path);
+		free(beneath);
 		return;
 	}
-	req *r = new_req(a, f, REQ_WRITE);
+	/* where the parents would be made, before anything is made */
+	int out = check_beneath(a, f, path, -1, beneath);
+	req *r = out ? NULL : new_req(a, f, REQ_WRITE);
 	if (!r) {
 		free(path);
+		free(beneath);
 		return;
 	}
 	r->path = path;
@@ -130,9 +191,18 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 		free(r->tmp);
 		r->tmp = NULL; /* nothing was created */
 		agent_free_req(r);
+		free(beneath);
 		return;
 	}
 	agent_track_fd(r->fd, false);
+	/* and where the file really is, now that it exists (a parent swapped meanwhile) */
+	if (beneath && check_beneath(a, f, path, r->fd, beneath) < 0) {
+		close(r->fd);
+		r->fd = -1;
+		unlink(r->tmp);
+		agent_free_req(r);
+	}
+	free(beneath);
 }
 
 static void write_fail(agent *a, req *r, uint32_t code, const char *what, int e)
@@ -232,7 +302,7 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 	const uint8_t *v;
 	uint32_t n;
 	int rc;
-	char *path = NULL;
+	char *path = NULL, *beneath = NULL;
 	uint64_t max = UINT64_MAX;
 	while ((rc = aks__agent_tlv_next(&it, &tag, &v, &n)) > 0) {
 		if (tag == AKS_AGENT_T_PATH && n > 0 && !memchr(v, 0, n)) {
@@ -240,11 +310,15 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 			path = strndup((const char *)v, n);
 		} else if (tag == AKS_AGENT_T_MAX_SIZE && n == 8) {
 			max = aks__agent_get64(v);
+		} else if (tag == AKS_AGENT_T_BENEATH && n > 0 && !memchr(v, 0, n)) {
+			free(beneath);
+			beneath = strndup((const char *)v, n);
 		}
 	}
 	if (rc < 0 || !path) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "READ needs PATH");
 		free(path);
+		free(beneath);
 		return;
 	}
 	/* O_NONBLOCK: opening a FIFO for reading waits for a writer, which would stop this
@@ -259,6 +333,8 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 	} else if (!S_ISREG(st.st_mode)) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
 		                 "cannot read %s: not a regular file", path);
+	} else if (check_beneath(a, f, path, fd, beneath) < 0) {
+		/* refused: the error was sent */
 	} else if ((uint64_t)st.st_size > max) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
 		                 "%s is %llu bytes, more than the %llu allowed", path,
@@ -274,12 +350,14 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 			aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->size);
 			aks__agent_put_u32(&a->out, AKS_AGENT_T_MODE, st.st_mode & 07777);
 			aks__agent_frame_end(&a->out, s);
+			free(beneath);
 			return;
 		}
 	}
 	if (fd >= 0)
 		close(fd);
 	free(path);
+	free(beneath);
 }
 
 bool files_read_step(agent *a, req *r)

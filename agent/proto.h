@@ -87,6 +87,7 @@ enum aks_agent_tag {
 	AKS_AGENT_T_SHA256 = 62,   /* 32 bytes */
 	AKS_AGENT_T_MODE = 63,     /* u32 permission bits */
 	AKS_AGENT_T_MAX_SIZE = 64, /* u64 */
+	AKS_AGENT_T_BENEATH = 65,  /* string: the path must resolve inside this directory */
 };
 
 #define AKS_AGENT_FEATURE_PYTHON_SESSION 0x1u
@@ -108,6 +109,7 @@ enum aks_agent_errcode {
 	AKS_AGENT_E_HASH_MISMATCH = 13, /* a file's bytes do not hash to its SHA256 */
 	AKS_AGENT_E_SPAWN = 14,         /* fork/pipe failed */
 	AKS_AGENT_E_BUSY = 15,          /* the session is running another request */
+	AKS_AGENT_E_ESCAPES = 16,       /* the path resolves outside BENEATH */
 };
 
 /* ---- big-endian helpers ---- */

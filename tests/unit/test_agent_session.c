@@ -492,18 +492,23 @@ static void t_remembered_placement_checked_again(void **state)
 	assert_int_equal(f->per_call, 0);
 }
 
-static void t_no_hello_falls_back(void **state)
+/* Placed (its bytes checked) and started, but no HELLO: a sandbox that made it unrunnable,
+ * or a broken build. Refused, never a quiet change to per call; said why. */
+static void t_no_hello_refused(void **state)
 {
 	fake_sb *f = *state;
 	f->open_fails_left = 5; /* placement verified: no second try */
 	aks_error *err = NULL;
 	int rc;
 	aks_result *r = run(f, "echo x", NULL, 30, &rc, &err);
-	assert_int_equal(rc, AKS_OK);
-	assert_string_equal(aks_result_get_stdout(r, NULL), "per-call\n");
-	assert_non_null(strstr(aks_result_get_notice(r), "did not start in fake sandbox 'fake-1'"));
+	assert_int_equal(rc, AKS_EIO);
+	assert_non_null(strstr(aks_error_message(err), "does not start"));
+	assert_non_null(strstr(aks_error_message(err), "did not start in fake sandbox 'fake-1'"));
+	aks_error_free(err);
 	aks_result_free(r);
 	assert_int_equal(f->opens, 1);
+	assert_int_equal(f->per_call, 0);
+	assert_true(stateful);
 }
 
 /* An agent that ran for this handle and cannot be started again (a sandbox that made it
@@ -705,8 +710,36 @@ static void t_files(void **state)
 	assert_int_equal(aks_agent_download(f->s, "fifo", path, &call, r, &err), AKS_ENOTFOUND);
 	assert_string_equal(aks_error_message(err), "file 'fifo' not found in the sandbox");
 	aks_error_free(err);
+	err = NULL;
 	aks_result_free(r);
 	expect_out(f, "echo still-serving", NULL, "still-serving\n");
+	/* out of the workspace through a symlink: refused where the file is, by the agent */
+	char outside[1024], link[1100];
+	snprintf(outside, sizeof(outside), "%s-outside", f->dir);
+	assert_int_equal(mkdir(outside, 0700), 0);
+	snprintf(link, sizeof(link), "%s/out", f->dir);
+	assert_int_equal(symlink(outside, link), 0);
+	snprintf(path, sizeof(path), "%s/out/secret", f->dir);
+	assert_int_equal(aks_agent_upload(f->s, "out/secret", path, "x", 1, &call, &err),
+	                 AKS_EPOLICY);
+	assert_string_equal(aks_error_message(err),
+	                    "path 'out/secret' escapes the sandbox working directory");
+	aks_error_free(err);
+	err = NULL;
+	snprintf(path, sizeof(path), "%s/secret", outside);
+	assert_int_equal(access(path, F_OK), -1); /* nothing was written out there */
+	FILE *fp = fopen(path, "w");
+	fputs("host secret", fp);
+	fclose(fp);
+	snprintf(path, sizeof(path), "%s/out/secret", f->dir);
+	r = aks__result_new(4 << 20, 64 << 20);
+	assert_int_equal(aks_agent_download(f->s, "out/secret", path, &call, r, &err), AKS_EPOLICY);
+	aks_error_free(err);
+	assert_int_equal(aks_result_get_file_count(r), 0);
+	aks_result_free(r);
+	snprintf(path, sizeof(path), "%s/secret", outside);
+	unlink(path);
+	rmdir(outside);
 }
 
 /* install_packages is `python -m pip install ...`, through the agent or per call. */
@@ -750,7 +783,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_restart_notice_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_fallback_said_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_remembered_placement_checked_again, setup, teardown),
-	    cmocka_unit_test_setup_teardown(t_no_hello_falls_back, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_no_hello_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_unusable_program, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_lost_agent_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_broken_stream, setup, teardown),

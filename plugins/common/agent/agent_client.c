@@ -81,6 +81,7 @@ struct aks_agent {
 	char version[64];
 	unsigned stray;
 	char stray_msg[512];
+	char *beneath; /* every file request's BENEATH, or NULL */
 	aks_agent_decoder dec;
 };
 
@@ -275,6 +276,8 @@ static int status_of(uint32_t code)
 		return AKS_EIO;
 	case AKS_AGENT_E_BUSY:
 		return AKS_EINVAL;
+	case AKS_AGENT_E_ESCAPES:
+		return AKS_EPOLICY;
 	default:
 		return AKS_ERROR;
 	}
@@ -649,6 +652,7 @@ void aks__agent_free(aks_agent *a)
 	pthread_mutex_destroy(&a->mu);
 	pthread_mutex_destroy(&a->wmu);
 	pthread_cond_destroy(&a->cv);
+	free(a->beneath);
 	free(a);
 }
 
@@ -903,6 +907,8 @@ int aks__agent_write_file(aks_agent *a, const char *path, const void *data, size
 	aks__agent_put_u64(&b, AKS_AGENT_T_SIZE, len);
 	aks__agent_put_bytes(&b, AKS_AGENT_T_SHA256, p.sha, sizeof(p.sha));
 	aks__agent_put_u32(&b, AKS_AGENT_T_MODE, mode);
+	if (a->beneath)
+		aks__agent_put_str(&b, AKS_AGENT_T_BENEATH, a->beneath);
 	aks__agent_frame_end(&b, s);
 	int rc = send_buf(a, &b, err);
 	const uint8_t *bytes = data;
@@ -951,6 +957,8 @@ int aks__agent_read_file(aks_agent *a, const char *path, uint64_t max_size, aks_
 	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_READ, 0, p.id);
 	aks__agent_put_str(&b, AKS_AGENT_T_PATH, path);
 	aks__agent_put_u64(&b, AKS_AGENT_T_MAX_SIZE, max_size);
+	if (a->beneath)
+		aks__agent_put_str(&b, AKS_AGENT_T_BENEATH, a->beneath);
 	aks__agent_frame_end(&b, s);
 	int rc = send_buf(a, &b, err);
 	aks__agent_buf_free(&b);
@@ -1028,6 +1036,16 @@ int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **
 	int rc = send_buf(a, &b, err);
 	aks__agent_buf_free(&b);
 	return rc;
+}
+
+int aks__agent_set_beneath(aks_agent *a, const char *dir)
+{
+	char *copy = dir ? strdup(dir) : NULL;
+	if (dir && !copy)
+		return AKS_ENOMEM;
+	free(a->beneath);
+	a->beneath = copy;
+	return AKS_OK;
 }
 
 unsigned aks__agent_stray_errors(aks_agent *a, char *msg, size_t msglen)

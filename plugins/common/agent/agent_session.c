@@ -212,23 +212,25 @@ static void fall_back(aks_agent_session *s, const char *why)
 	           why, s->prog->per_call);
 }
 
-/* The agent ran for this handle and cannot be started again (killed, then made unrunnable:
- * a sandbox that overwrote it, say). Running on per call would silently drop what the
- * agent guarantees (the whole-tree kill, the Python state): the caller is told, every
- * call, until it starts again or the session is recreated. */
-static int lost(aks_agent_session *s, const char *why, aks_error **err)
+/* The agent is in place (its bytes checked, or it ran for this handle before) and does not
+ * start: killed and made unrunnable, or overwritten where the host's copy does not reach
+ * (gVisor keeps showing the sandbox its own bytes). Running on per call would drop what the
+ * agent guarantees (the whole-tree kill, the Python state) without the caller's say: every
+ * call is refused until it starts again or the session is recreated. Only what is known
+ * before a start (the architecture, no place for it, no stream) makes a handle per call. */
+static int refuse(aks_agent_session *s, const char *why, aks_error **err)
 {
+	const char *what = s->was_up ? "stopped and cannot be started again" : "does not start";
 	stop_agent(s);
 	s->state = S_UNTRIED;
-	s->host->log(AKS_LOG_WARNING, s->prog->provider,
-	             "the aksandbox-agent of %s '%s' stopped and cannot be started again: %s",
-	             s->ops->noun, s->id, why);
-	return s->host->error_set(err, AKS_EIO,
-	                          "%s: the aksandbox-agent of %s '%s' stopped and cannot be "
-	                          "started again (%s); its operations are refused rather than run "
-	                          "without it (the Python session's state is lost; destroying the "
-	                          "session gives a new sandbox)",
-	                          s->prog->provider, s->ops->noun, s->id, why);
+	s->host->log(AKS_LOG_WARNING, s->prog->provider, "the aksandbox-agent of %s '%s' %s: %s",
+	             s->ops->noun, s->id, what, why);
+	return s->host->error_set(
+	    err, AKS_EIO,
+	    "%s: the aksandbox-agent of %s '%s' %s (%s); its operations are "
+	    "refused rather than run without it (destroying the session gives "
+	    "a new sandbox)",
+	    s->prog->provider, s->ops->noun, s->id, what, why);
 }
 
 /* The reason a start failed: what the program said on stderr, else the client's error. */
@@ -250,8 +252,10 @@ static char *start_failure(aks_agent_session *s, aks_error *e)
 
 /* Starts the placed program and says HELLO. AKS_OK with s->agent, or AKS_OK with *why (it
  * cannot start: fall back), or the call's failure. */
-static int start(aks_agent_session *s, const aks_call *setup, char **why, aks_error **err)
+static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *no_hello,
+                 aks_error **err)
 {
+	*no_hello = false;
 	const aks_host_api *host = s->host;
 	const char *path = s->path ? s->path : s->prog->path;
 	int rfd = -1, wfd = -1;
@@ -264,8 +268,9 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, aks_er
 		hello.deadline_ms = limit;
 	aks_error *e = NULL;
 	rc = aks__agent_start(host, rfd, wfd, &hello, &s->agent, &e);
-	if (rc == AKS_OK)
-		return AKS_OK;
+	if (rc == AKS_OK) /* the files it moves stay in the workspace, symlinks or not */
+		return s->cwd && aks__agent_set_beneath(s->agent, s->cwd) != AKS_OK ? oom(host, err)
+		                                                                    : AKS_OK;
 	s->agent = NULL;
 	bool timed_out = setup->deadline_ms && host->now_ms() >= setup->deadline_ms;
 	if (cancelled(host, setup) || timed_out) {
@@ -274,6 +279,7 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, aks_er
 		return over(s, cancelled(host, setup) ? AKS_ECANCELLED : AKS_ETIMEOUT, setup, err);
 	}
 	*why = start_failure(s, e);
+	*no_hello = true;
 	drop_error(host, &e);
 	return *why ? AKS_OK : oom(host, err);
 }
@@ -302,20 +308,21 @@ static int bring_up(aks_agent_session *s, const aks_call *call, bool look_again,
 {
 	aks_call setup = setup_call(s, call);
 	char *why = NULL;
-	bool verified;
+	bool verified, no_hello = false;
 	int rc = place(s, look_again, &setup, &verified, &why, err);
 	if (rc == AKS_OK && !why)
-		rc = start(s, &setup, &why, err);
+		rc = start(s, &setup, &why, &no_hello, err);
 	if (rc == AKS_OK && why && !verified) {
 		/* remembered from an earlier handle but not startable now: look again, once */
 		free(why);
 		why = NULL;
+		no_hello = false;
 		rc = place(s, true, &setup, &verified, &why, err);
 		if (rc == AKS_OK && !why)
-			rc = start(s, &setup, &why, err);
+			rc = start(s, &setup, &why, &no_hello, err);
 	}
-	if (rc == AKS_OK && why && s->was_up)
-		rc = lost(s, why, err);
+	if (rc == AKS_OK && why && (s->was_up || no_hello))
+		rc = refuse(s, why, err);
 	else if (rc == AKS_OK && why)
 		fall_back(s, why);
 	else if (rc == AKS_OK)
@@ -625,6 +632,11 @@ static int file_error(aks_agent_session *s, const char *verb, const char *path, 
 	if (rc == AKS_ENOTFOUND) {
 		drop_error(host, &e);
 		return host->error_set(err, rc, "file '%s' not found in the sandbox", path);
+	}
+	if (rc == AKS_EPOLICY) { /* the reference's words for the path rule */
+		drop_error(host, &e);
+		return host->error_set(err, rc, "path '%s' escapes the sandbox working directory",
+		                       path);
 	}
 	const char *m = e ? host->error_message(e) : "failed";
 	if (strncmp(m, "agent: ", 7) == 0)

@@ -114,6 +114,11 @@ int aks__agent_read_file(aks_agent *a, const char *path, uint64_t max_size, aks_
 int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_result *out,
                          const char *name, const aks_call *call, bool *refused, aks_error **err);
 
+/* From now on every file request must resolve inside dir (the sandbox's workspace): a path
+ * that leads out through a symlink is AKS_EPOLICY, checked by the agent where the file is
+ * (dir NULL: no such bound). AKS_OK or AKS_ENOMEM. */
+int aks__agent_set_beneath(aks_agent *a, const char *dir);
+
 /* For tests and diagnostics: writes raw bytes into the stream, and reports the ERROR frames
  * that answered no request of ours (their count and the last message). */
 int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **err);
