@@ -2,7 +2,8 @@
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
  * path rule, one-file tars in memory and out of an archive, base64, libcurl's
- * global state, and the script that kills an exec's processes.
+ * global state, the instance's description, and the script that kills an
+ * exec's processes.
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
@@ -13,6 +14,7 @@
 #ifndef AKS_CONTAINER_H
 #define AKS_CONTAINER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -86,6 +88,32 @@ char *aks_ctr_b64_encode(const void *data, size_t len);
  * count is the linking plugin's own (each has its copy of this library). */
 bool aks_ctr_curl_acquire(void);
 void aks_ctr_curl_release(void);
+
+/* ---- the instance's description (describe.c) ---- */
+
+/*
+ * The "runs" line of a container provider (its instance_description, shown by `aksandbox
+ * check`): the agent module's line, how operations run, then "; " and how the provider
+ * confines its sandboxes. The module's line changes at most once (at its first fallback) and
+ * the host may keep a pointer we returned, so each line is made once and kept until
+ * aks_ctr_desc_free; `runs` is compared by pointer (the module keeps its lines until it is
+ * freed). Any thread may ask.
+ */
+typedef struct aks_ctr_desc {
+	bool ready;
+	pthread_mutex_t mu;
+	char *confinement;
+	struct {
+		const char *from; /* the module's line it was made from */
+		char *text;
+	} line[2];
+} aks_ctr_desc;
+
+/* Copies confinement; AKS_OK or AKS_ENOMEM. A zeroed aks_ctr_desc may be freed too. */
+int aks_ctr_desc_init(aks_ctr_desc *d, const char *confinement);
+/* The line for the module's current line `runs` (itself when out of memory). */
+const char *aks_ctr_desc_get(aks_ctr_desc *d, const char *runs);
+void aks_ctr_desc_free(aks_ctr_desc *d);
 
 /* ---- killing an exec's processes (kill_script.c) ---- */
 

@@ -18,6 +18,8 @@
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
 
+#include "aks_container.h"
+
 #define DK_NAME      "docker"
 #define DK_API       "/v1.41"
 #define DK_WORKSPACE "/workspace"
@@ -41,6 +43,18 @@
 #define GO_MODE_TYPE                                                                               \
 	(GO_MODE_DIR | GO_MODE_SYMLINK | (1u << 26) | (1u << 25) | (1u << 24) | (1u << 21) |       \
 	 (1u << 19))
+
+/* Tasks (processes and threads) a container may hold by default (pids_limit): room for a
+ * build, a test runner or a thread pool; a small share of a host's pid space (32768 by
+ * default), so a fork bomb stops at its container. The least accepted leaves room for the
+ * container's own processes (docker-init, sleep, the agent and its supervisor, a shell). */
+#define DK_PIDS_DEFAULT 512
+#define DK_PIDS_MIN     16
+#define DK_PIDS_MAX     4194304 /* the kernel's PID_MAX_LIMIT */
+/* Under gVisor the container's host tasks are the Sentry's, which needs about 14 for each
+ * process it runs (measured on the ptrace platform) and dies when it cannot get one: the
+ * host cgroup's backstop above what gVisor's own limit allows (add_pids_limit in docker.c). */
+#define DK_GVISOR_HOST_TASKS(n) ((n)*16 + 256)
 
 #define DK_ARCH_RING   8  /* images checked, per provider instance */
 #define DK_PLACED_RING 32 /* containers with the agent in place */
@@ -69,6 +83,8 @@ struct aks_provider_impl {
 	char **labels; /* NULL-terminated key, value pairs */
 	char **env;    /* "KEY=VALUE" strings, NULL-terminated */
 	bool pull;
+	bool gvisor;           /* runtime runsc */
+	int64_t pids_limit;    /* 0: none of ours */
 	aks_capabilities caps; /* the instance's (stateful: cleared in place by aks_agent.h) */
 	dk_endpoint ep;
 	aks_agent_program *agent; /* aksandbox-agent (disabled: every operation per call) */
@@ -80,6 +96,8 @@ struct aks_provider_impl {
 	unsigned arch_ok_next;
 	char placed[DK_PLACED_RING][144];
 	unsigned placed_next;
+	aks_ctr_desc
+	    desc; /* the "runs" line: the agent module's, and how containers are confined */
 };
 
 /* One connection context: a multi handle (the connection cache) and an easy

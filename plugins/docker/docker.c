@@ -70,6 +70,9 @@ static const aks_config_key dk_config_keys[] = {
                    "extra labels on the containers and volumes created"),
     AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
                    "environment variables of the container"),
+    AKS_CONFIG_KEY("pids_limit", AKS_CONFIG_INT, false, "512",
+                   "most tasks (processes and threads) a container may hold; 0 = no limit of "
+                   "ours (the engine's default)"),
     AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
                    "the static aksandbox-agent to place in each container and run operations "
                    "through (stateful Python); null = the installed one if present, false = "
@@ -112,6 +115,7 @@ static void dk_fini(aks_provider_impl *prov)
 	free_strv(prov->labels);
 	free_strv(prov->env);
 	aks_agent_program_free(prov->agent);
+	aks_ctr_desc_free(&prov->desc);
 	pthread_mutex_destroy(&prov->agent_mu);
 	free(prov);
 	aks_ctr_curl_release();
@@ -124,6 +128,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	           *hostaddr = NULL, *agent = NULL;
 	const char *const *labels = NULL, *const *env = NULL;
 	bool pull = true;
+	int64_t pids_limit = DK_PIDS_DEFAULT;
 	if (host->config_string(cfg, "image", &image) != AKS_OK ||
 	    host->config_string(cfg, "runtime", &runtime) != AKS_OK ||
 	    host->config_string(cfg, "attach_to", &attach_to) != AKS_OK ||
@@ -132,6 +137,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    host->config_bool(cfg, "pull", &pull) != AKS_OK ||
 	    host->config_map(cfg, "labels", &labels) != AKS_OK ||
 	    host->config_map(cfg, "env", &env) != AKS_OK ||
+	    host->config_int(cfg, "pids_limit", &pids_limit) != AKS_OK ||
 	    host->config_string(cfg, "agent", &agent) != AKS_OK)
 		return host->error_set(err, AKS_ECONFIG,
 		                       "docker: the host could not read the config block");
@@ -152,13 +158,21 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 			return host->error_set(err, AKS_ECONFIG,
 			                       "docker: labels: '%s' cannot be used as a label",
 			                       kv[0]);
+	if (pids_limit != 0 && (pids_limit < DK_PIDS_MIN || pids_limit > DK_PIDS_MAX))
+		return host->error_set(
+		    err, AKS_ECONFIG,
+		    "docker: pids_limit %lld: give 0 (no limit of ours) or %d to "
+		    "%d tasks (the container's own processes need a few)",
+		    (long long)pids_limit, DK_PIDS_MIN, DK_PIDS_MAX);
 	prov->pull = pull;
+	prov->pids_limit = pids_limit;
 	if (!(prov->image = strdup(image)) || !(prov->python = strdup(python)) ||
 	    (runtime && *runtime && strcmp(runtime, "docker") != 0 &&
 	     !(prov->runtime = strdup(runtime))) ||
 	    (attach_to && *attach_to && !(prov->attach_to = strdup(attach_to))) ||
 	    !(prov->labels = copy_strv(labels)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	prov->gvisor = prov->runtime && strcmp(prov->runtime, "runsc") == 0;
 	size_t n = 0;
 	while (env && env[2 * n])
 		n++;
@@ -189,6 +203,29 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	return aks_agent_program_open(host, &ao, &prov->agent, err);
 }
 
+/* How the containers of this instance are confined, for the "runs" line of `aksandbox check`
+ * (docs/plugins/docker.md, "Hardening defaults"). NULL when out of memory. */
+static char *describe_confinement(const aks_provider_impl *prov)
+{
+	char *s = NULL;
+	int n;
+	if (prov->attach_to)
+		n = asprintf(&s, "the attached container '%s' keeps its own limits",
+		             prov->attach_to);
+	else if (!prov->pids_limit)
+		n = asprintf(&s, "containers without a task limit of ours (pids_limit: 0)");
+	else if (prov->gvisor)
+		n = asprintf(&s,
+		             "containers of at most %lld tasks (pids_limit, enforced by gVisor's "
+		             "kernel; the host allows gVisor itself %lld)",
+		             (long long)prov->pids_limit,
+		             (long long)DK_GVISOR_HOST_TASKS(prov->pids_limit));
+	else
+		n = asprintf(&s, "containers of at most %lld tasks (pids_limit)",
+		             (long long)prov->pids_limit);
+	return n < 0 ? NULL : s;
+}
+
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
                    aks_error **err)
 {
@@ -208,8 +245,15 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 		return rc;
 	}
 	/* gVisor puts a user-space kernel between the program and the host's. */
-	if (prov->runtime && strcmp(prov->runtime, "runsc") == 0)
+	if (prov->gvisor)
 		prov->caps.isolation = AKS_ISOLATION_SYSCALL_FILTER;
+	char *confinement = describe_confinement(prov);
+	rc = confinement ? aks_ctr_desc_init(&prov->desc, confinement) : AKS_ENOMEM;
+	free(confinement);
+	if (rc != AKS_OK) {
+		dk_fini(prov);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	*out = prov;
 	return AKS_OK;
 }
@@ -221,7 +265,9 @@ static const aks_capabilities *dk_instance_caps(const aks_provider_impl *prov)
 
 static const char *dk_instance_description(const aks_provider_impl *prov)
 {
-	return aks_agent_program_description(prov->agent);
+	/* the description cache is the only thing that changes */
+	return aks_ctr_desc_get((aks_ctr_desc *)&prov->desc,
+	                        aks_agent_program_description(prov->agent));
 }
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -444,6 +490,33 @@ static json_object *mount_json(const char *volume, const char *target)
 	return m;
 }
 
+/* The container's task limit (pids_limit), so a fork bomb stops at its container. Under runc
+ * it is the kernel's pids cgroup. Under gVisor the host's tasks are the Sentry's, a dozen or
+ * more for each task it runs, and it dies when it cannot make one: gVisor's kernel enforces
+ * the limit (RLIMIT_NPROC, which it counts over every task of the user, threads and root
+ * without CAP_SYS_RESOURCE included; a container runs as one user), and the host cgroup gets
+ * a backstop above what that lets gVisor need. Not RLIMIT_NPROC under runc: the host kernel
+ * counts it per user over the whole host (other containers of that uid too) and exempts
+ * root. */
+static void add_pids_limit(const aks_provider_impl *prov, json_object *hc)
+{
+	if (!prov->pids_limit)
+		return;
+	if (!prov->gvisor) {
+		json_object_object_add(hc, "PidsLimit", json_object_new_int64(prov->pids_limit));
+		return;
+	}
+	json_object_object_add(hc, "PidsLimit",
+	                       json_object_new_int64(DK_GVISOR_HOST_TASKS(prov->pids_limit)));
+	json_object *nproc = json_object_new_object();
+	json_object_object_add(nproc, "Name", json_object_new_string("nproc"));
+	json_object_object_add(nproc, "Soft", json_object_new_int64(prov->pids_limit));
+	json_object_object_add(nproc, "Hard", json_object_new_int64(prov->pids_limit));
+	json_object *ulimits = json_object_new_array();
+	json_object_array_add(ulimits, nproc);
+	json_object_object_add(hc, "Ulimits", ulimits);
+}
+
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
                                 const char *agent_volume, const aks_policy *p)
 {
@@ -468,6 +541,7 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 		/* No swap on top: a hog fails at the limit instead of paging. */
 		json_object_object_add(hc, "MemorySwap", json_object_new_int64(bytes));
 	}
+	add_pids_limit(prov, hc);
 	if (fs_policy(p))
 		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
 	if (prov->runtime)

@@ -208,9 +208,10 @@ static int setup_bare(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
+/* Closes and destroys the fixture's sandbox, and closes its provider: the fixture can open
+ * another. */
+static void teardown_sandbox(fixture *f)
 {
-	fixture *f = *state;
 	aks_call call;
 	aks_call_init(&call, 60, NULL, NULL, NULL);
 	if (f->sb)
@@ -222,7 +223,16 @@ static int teardown(void **state)
 	free(f->id);
 	aks_provider_close(f->prov);
 	aks_config_free(f->config);
-	free(f);
+	f->sb = NULL;
+	f->id = NULL;
+	f->prov = NULL;
+	f->config = NULL;
+}
+
+static int teardown(void **state)
+{
+	teardown_sandbox(*state);
+	free(*state);
 	return 0;
 }
 
@@ -884,6 +894,142 @@ static void t_policy_allowlist(void **state)
 	char *net = inspect(f->id, "{{.HostConfig.NetworkMode}}");
 	assert_string_not_equal(net, "none");
 	free(net);
+}
+
+/* ---- hardening: what an attacker's code inside the sandbox tries ----------------------------- */
+
+/* A file of the workspace, read with download_file: no process is started in the container
+ * (the shell forks nothing for it either way), so it works while the container cannot fork. */
+static char *read_ws(fixture *f, const char *path)
+{
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, path, &call, &r, &err), err);
+	size_t len = 0;
+	const char *data = (const char *)aks_result_get_file(r, 0, NULL, NULL, &len);
+	char *s = strndup(data, len);
+	aks_result_free(r);
+	return s;
+}
+
+/* Waits (up to 90 s) until the sandbox runs a command again. */
+static void wait_answers(fixture *f)
+{
+	int64_t until = now_ms() + 90000;
+	for (;;) {
+		aks_result *r = NULL;
+		aks_error *err = NULL;
+		int rc = run(f, NULL, "echo alive", 30, NULL, &r, &err);
+		bool ok = rc == AKS_OK && aks_result_get_exit_code(r) == 0 &&
+		          strcmp(aks_result_get_stdout(r, NULL), "alive\n") == 0;
+		if (!ok && now_ms() > until)
+			fail_msg("the sandbox does not answer after the fork bomb: %s",
+			         err ? aks_error_message(err) : aks_result_get_stderr(r, NULL));
+		aks_result_free(r);
+		if (err)
+			aks_error_free(err);
+		if (ok)
+			return;
+		usleep(500000);
+	}
+}
+
+/* A bounded fork bomb (1000 sleeps of 20 s; each records its number, and the shell stops at
+ * the first fork that fails) stays under `limit` tasks in the container; the host still
+ * forks, the engine counts no more host tasks than the container's PidsLimit, and the
+ * sandbox answers again once the sleeps are over. */
+static void fork_bomb(fixture *f, int limit)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, NULL,
+	             "echo 0 > /workspace/started; "
+	             "for i in $(seq 1000); do sleep 20 & echo $i > /workspace/started; done",
+	             60, NULL, &r, &err),
+	         err);
+	aks_result_free(r);
+	char *started = read_ws(f, "started");
+	int n = atoi(started);
+	if (n >= limit || n < limit / 2)
+		fail_msg("the fork bomb started %s processes (limit %d)", started, limit);
+	free(started);
+	int st;
+	char *host = sh_out(&st, "echo host-forks");
+	assert_string_equal(host, "host-forks");
+	free(host);
+	char *pids = sh_out(&st, "docker stats --no-stream --format '{{.PIDs}}' %s", f->id);
+	char *max = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	if (atoll(max) <= 0 || atoll(pids) > atoll(max))
+		fail_msg("the engine counts %s host tasks, the container's PidsLimit is %s", pids,
+		         max);
+	free(pids);
+	free(max);
+	wait_answers(f);
+}
+
+/* Every container gets a task limit by default (512); pids_limit sets it (0: none of ours),
+ * and a fork bomb stops there, under runc and under gVisor. */
+static void t_pids_limit(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, NULL);
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_string_equal(got, "512");
+	free(got);
+	teardown_sandbox(f);
+	open_provider(f, "    image: " IMAGE "\n    pids_limit: 0\n");
+	create_sandbox(f);
+	got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_true(strcmp(got, "0") == 0 || strcmp(got, "<nil>") == 0);
+	free(got);
+	teardown_sandbox(f);
+	open_provider(f, "    image: " IMAGE "\n    pids_limit: 100\n");
+	create_sandbox(f);
+	got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_string_equal(got, "100");
+	free(got);
+	fork_bomb(f, 100);
+}
+
+/* Under gVisor the container's host tasks are gVisor's own (its Sentry needs a dozen host
+ * tasks per process it runs): the limit is RLIMIT_NPROC in gVisor's kernel, with a host
+ * PidsLimit above it as a backstop. */
+static void t_pids_limit_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n    pids_limit: 100\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.PidsLimit}} {{range .HostConfig.Ulimits}}"
+	                           "{{.Name}}={{.Soft}}:{{.Hard}}{{end}}");
+	assert_string_equal(got, "1856 nproc=100:100");
+	free(got);
+	fork_bomb(f, 100);
+}
+
+/* pids_limit: a number of tasks, 0, or a configuration error naming the key. */
+static void t_pids_limit_config(void **state)
+{
+	fixture *f = *state;
+	const char *bad[] = {"-1", "3"};
+	for (int i = 0; i < 2; i++) {
+		char *extra = xasprintf("    image: " IMAGE "\n    pids_limit: %s\n", bad[i]);
+		char *yaml = xasprintf("%s/bad-pids.yaml", tmpdir);
+		FILE *fp = fopen(yaml, "w");
+		fprintf(fp, "sandbox:\n  enabled: true\n  type: docker\n  docker:\n%s", extra);
+		fclose(fp);
+		aks_error *err = NULL;
+		check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+		int rc = aks_provider_open(plugin, f->config, &f->prov, &err);
+		check_error(rc, &err, AKS_ECONFIG, "pids_limit", bad[i], (char *)NULL);
+		aks_config_free(f->config);
+		f->config = NULL;
+		unlink(yaml);
+		free(yaml);
+		free(extra);
+	}
 }
 
 /* ---- runtimes -------------------------------------------------------------------------------- */
@@ -1675,6 +1821,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_policy_memory, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_policy_filesystem, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_policy_allowlist, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit_config, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runsc, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runc_is_host_kernel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_missing_image, setup_bare, teardown),
@@ -1689,6 +1838,9 @@ int main(void)
 	memcpy(all, tests, sizeof(tests));
 	if (na)
 		memcpy(all + n, agent_tests, sizeof(agent_tests));
+	/* DK_TEST_FILTER=t_files runs the matching cases (a cmocka glob) */
+	if (getenv("DK_TEST_FILTER"))
+		cmocka_set_test_filter(getenv("DK_TEST_FILTER"));
 	int failed = _cmocka_run_group_tests(with_agent ? "docker through aksandbox-agent"
 	                                                : "docker, agent: false",
 	                                     all, n + na, group_setup, group_teardown);

@@ -299,6 +299,27 @@ static void test_b64(void **state)
 	assert_null(aks_ctr_b64_decode("aG*s", 4, &n));
 }
 
+/* The "runs" line: the module's line and the confinement; one per line of the module's, the
+ * same pointer for the same line (the host may keep it); the line itself for a third. */
+static void test_desc(void **state)
+{
+	(void)state;
+	aks_ctr_desc d = {0};
+	aks_ctr_desc_free(&d); /* a zeroed one: nothing to free */
+	assert_string_equal(aks_ctr_desc_get(&d, "runs"), "runs");
+	assert_int_equal(aks_ctr_desc_init(&d, "containers of at most 512 tasks"), AKS_OK);
+	const char a[] = "through the agent", b[] = "one exec per call: why", c[] = "third";
+	const char *la = aks_ctr_desc_get(&d, a);
+	assert_string_equal(la, "through the agent; containers of at most 512 tasks");
+	assert_ptr_equal(aks_ctr_desc_get(&d, a), la);
+	const char *lb = aks_ctr_desc_get(&d, b);
+	assert_string_equal(lb, "one exec per call: why; containers of at most 512 tasks");
+	assert_ptr_equal(aks_ctr_desc_get(&d, a), la);
+	assert_ptr_equal(aks_ctr_desc_get(&d, b), lb);
+	assert_ptr_equal(aks_ctr_desc_get(&d, c), c);
+	aks_ctr_desc_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +333,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
 	    cmocka_unit_test(test_b64),
+	    cmocka_unit_test(test_desc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
