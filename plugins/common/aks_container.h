@@ -56,6 +56,22 @@ int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents
 int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool parents,
                           unsigned mode, char **out, size_t *out_len);
 
+typedef struct aks_ctr_tar_opts {
+	bool dir;          /* rel is a directory, without data ("/": the directory the tar is
+	                      unpacked into, whose owner and mode the Docker Engine then sets) */
+	unsigned mode;     /* rel's permissions; 0: 0644 for a file, 0755 for a directory */
+	unsigned uid, gid; /* the owner of every entry */
+	/* Entries (0755) only for the parent directories of rel longer than this many bytes:
+	 * the ones up to it exist, and an entry would change their owner and mode. 0: all of
+	 * them; SIZE_MAX: none. */
+	size_t existing;
+} aks_ctr_tar_opts;
+
+/* The same with an owner, and entries for the parents that do not exist yet; or a tar of one
+ * directory. */
+int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const aks_ctr_tar_opts *o,
+                          char **out, size_t *out_len);
+
 /* What aks_ctr_tar_read_file() returns when libarchive fails: never an
  * aks_status; archive_error_string() says why. */
 #define AKS_CTR_BADTAR 1

@@ -95,13 +95,16 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 
 /* Walks the existing components of cpath (below /workspace) and refuses a
  * symbolic link that leads outside. On success *final is the last
- * component's stat, with link resolved. */
+ * component's stat, with link resolved, and *existing (if asked) the length of
+ * the longest prefix of cpath that exists. */
 static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char *cpath,
-                       const aks_call *call, pstat *final, aks_error **err)
+                       const aks_call *call, pstat *final, size_t *existing, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	memset(final, 0, sizeof(*final));
 	size_t start = strlen(DK_WORKSPACE);
+	if (existing)
+		*existing = start;
 	size_t n = strlen(cpath);
 	char *prefix = strdup(cpath);
 	if (!prefix)
@@ -124,6 +127,8 @@ static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char 
 			                     agent_path, DK_WORKSPACE);
 			break;
 		}
+		if (st.exists && existing)
+			*existing = i;
 		if (last) {
 			*final = st;
 			break;
@@ -154,8 +159,11 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 		                       DK_WORKSPACE);
 	}
 	pstat st;
-	rc = check_links(sb, path, cpath, call, &st, err);
+	size_t existing = 0;
+	rc = check_links(sb, path, cpath, call, &st, &existing, err);
 	free(st.link);
+	/* for dk_put_file: what exists below /workspace/ */
+	sb->upload_existing = existing > sizeof(DK_WORKSPACE) ? existing - sizeof(DK_WORKSPACE) : 0;
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
 		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
 	/* The checks above are the same either way; then the agent writes the file and
@@ -172,8 +180,13 @@ int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data
 	aks_sandbox_impl *sb = vsb;
 	const aks_host_api *host = sb->prov->host;
 	dk_buf tar = {0};
-	if (aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false, &tar.data, &tar.len) <
-	    0)
+	/* The file and the directories it needs are the containers' user's (the engine would
+	 * make missing directories root's, which a user other than root could not write);
+	 * the directories that exist are left as they are. */
+	aks_ctr_tar_opts o = {
+	    .uid = sb->prov->uid, .gid = sb->prov->gid, .existing = sb->upload_existing};
+	if (aks_ctr_tar_file_opts(cpath + sizeof(DK_WORKSPACE), data, len, &o, &tar.data,
+	                          &tar.len) < 0)
 		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
 	tar.cap = tar.len + 1;
 	char reqpath[320];
@@ -247,7 +260,7 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 	if (rc != AKS_OK)
 		return rc;
 	pstat st;
-	rc = check_links(sb, path, cpath, call, &st, err);
+	rc = check_links(sb, path, cpath, call, &st, NULL, err);
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_SYMLINK)) {
 		/* read the target (inside /workspace: checked), if it is a file */
 		free(cpath);

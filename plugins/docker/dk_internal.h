@@ -85,6 +85,8 @@ struct aks_provider_impl {
 	bool pull;
 	bool gvisor;           /* runtime runsc */
 	int64_t pids_limit;    /* 0: none of ours */
+	char *user;            /* "UID:GID" the containers run as; NULL: the image's user */
+	unsigned uid, gid;     /* of user (0:0 without it) */
 	aks_capabilities caps; /* the instance's (stateful: cleared in place by aks_agent.h) */
 	dk_endpoint ep;
 	aks_agent_program *agent; /* aksandbox-agent (disabled: every operation per call) */
@@ -114,6 +116,9 @@ struct aks_sandbox_impl {
 	bool external; /* attach_to: never created by us */
 	dk_conn conn;
 	aks_agent_session *agent; /* runs the operations, through the agent or per call */
+	/* How much of the current upload's container path exists (dk_upload_file found it
+	 * out): dk_put_file makes the directories below it, owned by the containers' user. */
+	size_t upload_existing;
 };
 
 /* ---- buffers ---------------------------------------------------------------- */

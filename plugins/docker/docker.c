@@ -13,6 +13,7 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,9 @@ static const aks_config_key dk_config_keys[] = {
     AKS_CONFIG_KEY("pids_limit", AKS_CONFIG_INT, false, "512",
                    "most tasks (processes and threads) a container may hold; 0 = no limit of "
                    "ours (the engine's default)"),
+    AKS_CONFIG_KEY("user", AKS_CONFIG_STRING, false, NULL,
+                   "numeric UID[:GID] the containers run as (no capabilities); null = the "
+                   "image's user"),
     AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
                    "the static aksandbox-agent to place in each container and run operations "
                    "through (stateful Python); null = the installed one if present, false = "
@@ -112,6 +116,7 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->runtime);
 	free(prov->attach_to);
 	free(prov->python);
+	free(prov->user);
 	free_strv(prov->labels);
 	free_strv(prov->env);
 	aks_agent_program_free(prov->agent);
@@ -121,11 +126,73 @@ static void dk_fini(aks_provider_impl *prov)
 	aks_ctr_curl_release();
 }
 
+/* One id (uid or gid): decimal digits, at most 4294967294 ((uid_t)-1 means "none"). */
+static bool parse_id(const char *s, size_t n, unsigned *out)
+{
+	unsigned long long v = 0;
+	if (n == 0 || n > 10)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v > 4294967294ULL)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* user: "UID" or "UID:GID", numeric (the container need not know the names, and the
+ * workspace's owner is unambiguous); a GID left out is the UID. Sets prov->user ("UID:GID"),
+ * uid and gid. */
+static int read_user(aks_provider_impl *prov, const char *user, aks_error **err)
+{
+	if (!user || !*user)
+		return AKS_OK;
+	const char *colon = strchr(user, ':');
+	size_t ulen = colon ? (size_t)(colon - user) : strlen(user);
+	if (!parse_id(user, ulen, &prov->uid) ||
+	    !(colon ? parse_id(colon + 1, strlen(colon + 1), &prov->gid)
+	            : (prov->gid = prov->uid, true)))
+		return prov->host->error_set(
+		    err, AKS_ECONFIG, "docker: user '%s' is not UID[:GID] (numeric ids)", user);
+	if (asprintf(&prov->user, "%u:%u", prov->uid, prov->gid) < 0) {
+		prov->user = NULL;
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	return AKS_OK;
+}
+
+/* prov->env from the env map ("KEY=VALUE"), with HOME=/workspace for a user other than root
+ * when the map sets no HOME: the user has no entry in the image's passwd, so HOME would be /,
+ * which it cannot write (pip installs for the user under HOME). */
+static int read_env(aks_provider_impl *prov, const char *const *env, aks_error **err)
+{
+	size_t n = 0;
+	bool home = false;
+	while (env && env[2 * n]) {
+		home = home || strcmp(env[2 * n], "HOME") == 0;
+		n++;
+	}
+	bool add_home = prov->uid != 0 && !home;
+	if (!(prov->env = calloc(n + 2, sizeof(char *))))
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (asprintf(&prov->env[i], "%s=%s", env[2 * i], env[2 * i + 1]) < 0) {
+			prov->env[i] = NULL;
+			return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
+	if (add_home && !(prov->env[n] = strdup("HOME=" DK_WORKSPACE)))
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	return AKS_OK;
+}
+
 static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
 	const char *image = NULL, *runtime = NULL, *attach_to = NULL, *python = NULL,
-	           *hostaddr = NULL, *agent = NULL;
+	           *hostaddr = NULL, *agent = NULL, *user = NULL;
 	const char *const *labels = NULL, *const *env = NULL;
 	bool pull = true;
 	int64_t pids_limit = DK_PIDS_DEFAULT;
@@ -138,6 +205,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    host->config_map(cfg, "labels", &labels) != AKS_OK ||
 	    host->config_map(cfg, "env", &env) != AKS_OK ||
 	    host->config_int(cfg, "pids_limit", &pids_limit) != AKS_OK ||
+	    host->config_string(cfg, "user", &user) != AKS_OK ||
 	    host->config_string(cfg, "agent", &agent) != AKS_OK)
 		return host->error_set(err, AKS_ECONFIG,
 		                       "docker: the host could not read the config block");
@@ -173,17 +241,11 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    !(prov->labels = copy_strv(labels)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	prov->gvisor = prov->runtime && strcmp(prov->runtime, "runsc") == 0;
-	size_t n = 0;
-	while (env && env[2 * n])
-		n++;
-	if (!(prov->env = calloc(n + 1, sizeof(char *))))
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		if (asprintf(&prov->env[i], "%s=%s", env[2 * i], env[2 * i + 1]) < 0) {
-			prov->env[i] = NULL;
-			return host->error_set(err, AKS_ENOMEM, "out of memory");
-		}
-	int rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
+	int rc = read_user(prov, user, err);
+	if (rc == AKS_OK)
+		rc = read_env(prov, env, err);
+	if (rc == AKS_OK)
+		rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
 	if (rc != AKS_OK)
 		return rc;
 	/* stateful only while the agent can be used (aks_agent.h clears it in place: the host
@@ -203,27 +265,65 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	return aks_agent_program_open(host, &ao, &prov->agent, err);
 }
 
+/* What a sandbox's root keeps of Docker's default capabilities: what it needs to act as the
+ * owner of every file in its container, as tar and package managers do when they restore
+ * owners (CHOWN), write into or replace files of other owners (DAC_OVERRIDE) and set their
+ * modes and times (FOWNER). The rest goes: raw and packet sockets (NET_RAW), device nodes (MKNOD),
+ * changing uids (SETUID, SETGID, so every process stays the container's user and a timeout kill
+ * reaches them all without KILL), file capabilities (SETFCAP, SETPCAP), chroot, audit
+ * writes, setgid bits on others' files (FSETID), ports below 1024 (NET_BIND_SERVICE: the
+ * engine sets ip_unprivileged_port_start to 0 in containers anyway). A user other than root
+ * has none of them in effect: no ambient capabilities, and no_new_privs keeps setuid and
+ * file capabilities from granting any. docs/plugins/docker.md, "Hardening defaults". */
+static const char *const dk_cap_add[] = {"CHOWN", "DAC_OVERRIDE", "FOWNER", NULL};
+
 /* How the containers of this instance are confined, for the "runs" line of `aksandbox check`
  * (docs/plugins/docker.md, "Hardening defaults"). NULL when out of memory. */
 static char *describe_confinement(const aks_provider_impl *prov)
 {
-	char *s = NULL;
-	int n;
-	if (prov->attach_to)
-		n = asprintf(&s, "the attached container '%s' keeps its own limits",
-		             prov->attach_to);
-	else if (!prov->pids_limit)
-		n = asprintf(&s, "containers without a task limit of ours (pids_limit: 0)");
-	else if (prov->gvisor)
+	if (prov->attach_to) {
+		char *s = NULL;
+		return asprintf(&s,
+		                "the attached container '%s' keeps its own limits and privileges",
+		                prov->attach_to) < 0
+		           ? NULL
+		           : s;
+	}
+	char *pids = NULL, *caps = NULL, *user = NULL, *s = NULL;
+	int n =
+	    !prov->pids_limit ? asprintf(&pids, "no task limit of ours (pids_limit: 0)")
+	    : prov->gvisor
+	        ? asprintf(&pids,
+	                   "at most %lld tasks (pids_limit, enforced by gVisor's kernel; the "
+	                   "host allows gVisor itself %lld)",
+	                   (long long)prov->pids_limit,
+	                   (long long)DK_GVISOR_HOST_TASKS(prov->pids_limit))
+	        : asprintf(&pids, "at most %lld tasks (pids_limit)", (long long)prov->pids_limit);
+	size_t len = 1;
+	for (const char *const *c = dk_cap_add; *c; c++)
+		len += strlen(*c) + 2;
+	if (n >= 0 && (caps = calloc(1, len)))
+		for (const char *const *c = dk_cap_add; *c; c++)
+			strcat(strcat(caps, c == dk_cap_add ? "" : ", "), *c);
+	if (n >= 0 && caps)
+		n = !prov->user ? asprintf(&user, "as the image's user (user: null)")
+		    : prov->uid == 0
+		        ? asprintf(&user, "as root")
+		        : asprintf(&user, "as user %s (no capabilities in effect)", prov->user);
+	if (n >= 0 && caps)
 		n = asprintf(&s,
-		             "containers of at most %lld tasks (pids_limit, enforced by gVisor's "
-		             "kernel; the host allows gVisor itself %lld)",
-		             (long long)prov->pids_limit,
-		             (long long)DK_GVISOR_HOST_TASKS(prov->pids_limit));
-	else
-		n = asprintf(&s, "containers of at most %lld tasks (pids_limit)",
-		             (long long)prov->pids_limit);
-	return n < 0 ? NULL : s;
+		             "containers: %s; every capability dropped but %s; no new privileges; "
+		             "seccomp: Docker's default profile%s; %s",
+		             pids, caps,
+		             prov->gvisor ? " (loaded inside gVisor only with runsc --oci-seccomp)"
+		                          : "",
+		             user);
+	if (n < 0 || !caps)
+		s = NULL;
+	free(pids);
+	free(caps);
+	free(user);
+	return s;
 }
 
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
@@ -517,6 +617,16 @@ static void add_pids_limit(const aks_provider_impl *prov, json_object *hc)
 	json_object_object_add(hc, "Ulimits", ulimits);
 }
 
+/* Every capability dropped but dk_cap_add; no_new_privs, so no setuid program or file
+ * capability grants more. No seccomp option: the engine's default profile stays. */
+static void add_privileges(json_object *hc)
+{
+	const char *drop[] = {"ALL", NULL}, *opts[] = {"no-new-privileges", NULL};
+	json_object_object_add(hc, "CapDrop", strv_json((char *const *)drop));
+	json_object_object_add(hc, "CapAdd", strv_json((char *const *)dk_cap_add));
+	json_object_object_add(hc, "SecurityOpt", strv_json((char *const *)opts));
+}
+
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
                                 const char *agent_volume, const aks_policy *p)
 {
@@ -527,6 +637,8 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 	json_object_object_add(b, "WorkingDir", json_object_new_string(DK_WORKSPACE));
 	json_object_object_add(b, "Labels", labels_json(prov));
 	json_object_object_add(b, "Env", strv_json(prov->env));
+	if (prov->user)
+		json_object_object_add(b, "User", json_object_new_string(prov->user));
 	json_object *hc = json_object_new_object();
 	/* docker-init as PID 1 reaps what the timeout kill leaves as zombies. */
 	json_object_object_add(hc, "Init", json_object_new_boolean(1));
@@ -542,6 +654,7 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 		json_object_object_add(hc, "MemorySwap", json_object_new_int64(bytes));
 	}
 	add_pids_limit(prov, hc);
+	add_privileges(hc);
 	if (fs_policy(p))
 		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
 	if (prov->runtime)
@@ -602,6 +715,14 @@ static int missing_image(const aks_provider_impl *prov, const char *why, aks_err
 static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err);
 static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err);
 
+/* A call of its own for cleaning up after a failure (the failed call's deadline may be over). */
+static aks_call cleanup_call(const aks_host_api *host)
+{
+	aks_call quick = {
+	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 30000, 30, NULL, NULL, NULL};
+	return quick;
+}
+
 static int create_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err)
 {
 	json_object *b = json_object_new_object();
@@ -614,6 +735,41 @@ static int create_volume(dk_conn *c, const char *volume, const aks_call *call, a
 		rc = engine_error(c->prov->host, AKS_EPROVISION,
 		                  "cannot create the workspace volume", &r, err);
 	dk_req_free(&r);
+	return rc;
+}
+
+/* The engine makes a new workspace volume root's: with a `user` other than root it is given
+ * to the user before the container starts, through the archive API, which needs no process
+ * (and no capability) in the container and works under a read-only root (the volume is not
+ * the root). The tar's one entry is "/", the directory it is unpacked into: the engine sets
+ * its owner and mode (an entry "." it would skip). The ownership stays across restarts. */
+static int give_workspace(dk_conn *c, const char *name, const aks_call *call, aks_error **err)
+{
+	const aks_provider_impl *prov = c->prov;
+	aks_ctr_tar_opts o = {
+	    .dir = true, .uid = prov->uid, .gid = prov->gid, .existing = SIZE_MAX};
+	dk_buf tar = {0};
+	if (aks_ctr_tar_file_opts("/", NULL, 0, &o, &tar.data, &tar.len) < 0)
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	tar.cap = tar.len + 1;
+	char path[160];
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=" DK_WORKSPACE, name);
+	dk_req r = {.method = "PUT",
+	            .path = path,
+	            .content_type = "application/x-tar",
+	            .body = tar.data,
+	            .body_len = tar.len};
+	int rc = dk_request(c, &r, call, err);
+	if (rc == AKS_OK && r.status != 200) {
+		char *what = NULL;
+		if (asprintf(&what, "cannot give %s to user %s", DK_WORKSPACE, prov->user) < 0)
+			rc = prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+		else
+			rc = engine_error(prov->host, AKS_EPROVISION, what, &r, err);
+		free(what);
+	}
+	dk_req_free(&r);
+	dk_buf_free(&tar);
 	return rc;
 }
 
@@ -691,6 +847,10 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 			                  err);
 	}
 	dk_req_free(&r);
+	bool created = rc == AKS_OK;
+	/* Between create and start: the workspace's owner, and the agent. */
+	if (rc == AKS_OK && prov->uid != 0)
+		rc = give_workspace(c, name, call, err);
 	if (rc == AKS_OK)
 		place_agent(prov, c, name, with_agent_volume, call);
 	if (rc == AKS_OK) {
@@ -700,28 +860,16 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 			rc = engine_error(host, AKS_EPROVISION, "cannot start the container", &r,
 			                  err);
 		dk_req_free(&r);
-		if (rc != AKS_OK) {
-			aks_call quick = {AKS_CALL_VERSION,
-			                  sizeof(aks_call),
-			                  host->now_ms() + 30000,
-			                  30,
-			                  NULL,
-			                  NULL,
-			                  NULL};
-			remove_container(c, name, &quick, NULL);
-		}
+	}
+	if (rc != AKS_OK && created) {
+		aks_call quick = cleanup_call(host);
+		remove_container(c, name, &quick, NULL);
 	}
 out:
 	json_object_put(body);
 out_volume:
 	if (rc != AKS_OK) {
-		aks_call quick = {AKS_CALL_VERSION,
-		                  sizeof(aks_call),
-		                  host->now_ms() + 30000,
-		                  30,
-		                  NULL,
-		                  NULL,
-		                  NULL};
+		aks_call quick = cleanup_call(host);
 		remove_volume(c, volume, &quick, NULL);
 		if (with_agent_volume)
 			remove_volume(c, agent_volume, &quick, NULL);

@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1032,6 +1034,216 @@ static void t_pids_limit_config(void **state)
 	}
 }
 
+/* What the attacker's code finds out about its privileges, from inside: its ids, effective and
+ * bounding capabilities, no_new_privs (prctl: gVisor's /proc/self/status has no NoNewPrivs
+ * line), its seccomp mode, whether raw sockets open (ICMP, AF_PACKET), and mknod of the host's
+ * root disk and of /dev/mem in the writable places: refused, or made but opening nothing. */
+static char *privileges(fixture *f)
+{
+	struct stat st;
+	assert_int_equal(stat("/", &st), 0);
+	char *code = xasprintf(
+	    "import ctypes, os, socket, stat\n"
+	    "st = dict(l.rstrip('\\n').split(':\\t', 1) for l in open('/proc/self/status') "
+	    "if ':\\t' in l)\n"
+	    "libc = ctypes.CDLL(None, use_errno=True)\n"
+	    "print('uid', os.getuid(), os.getgid())\n"
+	    "print('CapEff', st['CapEff'], 'CapBnd', st['CapBnd'])\n"
+	    "print('NoNewPrivs', libc.prctl(39, 0, 0, 0, 0))\n"
+	    "print('Seccomp', st.get('Seccomp'))\n"
+	    "for name, args in (('raw_icmp', (socket.AF_INET, socket.SOCK_RAW, "
+	    "socket.IPPROTO_ICMP)), ('af_packet', (socket.AF_PACKET, socket.SOCK_RAW, 0))):\n"
+	    "    try:\n"
+	    "        socket.socket(*args).close(); print(name, 'OPENED')\n"
+	    "    except OSError:\n"
+	    "        print(name, 'refused')\n"
+	    "for d in ('/workspace', '/tmp', '/dev/shm'):\n"
+	    "    for name, mode, dev in (('disk', stat.S_IFBLK | 0o600, os.makedev(%u, %u)), "
+	    "('mem', stat.S_IFCHR | 0o600, os.makedev(1, 1))):\n"
+	    "        p = d + '/aks-node-' + name\n"
+	    "        try:\n"
+	    "            os.mknod(p, mode, dev)\n"
+	    "        except OSError:\n"
+	    "            print('mknod', d, name, 'refused'); continue\n"
+	    "        try:\n"
+	    "            os.close(os.open(p, os.O_RDONLY)); print('mknod', d, name, 'OPENS')\n"
+	    "        except OSError:\n"
+	    "            print('mknod', d, name, 'made, opens nothing')\n",
+	    major(st.st_dev), minor(st.st_dev));
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", code, 60, NULL, &r, &err), err);
+	free(code);
+	if (aks_result_get_exit_code(r) != 0)
+		fail_msg("the probe failed: %s", aks_result_get_stderr(r, NULL));
+	char *out = strdup(aks_result_get_stdout(r, NULL));
+	aks_result_free(r);
+	return out;
+}
+
+static void expect_line(const char *out, const char *line)
+{
+	char *want = xasprintf("%s\n", line);
+	if (!strstr(out, want))
+		fail_msg("expected the line '%s' in:\n%s", line, out);
+	free(want);
+}
+
+/* Every capability is dropped but CHOWN, DAC_OVERRIDE and FOWNER (0xb), no_new_privs is set,
+ * Docker's default seccomp profile filters (mode 2), raw sockets do not open, and mknod
+ * fails: as the engine was told (inspect) and as the code inside finds it. */
+static void t_hardened(void **state)
+{
+	fixture *f = *state;
+	char *got = inspect(f->id, "{{.HostConfig.CapDrop}} {{.HostConfig.CapAdd}} "
+	                           "{{.HostConfig.SecurityOpt}} {{.HostConfig.Privileged}}");
+	assert_string_equal(got, "[ALL] [CHOWN DAC_OVERRIDE FOWNER] [no-new-privileges] false");
+	free(got);
+	char *out = privileges(f);
+	expect_line(out, "uid 0 0");
+	expect_line(out, "CapEff 000000000000000b CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "Seccomp 2");
+	expect_line(out, "raw_icmp refused");
+	expect_line(out, "af_packet refused");
+	const char *places[] = {"/workspace", "/tmp", "/dev/shm"};
+	for (int i = 0; i < 3; i++) {
+		char *l =
+		    xasprintf("mknod %s disk refused\nmknod %s mem refused", places[i], places[i]);
+		expect_line(out, l);
+		free(l);
+	}
+	free(out);
+}
+
+/* The same under gVisor, whose kernel checks them itself (Docker's seccomp profile is not
+ * loaded inside gVisor unless runsc runs with --oci-seccomp: mode 0). gVisor's own tmpfs
+ * (/tmp, /dev/shm) lets mknod make a node without CAP_MKNOD, but the node is gVisor's and
+ * opens no device of the host's. */
+static void t_hardened_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.CapDrop}} {{.HostConfig.CapAdd}} "
+	                           "{{.HostConfig.SecurityOpt}} {{.HostConfig.Privileged}}");
+	assert_string_equal(got, "[ALL] [CHOWN DAC_OVERRIDE FOWNER] [no-new-privileges] false");
+	free(got);
+	char *out = privileges(f);
+	expect_line(out, "uid 0 0");
+	expect_line(out, "CapEff 000000000000000b CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "raw_icmp refused");
+	expect_line(out, "af_packet refused");
+	expect_line(out, "mknod /workspace disk refused\nmknod /workspace mem refused");
+	if (strstr(out, "OPENS"))
+		fail_msg("a device node opens under gVisor:\n%s", out);
+	free(out);
+}
+
+/* user: the containers run as that uid:gid, every process of theirs without capabilities;
+ * the workspace is the user's (given by one exec as root at create), files uploaded into new
+ * directories are the user's to change, and the agent runs as the user too. */
+static void check_user(fixture *f)
+{
+	char *out = privileges(f);
+	expect_line(out, "uid 1000 1000");
+	expect_line(out, "CapEff 0000000000000000 CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "raw_icmp refused");
+	free(out);
+	/* owners by python: coreutils' stat uses a statx flag this gVisor refuses */
+#define OWNERS                                                                                     \
+	"python3 -c \"import os, sys; [print('%d:%d' % (os.stat(p).st_uid, os.stat(p).st_gid)) "   \
+	"for p in sys.argv[1:]]\" "
+	out = run_ok(f, OWNERS "/workspace; echo w > /workspace/w.txt && cat /workspace/w.txt");
+	assert_string_equal(out, "1000:1000\nw");
+	free(out);
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "up/dir/u.txt", "up", 2, &call, &err), err);
+	out = run_ok(f, "cd /workspace/up/dir && " OWNERS ". .. u.txt && echo more >> u.txt "
+	                "&& echo new > n.txt && rm u.txt && ls");
+#undef OWNERS
+	assert_string_equal(out, "1000:1000\n1000:1000\n1000:1000\nn.txt");
+	free(out);
+	char *got = read_ws(f, "up/dir/n.txt");
+	assert_string_equal(got, "new\n");
+	free(got);
+	/* python runs, and a timeout still kills the whole tree (one user: nothing escapes) */
+	aks_result *r = NULL;
+	check_ok(run(f, "python", "import os\nprint(os.getuid())", 30, NULL, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "1000\n");
+	aks_result_free(r);
+	int rc = run(f, NULL, "(sleep 340 >/dev/null 2>&1 &); sleep 341", 2, NULL, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "exceeded timeout", (char *)NULL);
+	aks_result_free(r);
+	char *left = ctr_procs(f->id, "sleep 34");
+	assert_string_equal(left, "");
+	free(left);
+	if (with_agent) {
+		int pid = agent_pid(f->id);
+		assert_true(pid > 0);
+		char *cmd = xasprintf("grep ^Uid: /proc/%d/status | cut -f2", pid);
+		char *uid = ctr_sh(f->id, NULL, cmd);
+		assert_string_equal(uid, "1000");
+		free(uid);
+		free(cmd);
+	}
+}
+
+/* Under a filesystem policy (a read-only root: the agent in its volume), with runc. */
+static void t_user(void **state)
+{
+	fixture *f = *state;
+	static const char *const fs_write[] = {"/workspace", NULL};
+	f->policy.fs_allow_write = fs_write;
+	open_provider(f, "    image: " IMAGE "\n    user: \"1000:1000\"\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}");
+	assert_string_equal(got, "1000:1000 true");
+	free(got);
+	if (!strstr(aks_provider_get_description(f->prov),
+	            "; as user 1000:1000 (no capabilities in effect)"))
+		fail_msg("description: %s", aks_provider_get_description(f->prov));
+	check_user(f);
+}
+
+/* gVisor, without a filesystem policy (the agent placed in the root). */
+static void t_user_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n    user: \"1000:1000\"\n");
+	create_sandbox(f);
+	check_user(f);
+}
+
+/* user: numeric UID or UID:GID, else a configuration error naming the key. */
+static void t_user_config(void **state)
+{
+	fixture *f = *state;
+	const char *bad[] = {"root", "1000:", ":1000", "-1", "1000:users", "99999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *yaml = xasprintf("%s/bad-user.yaml", tmpdir);
+		FILE *fp = fopen(yaml, "w");
+		fprintf(fp,
+		        "sandbox:\n  enabled: true\n  type: docker\n  docker:\n    user: \"%s\"\n",
+		        bad[i]);
+		fclose(fp);
+		aks_error *err = NULL;
+		check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+		int rc = aks_provider_open(plugin, f->config, &f->prov, &err);
+		char *want = xasprintf("user '%s'", bad[i]);
+		check_error(rc, &err, AKS_ECONFIG, want, "UID[:GID]", (char *)NULL);
+		free(want);
+		aks_config_free(f->config);
+		f->config = NULL;
+		unlink(yaml);
+		free(yaml);
+	}
+}
+
 /* ---- runtimes -------------------------------------------------------------------------------- */
 
 static void t_runsc(void **state)
@@ -1824,6 +2036,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_pids_limit, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_pids_limit_runsc, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_pids_limit_config, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_hardened, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_hardened_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user_config, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runsc, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runc_is_host_kernel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_missing_image, setup_bare, teardown),

@@ -163,6 +163,59 @@ static void test_tar_layout(void **state)
 	free(tar);
 }
 
+/* "PATH UID:GID" of each entry. */
+static size_t list_owners(const char *tar, size_t len, char out[][64], size_t max)
+{
+	struct archive *a = archive_read_new();
+	assert_non_null(a);
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_memory(a, tar, len), ARCHIVE_OK);
+	struct archive_entry *e;
+	size_t n = 0;
+	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		assert_true(n < max);
+		snprintf(out[n++], 64, "%s %lld:%lld", archive_entry_pathname(e),
+		         (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
+	}
+	archive_read_free(a);
+	return n;
+}
+
+/* An owner for every entry; parent entries only for the directories past `existing`; one
+ * directory, "/" included (the directory the tar is unpacked into). */
+static void test_tar_opts(void **state)
+{
+	(void)state;
+	char *tar = NULL;
+	size_t len = 0;
+	char ents[8][64];
+	aks_ctr_tar_opts o = {.uid = 1000, .gid = 1001, .existing = 3};
+	assert_int_equal(aks_ctr_tar_file_opts("up/dir/x/f.txt", "hi", 2, &o, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 3);
+	assert_string_equal(ents[0], "d up/dir/ 755"); /* "up" exists: left alone */
+	assert_string_equal(ents[1], "d up/dir/x/ 755");
+	assert_string_equal(ents[2], "f up/dir/x/f.txt 644 2");
+	assert_int_equal(list_owners(tar, len, ents, 8), 3);
+	assert_string_equal(ents[0], "up/dir/ 1000:1001");
+	assert_string_equal(ents[2], "up/dir/x/f.txt 1000:1001");
+	free(tar);
+
+	o.existing = SIZE_MAX;
+	o.mode = 0600;
+	assert_int_equal(aks_ctr_tar_file_opts("up/dir/x/f.txt", "hi", 2, &o, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "f up/dir/x/f.txt 600 2");
+	free(tar);
+
+	aks_ctr_tar_opts d = {.dir = true, .uid = 7, .gid = 8, .existing = SIZE_MAX};
+	assert_int_equal(aks_ctr_tar_file_opts("/", NULL, 0, &d, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "d / 755");
+	assert_int_equal(list_owners(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "/ 7:8");
+	free(tar);
+}
+
 /* Builds a tar of `data`, reads it back through the host's result. */
 static void round_trip(const void *data, size_t len)
 {
@@ -329,6 +382,7 @@ int main(void)
 	    cmocka_unit_test(test_wspath_escapes),
 	    cmocka_unit_test(test_in_workspace),
 	    cmocka_unit_test(test_tar_layout),
+	    cmocka_unit_test(test_tar_opts),
 	    cmocka_unit_test(test_tar_round_trip),
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
