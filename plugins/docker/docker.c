@@ -598,7 +598,16 @@ static json_object *mount_json(const char *volume, const char *target)
  * a backstop above what that lets gVisor need. Not RLIMIT_NPROC under runc: the host kernel
  * counts it per user over the whole host (other containers of that uid too) and exempts
  * root. */
-static void add_pids_limit(const aks_provider_impl *prov, json_object *hc)
+static json_object *ulimit_json(const char *name, int64_t value)
+{
+	json_object *u = json_object_new_object();
+	json_object_object_add(u, "Name", json_object_new_string(name));
+	json_object_object_add(u, "Soft", json_object_new_int64(value));
+	json_object_object_add(u, "Hard", json_object_new_int64(value));
+	return u;
+}
+
+static void add_pids_limit(const aks_provider_impl *prov, json_object *hc, json_object *ulimits)
 {
 	if (!prov->pids_limit)
 		return;
@@ -608,13 +617,43 @@ static void add_pids_limit(const aks_provider_impl *prov, json_object *hc)
 	}
 	json_object_object_add(hc, "PidsLimit",
 	                       json_object_new_int64(DK_GVISOR_HOST_TASKS(prov->pids_limit)));
-	json_object *nproc = json_object_new_object();
-	json_object_object_add(nproc, "Name", json_object_new_string("nproc"));
-	json_object_object_add(nproc, "Soft", json_object_new_int64(prov->pids_limit));
-	json_object_object_add(nproc, "Hard", json_object_new_int64(prov->pids_limit));
-	json_object *ulimits = json_object_new_array();
-	json_object_array_add(ulimits, nproc);
-	json_object_object_add(hc, "Ulimits", ulimits);
+	json_object_array_add(ulimits, ulimit_json("nproc", prov->pids_limit));
+}
+
+/* Under a filesystem policy nothing but the allowed paths may be written. A read-only root
+ * leaves writable mounts of the engine's own: /dev (a 64 MB tmpfs), /dev/shm, /dev/mqueue,
+ * and under cgroup v1 the tmpfs that holds the hierarchies (each hierarchy is read-only).
+ * runc makes them read-only from HostConfig.ReadonlyPaths, which replaces the engine's
+ * list: dk_readonly_paths starts with it (Docker 20.10's; test_docker checks that ours
+ * holds the engine's). */
+static const char *const dk_readonly_paths[] = {
+    "/proc/bus", "/proc/fs",    "/proc/irq",      "/proc/sys", "/proc/sysrq-trigger",
+    "/dev",      "/dev/mqueue", "/sys/fs/cgroup", NULL};
+
+static json_object *readonly_tmpfs_json(const char *target)
+{
+	json_object *m = json_object_new_object();
+	json_object_object_add(m, "Type", json_object_new_string("tmpfs"));
+	json_object_object_add(m, "Target", json_object_new_string(target));
+	json_object_object_add(m, "ReadOnly", json_object_new_boolean(1));
+	return m;
+}
+
+/* The read-only root and the rest of a filesystem policy. gVisor ignores ReadonlyPaths: there
+ * /dev/shm and /tmp (a tmpfs gVisor mounts itself where the spec has no /tmp: this runsc
+ * does not overlay the root, whose read-only flag holds) get read-only tmpfs mounts of ours,
+ * which runc honours too (/dev/shm; its /tmp is the read-only root's). gVisor's /dev cannot
+ * be: a read-only tmpfs there has no device nodes (docs/plugins/docker.md, "Hardening
+ * defaults"). POSIX message queues need no path: RLIMIT_MSGQUEUE 0 leaves no room for one. */
+static void add_fs_policy(const aks_provider_impl *prov, json_object *hc, json_object *mounts,
+                          json_object *ulimits)
+{
+	json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
+	json_object_object_add(hc, "ReadonlyPaths", strv_json((char *const *)dk_readonly_paths));
+	json_object_array_add(mounts, readonly_tmpfs_json("/dev/shm"));
+	if (prov->gvisor)
+		json_object_array_add(mounts, readonly_tmpfs_json("/tmp"));
+	json_object_array_add(ulimits, ulimit_json("msgqueue", 0));
 }
 
 /* Every capability dropped but dk_cap_add; no_new_privs, so no setuid program or file
@@ -625,6 +664,8 @@ static void add_privileges(json_object *hc)
 	json_object_object_add(hc, "CapDrop", strv_json((char *const *)drop));
 	json_object_object_add(hc, "CapAdd", strv_json((char *const *)dk_cap_add));
 	json_object_object_add(hc, "SecurityOpt", strv_json((char *const *)opts));
+	/* its own cgroup namespace: the host's cgroup paths are not shown to it */
+	json_object_object_add(hc, "CgroupnsMode", json_object_new_string("private"));
 }
 
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
@@ -653,17 +694,21 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 		/* No swap on top: a hog fails at the limit instead of paging. */
 		json_object_object_add(hc, "MemorySwap", json_object_new_int64(bytes));
 	}
-	add_pids_limit(prov, hc);
-	add_privileges(hc);
-	if (fs_policy(p))
-		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
-	if (prov->runtime)
-		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
-	json_object *mounts = json_object_new_array();
+	json_object *mounts = json_object_new_array(), *ulimits = json_object_new_array();
 	json_object_array_add(mounts, mount_json(volume, DK_WORKSPACE));
 	if (agent_volume)
 		json_object_array_add(mounts, mount_json(agent_volume, DK_AGENT_DIR));
+	add_pids_limit(prov, hc, ulimits);
+	add_privileges(hc);
+	if (fs_policy(p))
+		add_fs_policy(prov, hc, mounts, ulimits);
+	if (prov->runtime)
+		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
 	json_object_object_add(hc, "Mounts", mounts);
+	if (json_object_array_length(ulimits))
+		json_object_object_add(hc, "Ulimits", ulimits);
+	else
+		json_object_put(ulimits);
 	json_object_object_add(b, "HostConfig", hc);
 	return b;
 }
