@@ -131,12 +131,15 @@ char *dk_engine_message(const dk_req *r)
 	json_object *j = dk_resp_json(r);
 	json_object *m = NULL;
 	char *msg = NULL;
+	/* The engine's messages may echo what we sent (a caller's path): bounded. */
+	char shown[DK_MESSAGE_MAX + 4];
 	if (j && json_object_object_get_ex(j, "message", &m))
-		msg = strdup(json_object_get_string(m));
+		msg = strdup(
+		    aks_ctr_shown(json_object_get_string(m), DK_MESSAGE_MAX, shown, sizeof(shown)));
 	json_object_put(j);
 	if (!msg) {
 		const char *body = r->resp.data && r->resp.len ? r->resp.data : "";
-		msg = strndup(body, 500);
+		msg = strndup(body, DK_MESSAGE_MAX);
 		/* trailing newline of a plain-text body */
 		size_t n = msg ? strlen(msg) : 0;
 		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))

@@ -173,7 +173,8 @@ void dk_end(dk_conn *c, dk_req *r);
 void dk_req_free(dk_req *r);
 
 /* The engine's error message from a response body ({"message": ...}), or the
- * body itself; never NULL. The caller frees it. */
+ * body itself, at most DK_MESSAGE_MAX bytes of it; never NULL. The caller frees it. */
+#define DK_MESSAGE_MAX 500
 char *dk_engine_message(const dk_req *r);
 /* JSON body helpers: parse r->resp (NULL if not JSON). */
 json_object *dk_resp_json(const dk_req *r);

@@ -1342,6 +1342,76 @@ static void t_fs_writable_runsc(void **state)
 	check_writable(f, "/workspace\n(a POSIX message queue)");
 }
 
+/* n bytes of names of `name` bytes of `c` joined by '/'. */
+static char *long_path(size_t n, size_t name, char c)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++)
+		s[i] = (i % (name + 1) == name) ? '/' : c;
+	s[n] = '\0';
+	return s;
+}
+
+/* Refused before the engine is asked, with a clear message that shows a bounded prefix. */
+static void expect_long_refused(fixture *f, const char *path, const char *why)
+{
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	for (int op = 0; op < 2; op++) {
+		aks_error *err = NULL;
+		aks_result *r = NULL;
+		int64_t t0 = now_ms();
+		int rc = op ? aks_sandbox_download_file(f->sb, path, &call, &r, &err)
+		            : aks_sandbox_upload_file(f->sb, path, "x", 1, &call, &err);
+		if (rc != AKS_ELIMIT || !err)
+			fail_msg("%s of a %zu-byte path: %d %s", op ? "download" : "upload",
+			         strlen(path), rc, err ? aks_error_message(err) : "");
+		const char *m = aks_error_message(err);
+		if (!strstr(m, why) || strlen(m) > 300 || strstr(m, "HTTP status"))
+			fail_msg("the message: %s", m);
+		if (now_ms() - t0 > 1000)
+			fail_msg("the refusal took %lld ms", (long long)(now_ms() - t0));
+		aks_error_free(err);
+		aks_result_free(r);
+	}
+}
+
+/* Very long paths to the file tools: a clear refusal (AKS_ELIMIT) that echoes at most a
+ * bounded prefix, never the engine's HTTP 500 with the whole path; the longest accepted
+ * container path (3072 bytes) works both ways. */
+static void t_long_paths(void **state)
+{
+	fixture *f = *state;
+	char *p = long_path(5000, 1, 'a');
+	expect_long_refused(f, p,
+	                    "is 5000 bytes: a sandbox path has at most 3061 below /workspace/");
+	free(p);
+	p = long_path(70000, 200, 'a');
+	expect_long_refused(f, p, "is 70000 bytes");
+	free(p);
+	char *name = long_path(300, 1000, 'n');
+	p = xasprintf("dir/%s", name);
+	expect_long_refused(f, p, "has a name of 300 bytes: at most 255");
+	free(p);
+	free(name);
+	/* at the bound: works, and the file is really there */
+	p = long_path(3072 - strlen("/workspace/"), 200, 'b');
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, p, "at the bound", 12, &call, &err), err);
+	char *got = read_ws(f, p);
+	assert_string_equal(got, "at the bound");
+	free(got);
+	char *cmd = xasprintf("cat '/workspace/%s'", p);
+	got = run_ok(f, cmd);
+	assert_string_equal(got, "at the bound");
+	free(got);
+	free(cmd);
+	free(p);
+}
+
 /* ---- runtimes -------------------------------------------------------------------------------- */
 
 static void t_runsc(void **state)
@@ -2143,6 +2213,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_user_config, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_fs_writable, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_fs_writable_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_long_paths, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_runsc, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runc_is_host_kernel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_missing_image, setup_bare, teardown),

@@ -100,6 +100,86 @@ static void test_wspath_escapes(void **state)
 	assert_string_equal(aks_ctr_wspath_rel("//../x"), "../x");
 }
 
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	assert_true(vasprintf(&s, fmt, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+/* A string of n bytes: components of `name` bytes of 'n' joined by '/'. */
+static char *long_path(size_t n, size_t name)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++)
+		s[i] = (i % (name + 1) == name) ? '/' : 'n';
+	s[n] = '\0';
+	return s;
+}
+
+/* Refused before anything: longer than AKS_CTR_PATH_MAX as a container path, or a name
+ * longer than AKS_CTR_NAME_MAX; the message says so and shows a bounded prefix. */
+static void test_wspath_limits(void **state)
+{
+	(void)state;
+	size_t rel_max = AKS_CTR_PATH_MAX - strlen("/workspace/");
+	char *at = long_path(rel_max, 200), *over = long_path(rel_max + 1, 200);
+	char *p = NULL;
+	assert_int_equal(aks_ctr_wspath(at, &p), AKS_OK);
+	assert_int_equal(strlen(p), AKS_CTR_PATH_MAX);
+	free(p);
+	assert_int_equal(aks_ctr_wspath(over, &p), AKS_ELIMIT);
+	assert_null(p);
+	char why[AKS_CTR_WSPATH_WHY_BUF];
+	const char *m = aks_ctr_wspath_why(AKS_ELIMIT, over, why, sizeof(why));
+	char *want = xasprintf("is %zu bytes: a sandbox path has at most %zu below /workspace/",
+	                       rel_max + 1, rel_max);
+	assert_non_null(strstr(m, want));
+	free(want);
+	assert_true(strlen(m) < AKS_CTR_SHOWN_MAX + 100);
+	assert_non_null(strstr(m, "nnnn...'"));
+	/* ".." does not make a long path acceptable: the bound is on what the caller sent */
+	char *dots = malloc(70001);
+	for (size_t i = 0; i < 70000; i++)
+		dots[i] = "a/../"[i % 5];
+	dots[70000] = '\0';
+	assert_int_equal(aks_ctr_wspath(dots, &p), AKS_ELIMIT);
+	free(dots);
+	free(at);
+	free(over);
+
+	char *name = long_path(AKS_CTR_NAME_MAX, 1000), *longer = long_path(256, 1000);
+	assert_int_equal(aks_ctr_wspath(name, &p), AKS_OK);
+	free(p);
+	char *in = xasprintf("a/%s/b", longer);
+	assert_int_equal(aks_ctr_wspath(in, &p), AKS_ELIMIT);
+	m = aks_ctr_wspath_why(AKS_ELIMIT, in, why, sizeof(why));
+	assert_non_null(strstr(m, "has a name of 256 bytes: at most 255"));
+	free(in);
+	free(name);
+	free(longer);
+	/* the escape message as before */
+	assert_string_equal(aks_ctr_wspath_why(AKS_EPOLICY, "/../x", why, sizeof(why)),
+	                    "path '../x' escapes /workspace");
+}
+
+/* A bounded prefix, cut where a UTF-8 character begins. */
+static void test_shown(void **state)
+{
+	(void)state;
+	char buf[16];
+	assert_string_equal(aks_ctr_shown("short", 8, buf, sizeof(buf)), "short");
+	assert_string_equal(aks_ctr_shown("exactly8", 8, buf, sizeof(buf)), "exactly8");
+	assert_string_equal(aks_ctr_shown("longer than 8", 8, buf, sizeof(buf)), "longer t...");
+	/* "aaaaaaaé!": é is two bytes, at 7 and 8: the cut goes before it */
+	assert_string_equal(aks_ctr_shown("aaaaaaa\xc3\xa9!", 8, buf, sizeof(buf)), "aaaaaaa...");
+}
+
 static void test_in_workspace(void **state)
 {
 	(void)state;
@@ -380,6 +460,8 @@ int main(void)
 	    cmocka_unit_test(test_wspath_dots),
 	    cmocka_unit_test(test_wspath_root),
 	    cmocka_unit_test(test_wspath_escapes),
+	    cmocka_unit_test(test_wspath_limits),
+	    cmocka_unit_test(test_shown),
 	    cmocka_unit_test(test_in_workspace),
 	    cmocka_unit_test(test_tar_layout),
 	    cmocka_unit_test(test_tar_opts),
