@@ -952,6 +952,7 @@ static void fork_bomb(fixture *f, int limit)
 	             60, NULL, &r, &err),
 	         err);
 	aks_result_free(r);
+	int64_t bomb_end = now_ms(); /* every sleep of it started before */
 	char *started = read_ws(f, "started");
 	int n = atoi(started);
 	if (n >= limit || n < limit / 2)
@@ -969,6 +970,15 @@ static void fork_bomb(fixture *f, int limit)
 	free(pids);
 	free(max);
 	wait_answers(f);
+	/* and the bomb is over: its sleeps end by themselves, 20 s after they started (then
+	 * the teardown removes an idle container, which a loaded machine does well within its
+	 * deadline) */
+	int64_t left_ms = bomb_end + 22000 - now_ms();
+	if (left_ms > 0)
+		usleep((useconds_t)left_ms * 1000);
+	char *left = ctr_procs(f->id, "sleep 20");
+	assert_string_equal(left, "");
+	free(left);
 }
 
 /* Every container gets a task limit by default (512); pids_limit sets it (0: none of ours),
