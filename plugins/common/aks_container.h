@@ -2,9 +2,9 @@
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
  * path rule, one-file tars in memory and out of an archive, the message of an
- * HTTP error answer, libcurl's global state and the script that kills an
- * exec's processes. Transfers under a call's deadline are in aks_curl.h (they
- * need libcurl's types).
+ * HTTP error answer, libcurl's global state, the instance's description and the
+ * script that kills an exec's processes. Transfers under a call's deadline are in
+ * aks_curl.h (they need libcurl's types).
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
@@ -16,6 +16,7 @@
 #ifndef AKS_CONTAINER_H
 #define AKS_CONTAINER_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -33,12 +34,44 @@
  * lexically like posixpath.normpath, and refuse anything that is not
  * /workspace or below it. On success *out is the malloc'd absolute path
  * ("/workspace" for the root itself). Returns AKS_OK, AKS_EINVAL (no path),
- * AKS_ENOMEM or AKS_EPOLICY (escapes); *out is NULL on failure.
+ * AKS_ENOMEM, AKS_EPOLICY (escapes) or AKS_ELIMIT (the path, without its leading '/', is
+ * longer than AKS_CTR_PATH_MAX less "/workspace/", or a name in it longer than
+ * AKS_CTR_NAME_MAX); *out is NULL on failure.
  */
 int aks_ctr_wspath(const char *path, char **out);
 
+/*
+ * The longest container path the rule accepts, in bytes, and the longest name in it; longer
+ * is AKS_ELIMIT, before anything is asked of an engine. The Docker Engine resolves a
+ * container path on the host under its data root (the container's overlay directory, 96
+ * bytes with the default /var/lib/docker, so that 3,999 was the longest it took), within the
+ * host's PATH_MAX of 4096: 3 KiB leaves room for a data root of about 1 KiB. NAME_MAX is
+ * every file system's.
+ */
+#define AKS_CTR_PATH_MAX 3072
+#define AKS_CTR_NAME_MAX 255
+
 /* `path` as the escape message names it: without its leading '/'. */
 const char *aks_ctr_wspath_rel(const char *path);
+
+/* How much of a caller's path (or of any text a caller controls) a message shows, and the
+ * buffer aks_ctr_shown needs for it. */
+#define AKS_CTR_SHOWN_MAX 96
+#define AKS_CTR_SHOWN_BUF (AKS_CTR_SHOWN_MAX + 4)
+
+/*
+ * s for a message: s itself when it has at most max bytes, else its first bytes (cut where a
+ * UTF-8 character begins, so the message stays valid UTF-8) and "...", in buf (len >= max +
+ * 4). Returns s or buf.
+ */
+const char *aks_ctr_shown(const char *s, size_t max, char *buf, size_t len);
+
+/* The message for a failure of aks_ctr_wspath(path): "path 'P' escapes /workspace", "path
+ * 'P' is N bytes: a sandbox path has at most 3061 below /workspace/", "path 'P' has a name
+ * of N bytes: at most 255", "no path" or "out of memory", P shown as aks_ctr_shown does
+ * with AKS_CTR_SHOWN_MAX. Into buf (AKS_CTR_WSPATH_WHY_BUF bytes). */
+#define AKS_CTR_WSPATH_WHY_BUF (AKS_CTR_SHOWN_BUF + 128)
+const char *aks_ctr_wspath_why(int rc, const char *path, char *buf, size_t len);
 
 /* Is the absolute path p /workspace or below it (no normalisation)? */
 bool aks_ctr_in_workspace(const char *p);
@@ -58,6 +91,22 @@ int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents
 /* The same with the file's mode (an executable: 0755). */
 int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool parents,
                           unsigned mode, char **out, size_t *out_len);
+
+typedef struct aks_ctr_tar_opts {
+	bool dir;          /* rel is a directory, without data ("/": the directory the tar is
+	                      unpacked into, whose owner and mode the Docker Engine then sets) */
+	unsigned mode;     /* rel's permissions; 0: 0644 for a file, 0755 for a directory */
+	unsigned uid, gid; /* the owner of every entry */
+	/* Entries (0755) only for the parent directories of rel longer than this many bytes:
+	 * the ones up to it exist, and an entry would change their owner and mode. 0: all of
+	 * them; SIZE_MAX: none. */
+	size_t existing;
+} aks_ctr_tar_opts;
+
+/* The same with an owner, and entries for the parents that do not exist yet; or a tar of one
+ * directory. */
+int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const aks_ctr_tar_opts *o,
+                          char **out, size_t *out_len);
 
 /* What aks_ctr_tar_read_file() returns when libarchive fails: never an
  * aks_status; archive_error_string() says why. */
@@ -91,6 +140,32 @@ char *aks_ctr_http_message(const char *body, long status);
  * count is the linking plugin's own (each has its copy of this library). */
 bool aks_ctr_curl_acquire(void);
 void aks_ctr_curl_release(void);
+
+/* ---- the instance's description (describe.c) ---- */
+
+/*
+ * The "runs" line of a container provider (its instance_description, shown by `aksandbox
+ * check`): the agent module's line, how operations run, then "; " and how the provider
+ * confines its sandboxes. The module's line changes at most once (at its first fallback) and
+ * the host may keep a pointer we returned, so each line is made once and kept until
+ * aks_ctr_desc_free; `runs` is compared by pointer (the module keeps its lines until it is
+ * freed). Any thread may ask.
+ */
+typedef struct aks_ctr_desc {
+	bool ready;
+	pthread_mutex_t mu;
+	char *confinement;
+	struct {
+		const char *from; /* the module's line it was made from */
+		char *text;
+	} line[2];
+} aks_ctr_desc;
+
+/* Copies confinement; AKS_OK or AKS_ENOMEM. A zeroed aks_ctr_desc may be freed too. */
+int aks_ctr_desc_init(aks_ctr_desc *d, const char *confinement);
+/* The line for the module's current line `runs` (itself when out of memory). */
+const char *aks_ctr_desc_get(aks_ctr_desc *d, const char *runs);
+void aks_ctr_desc_free(aks_ctr_desc *d);
 
 /* ---- killing an exec's processes (kill_script.c) ---- */
 

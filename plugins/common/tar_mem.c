@@ -6,6 +6,7 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,19 +24,31 @@ static la_ssize_t tar_write(struct archive *a, void *ctx, const void *buf, size_
 	return fwrite(buf, 1, len, ctx) == len ? (la_ssize_t)len : -1;
 }
 
-/* An entry for each parent directory of rel, outermost first. */
-static int write_parents(struct archive *a, struct archive_entry *e, const char *rel, time_t now)
+/* The entry's type, mode, owner and time. */
+static void set_entry(struct archive_entry *e, const char *path, unsigned type, unsigned mode,
+                      const aks_ctr_tar_opts *o, time_t now)
+{
+	archive_entry_clear(e);
+	archive_entry_set_pathname(e, path);
+	archive_entry_set_filetype(e, type);
+	archive_entry_set_perm(e, mode);
+	archive_entry_set_uid(e, o->uid);
+	archive_entry_set_gid(e, o->gid);
+	archive_entry_set_mtime(e, now, 0);
+}
+
+/* An entry for each parent directory of rel longer than o->existing bytes, outermost first. */
+static int write_parents(struct archive *a, struct archive_entry *e, const char *rel,
+                         const aks_ctr_tar_opts *o, time_t now)
 {
 	char *dir = strdup(rel);
 	int ok = dir != NULL;
 	for (char *slash = dir ? strchr(dir, '/') : NULL; ok && slash;
 	     slash = strchr(slash + 1, '/')) {
+		if ((size_t)(slash - dir) <= o->existing)
+			continue;
 		*slash = '\0';
-		archive_entry_clear(e);
-		archive_entry_set_pathname(e, dir);
-		archive_entry_set_filetype(e, AE_IFDIR);
-		archive_entry_set_perm(e, 0755);
-		archive_entry_set_mtime(e, now, 0);
+		set_entry(e, dir, AE_IFDIR, 0755, o, now);
 		ok = archive_write_header(a, e) == ARCHIVE_OK;
 		*slash = '/';
 	}
@@ -52,6 +65,13 @@ int aks_ctr_tar_file(const char *rel, const void *data, size_t len, bool parents
 int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool parents,
                           unsigned mode, char **out, size_t *out_len)
 {
+	aks_ctr_tar_opts o = {.mode = mode, .existing = parents ? 0 : SIZE_MAX};
+	return aks_ctr_tar_file_opts(rel, data, len, &o, out, out_len);
+}
+
+int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const aks_ctr_tar_opts *o,
+                          char **out, size_t *out_len)
+{
 	*out = NULL;
 	*out_len = 0;
 	char *buf = NULL;
@@ -65,18 +85,19 @@ int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool pa
 	         archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK &&
 	         archive_write_open(a, f, NULL, tar_write, NULL) == ARCHIVE_OK;
 	time_t now = time(NULL);
-	if (ok && parents)
-		ok = write_parents(a, e, rel, now);
+	if (ok && o->existing != SIZE_MAX)
+		ok = write_parents(a, e, rel, o, now);
 	if (ok) {
-		archive_entry_clear(e);
-		archive_entry_set_pathname(e, rel);
-		archive_entry_set_filetype(e, AE_IFREG);
-		archive_entry_set_perm(e, mode);
-		archive_entry_set_size(e, (la_int64_t)len);
-		archive_entry_set_mtime(e, now, 0);
+		set_entry(e, rel, o->dir ? AE_IFDIR : AE_IFREG,
+		          o->mode  ? o->mode
+		          : o->dir ? 0755
+		                   : 0644,
+		          o, now);
+		if (!o->dir)
+			archive_entry_set_size(e, (la_int64_t)len);
 		ok = archive_write_header(a, e) == ARCHIVE_OK;
 		const char *p = data;
-		size_t left = len;
+		size_t left = o->dir ? 0 : len;
 		while (ok && left) {
 			la_ssize_t w = archive_write_data(a, p, left);
 			if (w <= 0)

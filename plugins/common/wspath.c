@@ -25,6 +25,55 @@ bool aks_ctr_in_workspace(const char *p)
 	             strncmp(p, AKS_CTR_WORKSPACE "/", sizeof(AKS_CTR_WORKSPACE)) == 0);
 }
 
+/* The most bytes a path may have below AKS_CTR_WORKSPACE "/". */
+#define REL_MAX (AKS_CTR_PATH_MAX - sizeof(AKS_CTR_WORKSPACE "/") + 1)
+
+/* The length of the longest name (between slashes) in rel. */
+static size_t longest_name(const char *rel)
+{
+	size_t longest = 0;
+	for (const char *p = rel; *p;) {
+		size_t n = strcspn(p, "/");
+		if (n > longest)
+			longest = n;
+		p += n;
+		p += strspn(p, "/");
+	}
+	return longest;
+}
+
+const char *aks_ctr_shown(const char *s, size_t max, char *buf, size_t len)
+{
+	size_t n = strlen(s);
+	if (n <= max || len < max + 4)
+		return n <= max ? s : "...";
+	n = max;
+	while (n && ((unsigned char)s[n] & 0xC0) == 0x80) /* s[n] continues a character */
+		n--;
+	memcpy(buf, s, n);
+	memcpy(buf + n, "...", 4);
+	return buf;
+}
+
+const char *aks_ctr_wspath_why(int rc, const char *path, char *buf, size_t len)
+{
+	char shown[AKS_CTR_SHOWN_BUF];
+	const char *rel = path ? aks_ctr_wspath_rel(path) : "";
+	const char *p = aks_ctr_shown(rel, AKS_CTR_SHOWN_MAX, shown, sizeof(shown));
+	if (rc == AKS_EPOLICY)
+		snprintf(buf, len, "path '%s' escapes %s", p, AKS_CTR_WORKSPACE);
+	else if (rc == AKS_ELIMIT && strlen(rel) > REL_MAX)
+		snprintf(buf, len,
+		         "path '%s' is %zu bytes: a sandbox path has at most %zu below %s/", p,
+		         strlen(rel), (size_t)REL_MAX, AKS_CTR_WORKSPACE);
+	else if (rc == AKS_ELIMIT)
+		snprintf(buf, len, "path '%s' has a name of %zu bytes: at most %d", p,
+		         longest_name(rel), AKS_CTR_NAME_MAX);
+	else
+		snprintf(buf, len, "%s", rc == AKS_EINVAL ? "no path" : "out of memory");
+	return buf;
+}
+
 int aks_ctr_wspath(const char *path, char **out)
 {
 	*out = NULL;
@@ -33,6 +82,9 @@ int aks_ctr_wspath(const char *path, char **out)
 	/* AKS_CTR_WORKSPACE "/" + path, normalised like posixpath.normpath */
 	path = aks_ctr_wspath_rel(path);
 	size_t n = strlen(path);
+	/* bounded before anything: the result is at most as long, and has no other names */
+	if (n > REL_MAX || longest_name(path) > AKS_CTR_NAME_MAX)
+		return AKS_ELIMIT;
 	char *joined = malloc(sizeof(AKS_CTR_WORKSPACE "/") + n);
 	char *res = malloc(sizeof(AKS_CTR_WORKSPACE "/") + n + 1);
 	if (!joined || !res) {

@@ -34,14 +34,15 @@
 int dk_safe_path(const aks_host_api *host, const char *path, char **out, aks_error **err)
 {
 	int rc = aks_ctr_wspath(path, out);
-	if (rc == AKS_EPOLICY)
-		return host->error_set(err, rc, "path '%s' escapes %s", aks_ctr_wspath_rel(path),
-		                       DK_WORKSPACE);
+	char why[AKS_CTR_WSPATH_WHY_BUF];
 	if (rc != AKS_OK)
 		return host->error_set(err, rc, "%s",
-		                       rc == AKS_EINVAL ? "no path" : "out of memory");
+		                       aks_ctr_wspath_why(rc, path, why, sizeof(why)));
 	return AKS_OK;
 }
+
+/* A caller's path as messages show it: bounded (aks_ctr_shown). */
+#define SHOWN(path, buf) aks_ctr_shown((path), AKS_CTR_SHOWN_MAX, (buf), sizeof(buf))
 
 /* ---- stat through HEAD .../archive ---------------------------------------------------- */
 
@@ -89,8 +90,9 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 			free(msg);
 		} else if (r.status != 200) {
 			char *msg = dk_engine_message(&r);
-			rc = host->error_set(err, AKS_EIO, "docker: cannot stat '%s': %s", cpath,
-			                     msg);
+			char shown[AKS_CTR_SHOWN_BUF];
+			rc = host->error_set(err, AKS_EIO, "docker: cannot stat '%s': %s",
+			                     SHOWN(cpath, shown), msg);
 			free(msg);
 		}
 	}
@@ -100,13 +102,16 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 
 /* Walks the existing components of cpath (below /workspace) and refuses a
  * symbolic link that leads outside. On success *final is the last
- * component's stat, with link resolved. */
+ * component's stat, with link resolved, and *existing (if asked) the length of
+ * the longest prefix of cpath that exists. */
 static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char *cpath,
-                       const aks_call *call, pstat *final, aks_error **err)
+                       const aks_call *call, pstat *final, size_t *existing, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
 	memset(final, 0, sizeof(*final));
 	size_t start = strlen(DK_WORKSPACE);
+	if (existing)
+		*existing = start;
 	size_t n = strlen(cpath);
 	char *prefix = strdup(cpath);
 	if (!prefix)
@@ -124,11 +129,14 @@ static int check_links(aks_sandbox_impl *sb, const char *agent_path, const char 
 		bool last = i == n;
 		if (st.exists && (st.mode & GO_MODE_SYMLINK) && !aks_ctr_in_workspace(st.link)) {
 			free(st.link);
+			char shown[AKS_CTR_SHOWN_BUF];
 			rc = host->error_set(err, AKS_EPOLICY,
 			                     "path '%s' escapes %s through a symbolic link",
-			                     agent_path, DK_WORKSPACE);
+			                     SHOWN(agent_path, shown), DK_WORKSPACE);
 			break;
 		}
+		if (st.exists && existing)
+			*existing = i;
 		if (last) {
 			*final = st;
 			break;
@@ -147,6 +155,7 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
                    const aks_call *call, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
+	char shown[AKS_CTR_SHOWN_BUF];
 	if (!path || (!data && len))
 		return host->error_set(err, AKS_EINVAL, "upload_file: no path or no data");
 	char *cpath = NULL;
@@ -155,14 +164,18 @@ int dk_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, siz
 		return rc;
 	if (strcmp(cpath, DK_WORKSPACE) == 0) {
 		free(cpath);
-		return host->error_set(err, AKS_EINVAL, "path '%s' names %s, not a file", path,
-		                       DK_WORKSPACE);
+		return host->error_set(err, AKS_EINVAL, "path '%s' names %s, not a file",
+		                       SHOWN(path, shown), DK_WORKSPACE);
 	}
 	pstat st;
-	rc = check_links(sb, path, cpath, call, &st, err);
+	size_t existing = 0;
+	rc = check_links(sb, path, cpath, call, &st, &existing, err);
 	free(st.link);
+	/* for dk_put_file: what exists below /workspace/ */
+	sb->upload_existing = existing > sizeof(DK_WORKSPACE) ? existing - sizeof(DK_WORKSPACE) : 0;
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_DIR))
-		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory", path);
+		rc = host->error_set(err, AKS_EINVAL, "cannot write '%s': it is a directory",
+		                     SHOWN(path, shown));
 	/* The checks above are the same either way; then the agent writes the file and
 	 * verifies its size and SHA-256, or dk_put_file does with the archive API. */
 	if (rc == AKS_OK)
@@ -176,10 +189,17 @@ int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data
 {
 	aks_sandbox_impl *sb = vsb;
 	const aks_host_api *host = sb->prov->host;
+	char shown[AKS_CTR_SHOWN_BUF];
 	aks_buf tar = {0};
-	if (aks_ctr_tar_file(cpath + sizeof(DK_WORKSPACE), data, len, false, &tar.data, &tar.len) <
-	    0)
-		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'", path);
+	/* The file and the directories it needs are the containers' user's (the engine would
+	 * make missing directories root's, which a user other than root could not write);
+	 * the directories that exist are left as they are. */
+	aks_ctr_tar_opts o = {
+	    .uid = sb->prov->uid, .gid = sb->prov->gid, .existing = sb->upload_existing};
+	if (aks_ctr_tar_file_opts(cpath + sizeof(DK_WORKSPACE), data, len, &o, &tar.data,
+	                          &tar.len) < 0)
+		return host->error_set(err, AKS_ENOMEM, "cannot build the tar for '%s'",
+		                       SHOWN(path, shown));
 	tar.cap = tar.len + 1;
 	char reqpath[320];
 	snprintf(reqpath, sizeof(reqpath), "/containers/%s/archive?path=" DK_WORKSPACE, sb->id);
@@ -195,7 +215,8 @@ int dk_put_file(void *vsb, const char *path, const char *cpath, const void *data
 			rc = dk_gone(host, sb->id, err);
 		else
 			rc = host->error_set(err, r.status == 403 ? AKS_EPOLICY : AKS_EIO,
-			                     "docker: cannot write '%s': %s", path, msg);
+			                     "docker: cannot write '%s': %s", SHOWN(path, shown),
+			                     msg);
 		free(msg);
 	}
 	dk_req_free(&r);
@@ -238,7 +259,9 @@ static la_ssize_t tar_read(struct archive *a, void *ctx, const void **buf)
 
 static int not_found(const aks_host_api *host, const char *path, aks_error **err)
 {
-	return host->error_set(err, AKS_ENOTFOUND, "file '%s' not found in the sandbox", path);
+	char shown[AKS_CTR_SHOWN_BUF];
+	return host->error_set(err, AKS_ENOTFOUND, "file '%s' not found in the sandbox",
+	                       SHOWN(path, shown));
 }
 
 int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
@@ -252,7 +275,7 @@ int dk_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *cal
 	if (rc != AKS_OK)
 		return rc;
 	pstat st;
-	rc = check_links(sb, path, cpath, call, &st, err);
+	rc = check_links(sb, path, cpath, call, &st, NULL, err);
 	if (rc == AKS_OK && st.exists && (st.mode & GO_MODE_SYMLINK)) {
 		/* read the target (inside /workspace: checked), if it is a file */
 		free(cpath);
@@ -275,6 +298,7 @@ int dk_get_file(void *vsb, const char *path, const char *cpath, const aks_call *
 {
 	aks_sandbox_impl *sb = vsb;
 	const aks_host_api *host = sb->prov->host;
+	char shown[AKS_CTR_SHOWN_BUF];
 	char *q = dk_escape(cpath), *reqpath = NULL;
 	if (!q || asprintf(&reqpath, "/containers/%s/archive?path=%s", sb->id, q) < 0) {
 		free(q);
@@ -304,7 +328,7 @@ int dk_get_file(void *vsb, const char *path, const char *cpath, const aks_call *
 				rc = not_found(host, path, err);
 			else
 				rc = host->error_set(err, AKS_EIO, "docker: cannot read '%s': %s",
-				                     path, msg);
+				                     SHOWN(path, shown), msg);
 			free(msg);
 		}
 	}
@@ -321,9 +345,9 @@ int dk_get_file(void *vsb, const char *path, const char *cpath, const aks_call *
 			if (rc == AKS_CTR_BADTAR) /* a failed read has set its own error */
 				rc = src.rc != AKS_OK
 				         ? src.rc
-				         : host->error_set(err, AKS_EIO,
-				                           "docker: bad tar for '%s': %s", path,
-				                           archive_error_string(a));
+				         : host->error_set(
+				               err, AKS_EIO, "docker: bad tar for '%s': %s",
+				               SHOWN(path, shown), archive_error_string(a));
 			archive_read_free(a);
 		}
 	}

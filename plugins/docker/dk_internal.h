@@ -19,6 +19,7 @@
 #include <aksandbox/provider.h>
 
 #include "aks_buf.h"
+#include "aks_container.h"
 
 #define DK_NAME      "docker"
 #define DK_API       "/v1.41"
@@ -43,6 +44,18 @@
 #define GO_MODE_TYPE                                                                               \
 	(GO_MODE_DIR | GO_MODE_SYMLINK | (1u << 26) | (1u << 25) | (1u << 24) | (1u << 21) |       \
 	 (1u << 19))
+
+/* Tasks (processes and threads) a container may hold by default (pids_limit): room for a
+ * build, a test runner or a thread pool; a small share of a host's pid space (32768 by
+ * default), so a fork bomb stops at its container. The least accepted leaves room for the
+ * container's own processes (docker-init, sleep, the agent and its supervisor, a shell). */
+#define DK_PIDS_DEFAULT 512
+#define DK_PIDS_MIN     16
+#define DK_PIDS_MAX     4194304 /* the kernel's PID_MAX_LIMIT */
+/* Under gVisor the container's host tasks are the Sentry's, which needs about 14 for each
+ * process it runs (measured on the ptrace platform) and dies when it cannot get one: the
+ * host cgroup's backstop above what gVisor's own limit allows (add_pids_limit in docker.c). */
+#define DK_GVISOR_HOST_TASKS(n) ((n)*16 + 256)
 
 #define DK_ARCH_RING   8  /* images checked, per provider instance */
 #define DK_PLACED_RING 32 /* containers with the agent in place */
@@ -71,6 +84,10 @@ struct aks_provider_impl {
 	char **labels; /* NULL-terminated key, value pairs */
 	char **env;    /* "KEY=VALUE" strings, NULL-terminated */
 	bool pull;
+	bool gvisor;           /* runtime runsc */
+	int64_t pids_limit;    /* 0: none of ours */
+	char *user;            /* "UID:GID" the containers run as; NULL: the image's user */
+	unsigned uid, gid;     /* of user (0:0 without it) */
 	aks_capabilities caps; /* the instance's (stateful: cleared in place by aks_agent.h) */
 	dk_endpoint ep;
 	aks_agent_program *agent; /* aksandbox-agent (disabled: every operation per call) */
@@ -82,6 +99,8 @@ struct aks_provider_impl {
 	unsigned arch_ok_next;
 	char placed[DK_PLACED_RING][144];
 	unsigned placed_next;
+	aks_ctr_desc
+	    desc; /* the "runs" line: the agent module's, and how containers are confined */
 };
 
 /* One connection context: a multi handle (the connection cache) and an easy
@@ -98,6 +117,9 @@ struct aks_sandbox_impl {
 	bool external; /* attach_to: never created by us */
 	dk_conn conn;
 	aks_agent_session *agent; /* runs the operations, through the agent or per call */
+	/* How much of the current upload's container path exists (dk_upload_file found it
+	 * out): dk_put_file makes the directories below it, owned by the containers' user. */
+	size_t upload_existing;
 };
 
 /* ---- HTTP (dk_http.c) ------------------------------------------------------- */
@@ -142,7 +164,8 @@ void dk_end(dk_conn *c, dk_req *r);
 void dk_req_free(dk_req *r);
 
 /* The engine's error message from a response body ({"message": ...}), or the
- * body itself; never NULL. The caller frees it. */
+ * body itself, at most DK_MESSAGE_MAX bytes of it; never NULL. The caller frees it. */
+#define DK_MESSAGE_MAX 500
 char *dk_engine_message(const dk_req *r);
 /* JSON body helpers: parse r->resp (NULL if not JSON). */
 json_object *dk_resp_json(const dk_req *r);

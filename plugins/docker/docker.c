@@ -13,6 +13,7 @@
 #define _GNU_SOURCE 1
 #endif
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,12 @@ static const aks_config_key dk_config_keys[] = {
                    "extra labels on the containers and volumes created"),
     AKS_CONFIG_KEY("env", AKS_CONFIG_STRING_MAP, false, "{}",
                    "environment variables of the container"),
+    AKS_CONFIG_KEY("pids_limit", AKS_CONFIG_INT, false, "512",
+                   "most tasks (processes and threads) a container may hold; 0 = no limit of "
+                   "ours (the engine's default)"),
+    AKS_CONFIG_KEY("user", AKS_CONFIG_STRING, false, NULL,
+                   "numeric UID[:GID] the containers run as (no capabilities); null = the "
+                   "image's user"),
     AKS_CONFIG_KEY("agent", AKS_CONFIG_STRING, false, NULL,
                    "the static aksandbox-agent to place in each container and run operations "
                    "through (stateful Python); null = the installed one if present, false = "
@@ -89,21 +96,86 @@ static void dk_fini(aks_provider_impl *prov)
 	free(prov->runtime);
 	free(prov->attach_to);
 	free(prov->python);
+	free(prov->user);
 	aks__strv_free(prov->labels);
 	aks__strv_free(prov->env);
 	aks_agent_program_free(prov->agent);
+	aks_ctr_desc_free(&prov->desc);
 	pthread_mutex_destroy(&prov->agent_mu);
 	free(prov);
 	aks_ctr_curl_release();
+}
+
+/* One id (uid or gid): decimal digits, at most 4294967294 ((uid_t)-1 means "none"). */
+static bool parse_id(const char *s, size_t n, unsigned *out)
+{
+	unsigned long long v = 0;
+	if (n == 0 || n > 10)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return false;
+		v = v * 10 + (unsigned)(s[i] - '0');
+	}
+	if (v > 4294967294ULL)
+		return false;
+	*out = (unsigned)v;
+	return true;
+}
+
+/* user: "UID" or "UID:GID", numeric (the container need not know the names, and the
+ * workspace's owner is unambiguous); a GID left out is the UID. Sets prov->user ("UID:GID"),
+ * uid and gid. */
+static int read_user(aks_provider_impl *prov, const char *user, aks_error **err)
+{
+	if (!user || !*user)
+		return AKS_OK;
+	const char *colon = strchr(user, ':');
+	size_t ulen = colon ? (size_t)(colon - user) : strlen(user);
+	if (!parse_id(user, ulen, &prov->uid) ||
+	    !(colon ? parse_id(colon + 1, strlen(colon + 1), &prov->gid)
+	            : (prov->gid = prov->uid, true)))
+		return prov->host->error_set(
+		    err, AKS_ECONFIG, "docker: user '%s' is not UID[:GID] (numeric ids)", user);
+	if (asprintf(&prov->user, "%u:%u", prov->uid, prov->gid) < 0) {
+		prov->user = NULL;
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	return AKS_OK;
+}
+
+/* prov->env from the env map ("KEY=VALUE"), with HOME=/workspace for a user other than root
+ * when the map sets no HOME: the user has no entry in the image's passwd, so HOME would be /,
+ * which it cannot write (pip installs for the user under HOME). */
+static int read_env(aks_provider_impl *prov, const char *const *env, aks_error **err)
+{
+	size_t n = 0;
+	bool home = false;
+	while (env && env[2 * n]) {
+		home = home || strcmp(env[2 * n], "HOME") == 0;
+		n++;
+	}
+	bool add_home = prov->uid != 0 && !home;
+	if (!(prov->env = calloc(n + 2, sizeof(char *))))
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	for (size_t i = 0; i < n; i++)
+		if (asprintf(&prov->env[i], "%s=%s", env[2 * i], env[2 * i + 1]) < 0) {
+			prov->env[i] = NULL;
+			return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
+	if (add_home && !(prov->env[n] = strdup("HOME=" DK_WORKSPACE)))
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	return AKS_OK;
 }
 
 static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
 	const char *image = NULL, *runtime = NULL, *attach_to = NULL, *python = NULL,
-	           *hostaddr = NULL, *agent = NULL;
+	           *hostaddr = NULL, *agent = NULL, *user = NULL;
 	const char *const *labels = NULL, *const *env = NULL;
 	bool pull = true;
+	int64_t pids_limit = DK_PIDS_DEFAULT;
 	if (host->config_string(cfg, "image", &image) != AKS_OK ||
 	    host->config_string(cfg, "runtime", &runtime) != AKS_OK ||
 	    host->config_string(cfg, "attach_to", &attach_to) != AKS_OK ||
@@ -112,6 +184,8 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    host->config_bool(cfg, "pull", &pull) != AKS_OK ||
 	    host->config_map(cfg, "labels", &labels) != AKS_OK ||
 	    host->config_map(cfg, "env", &env) != AKS_OK ||
+	    host->config_int(cfg, "pids_limit", &pids_limit) != AKS_OK ||
+	    host->config_string(cfg, "user", &user) != AKS_OK ||
 	    host->config_string(cfg, "agent", &agent) != AKS_OK)
 		return host->error_set(err, AKS_ECONFIG,
 		                       "docker: the host could not read the config block");
@@ -132,24 +206,26 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 			return host->error_set(err, AKS_ECONFIG,
 			                       "docker: labels: '%s' cannot be used as a label",
 			                       kv[0]);
+	if (pids_limit != 0 && (pids_limit < DK_PIDS_MIN || pids_limit > DK_PIDS_MAX))
+		return host->error_set(
+		    err, AKS_ECONFIG,
+		    "docker: pids_limit %lld: give 0 (no limit of ours) or %d to "
+		    "%d tasks (the container's own processes need a few)",
+		    (long long)pids_limit, DK_PIDS_MIN, DK_PIDS_MAX);
 	prov->pull = pull;
+	prov->pids_limit = pids_limit;
 	if (!(prov->image = strdup(image)) || !(prov->python = strdup(python)) ||
 	    (runtime && *runtime && strcmp(runtime, "docker") != 0 &&
 	     !(prov->runtime = strdup(runtime))) ||
 	    (attach_to && *attach_to && !(prov->attach_to = strdup(attach_to))) ||
 	    !(prov->labels = aks__strv_dup(labels)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	size_t n = 0;
-	while (env && env[2 * n])
-		n++;
-	if (!(prov->env = calloc(n + 1, sizeof(char *))))
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++)
-		if (asprintf(&prov->env[i], "%s=%s", env[2 * i], env[2 * i + 1]) < 0) {
-			prov->env[i] = NULL;
-			return host->error_set(err, AKS_ENOMEM, "out of memory");
-		}
-	int rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
+	prov->gvisor = prov->runtime && strcmp(prov->runtime, "runsc") == 0;
+	int rc = read_user(prov, user, err);
+	if (rc == AKS_OK)
+		rc = read_env(prov, env, err);
+	if (rc == AKS_OK)
+		rc = dk_endpoint_init(&prov->ep, hostaddr, host, err);
 	if (rc != AKS_OK)
 		return rc;
 	/* stateful only while the agent can be used (aks_agent.h clears it in place: the host
@@ -167,6 +243,67 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    .stateful = &prov->caps.stateful,
 	};
 	return aks_agent_program_open(host, &ao, &prov->agent, err);
+}
+
+/* What a sandbox's root keeps of Docker's default capabilities: what it needs to act as the
+ * owner of every file in its container, as tar and package managers do when they restore
+ * owners (CHOWN), write into or replace files of other owners (DAC_OVERRIDE) and set their
+ * modes and times (FOWNER). The rest goes: raw and packet sockets (NET_RAW), device nodes (MKNOD),
+ * changing uids (SETUID, SETGID, so every process stays the container's user and a timeout kill
+ * reaches them all without KILL), file capabilities (SETFCAP, SETPCAP), chroot, audit
+ * writes, setgid bits on others' files (FSETID), ports below 1024 (NET_BIND_SERVICE: the
+ * engine sets ip_unprivileged_port_start to 0 in containers anyway). A user other than root
+ * has none of them in effect: no ambient capabilities, and no_new_privs keeps setuid and
+ * file capabilities from granting any. docs/plugins/docker.md, "Hardening defaults". */
+static const char *const dk_cap_add[] = {"CHOWN", "DAC_OVERRIDE", "FOWNER", NULL};
+
+/* How the containers of this instance are confined, for the "runs" line of `aksandbox check`
+ * (docs/plugins/docker.md, "Hardening defaults"). NULL when out of memory. */
+static char *describe_confinement(const aks_provider_impl *prov)
+{
+	if (prov->attach_to) {
+		char *s = NULL;
+		return asprintf(&s,
+		                "the attached container '%s' keeps its own limits and privileges",
+		                prov->attach_to) < 0
+		           ? NULL
+		           : s;
+	}
+	char *pids = NULL, *caps = NULL, *user = NULL, *s = NULL;
+	int n =
+	    !prov->pids_limit ? asprintf(&pids, "no task limit of ours (pids_limit: 0)")
+	    : prov->gvisor
+	        ? asprintf(&pids,
+	                   "at most %lld tasks (pids_limit, enforced by gVisor's kernel; the "
+	                   "host allows gVisor itself %lld)",
+	                   (long long)prov->pids_limit,
+	                   (long long)DK_GVISOR_HOST_TASKS(prov->pids_limit))
+	        : asprintf(&pids, "at most %lld tasks (pids_limit)", (long long)prov->pids_limit);
+	size_t len = 1;
+	for (const char *const *c = dk_cap_add; *c; c++)
+		len += strlen(*c) + 2;
+	if (n >= 0 && (caps = calloc(1, len)))
+		for (const char *const *c = dk_cap_add; *c; c++)
+			strcat(strcat(caps, c == dk_cap_add ? "" : ", "), *c);
+	if (n >= 0 && caps)
+		n = !prov->user ? asprintf(&user, "as the image's user (user: null)")
+		    : prov->uid == 0
+		        ? asprintf(&user, "as root")
+		        : asprintf(&user, "as user %s (no capabilities in effect)", prov->user);
+	if (n >= 0 && caps)
+		n = asprintf(&s,
+		             "containers: %s; every capability dropped but %s; no new privileges; "
+		             "seccomp: Docker's default profile%s; %s",
+		             pids, caps,
+		             prov->gvisor ? " (loaded inside gVisor only with runsc --oci-seccomp)"
+		                          : "",
+		             user);
+	if (n < 0 || !caps)
+		s = NULL;
+	free(pids);
+	free(caps);
+	free(user);
+	return s;
 }
 
 static int dk_init(const aks_host_api *host, const aks_config *config, aks_provider_impl **out,
@@ -188,8 +325,15 @@ static int dk_init(const aks_host_api *host, const aks_config *config, aks_provi
 		return rc;
 	}
 	/* gVisor puts a user-space kernel between the program and the host's. */
-	if (prov->runtime && strcmp(prov->runtime, "runsc") == 0)
+	if (prov->gvisor)
 		prov->caps.isolation = AKS_ISOLATION_SYSCALL_FILTER;
+	char *confinement = describe_confinement(prov);
+	rc = confinement ? aks_ctr_desc_init(&prov->desc, confinement) : AKS_ENOMEM;
+	free(confinement);
+	if (rc != AKS_OK) {
+		dk_fini(prov);
+		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
 	*out = prov;
 	return AKS_OK;
 }
@@ -201,7 +345,9 @@ static const aks_capabilities *dk_instance_caps(const aks_provider_impl *prov)
 
 static const char *dk_instance_description(const aks_provider_impl *prov)
 {
-	return aks_agent_program_description(prov->agent);
+	/* the description cache is the only thing that changes */
+	return aks_ctr_desc_get((aks_ctr_desc *)&prov->desc,
+	                        aks_agent_program_description(prov->agent));
 }
 
 /* ---- shared helpers ---------------------------------------------------------------------- */
@@ -418,6 +564,84 @@ static json_object *mount_json(const char *volume, const char *target)
 	return m;
 }
 
+/* The container's task limit (pids_limit), so a fork bomb stops at its container. Under runc
+ * it is the kernel's pids cgroup. Under gVisor the host's tasks are the Sentry's, a dozen or
+ * more for each task it runs, and it dies when it cannot make one: gVisor's kernel enforces
+ * the limit (RLIMIT_NPROC, which it counts over every task of the user, threads and root
+ * without CAP_SYS_RESOURCE included; a container runs as one user), and the host cgroup gets
+ * a backstop above what that lets gVisor need. Not RLIMIT_NPROC under runc: the host kernel
+ * counts it per user over the whole host (other containers of that uid too) and exempts
+ * root. */
+static json_object *ulimit_json(const char *name, int64_t value)
+{
+	json_object *u = json_object_new_object();
+	json_object_object_add(u, "Name", json_object_new_string(name));
+	json_object_object_add(u, "Soft", json_object_new_int64(value));
+	json_object_object_add(u, "Hard", json_object_new_int64(value));
+	return u;
+}
+
+static void add_pids_limit(const aks_provider_impl *prov, json_object *hc, json_object *ulimits)
+{
+	if (!prov->pids_limit)
+		return;
+	if (!prov->gvisor) {
+		json_object_object_add(hc, "PidsLimit", json_object_new_int64(prov->pids_limit));
+		return;
+	}
+	json_object_object_add(hc, "PidsLimit",
+	                       json_object_new_int64(DK_GVISOR_HOST_TASKS(prov->pids_limit)));
+	json_object_array_add(ulimits, ulimit_json("nproc", prov->pids_limit));
+}
+
+/* Under a filesystem policy nothing but the allowed paths may be written. A read-only root
+ * leaves writable mounts of the engine's own: /dev (a 64 MB tmpfs), /dev/shm, /dev/mqueue,
+ * and under cgroup v1 the tmpfs that holds the hierarchies (each hierarchy is read-only).
+ * runc makes them read-only from HostConfig.ReadonlyPaths, which replaces the engine's
+ * list: dk_readonly_paths starts with it (Docker 20.10's; test_docker checks that ours
+ * holds the engine's). */
+static const char *const dk_readonly_paths[] = {
+    "/proc/bus", "/proc/fs",    "/proc/irq",      "/proc/sys", "/proc/sysrq-trigger",
+    "/dev",      "/dev/mqueue", "/sys/fs/cgroup", NULL};
+
+static json_object *readonly_tmpfs_json(const char *target)
+{
+	json_object *m = json_object_new_object();
+	json_object_object_add(m, "Type", json_object_new_string("tmpfs"));
+	json_object_object_add(m, "Target", json_object_new_string(target));
+	json_object_object_add(m, "ReadOnly", json_object_new_boolean(1));
+	return m;
+}
+
+/* The read-only root and the rest of a filesystem policy. gVisor ignores ReadonlyPaths: there
+ * /dev/shm and /tmp (a tmpfs gVisor mounts itself where the spec has no /tmp: this runsc
+ * does not overlay the root, whose read-only flag holds) get read-only tmpfs mounts of ours,
+ * which runc honours too (/dev/shm; its /tmp is the read-only root's). gVisor's /dev cannot
+ * be: a read-only tmpfs there has no device nodes (docs/plugins/docker.md, "Hardening
+ * defaults"). POSIX message queues need no path: RLIMIT_MSGQUEUE 0 leaves no room for one. */
+static void add_fs_policy(const aks_provider_impl *prov, json_object *hc, json_object *mounts,
+                          json_object *ulimits)
+{
+	json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
+	json_object_object_add(hc, "ReadonlyPaths", strv_json((char *const *)dk_readonly_paths));
+	json_object_array_add(mounts, readonly_tmpfs_json("/dev/shm"));
+	if (prov->gvisor)
+		json_object_array_add(mounts, readonly_tmpfs_json("/tmp"));
+	json_object_array_add(ulimits, ulimit_json("msgqueue", 0));
+}
+
+/* Every capability dropped but dk_cap_add; no_new_privs, so no setuid program or file
+ * capability grants more. No seccomp option: the engine's default profile stays. */
+static void add_privileges(json_object *hc)
+{
+	const char *drop[] = {"ALL", NULL}, *opts[] = {"no-new-privileges", NULL};
+	json_object_object_add(hc, "CapDrop", strv_json((char *const *)drop));
+	json_object_object_add(hc, "CapAdd", strv_json((char *const *)dk_cap_add));
+	json_object_object_add(hc, "SecurityOpt", strv_json((char *const *)opts));
+	/* its own cgroup namespace: the host's cgroup paths are not shown to it */
+	json_object_object_add(hc, "CgroupnsMode", json_object_new_string("private"));
+}
+
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
                                 const char *agent_volume, const aks_policy *p)
 {
@@ -428,6 +652,8 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 	json_object_object_add(b, "WorkingDir", json_object_new_string(DK_WORKSPACE));
 	json_object_object_add(b, "Labels", labels_json(prov));
 	json_object_object_add(b, "Env", strv_json(prov->env));
+	if (prov->user)
+		json_object_object_add(b, "User", json_object_new_string(prov->user));
 	json_object *hc = json_object_new_object();
 	/* docker-init as PID 1 reaps what the timeout kill leaves as zombies. */
 	json_object_object_add(hc, "Init", json_object_new_boolean(1));
@@ -442,15 +668,21 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 		/* No swap on top: a hog fails at the limit instead of paging. */
 		json_object_object_add(hc, "MemorySwap", json_object_new_int64(bytes));
 	}
-	if (fs_policy(p))
-		json_object_object_add(hc, "ReadonlyRootfs", json_object_new_boolean(1));
-	if (prov->runtime)
-		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
-	json_object *mounts = json_object_new_array();
+	json_object *mounts = json_object_new_array(), *ulimits = json_object_new_array();
 	json_object_array_add(mounts, mount_json(volume, DK_WORKSPACE));
 	if (agent_volume)
 		json_object_array_add(mounts, mount_json(agent_volume, DK_AGENT_DIR));
+	add_pids_limit(prov, hc, ulimits);
+	add_privileges(hc);
+	if (fs_policy(p))
+		add_fs_policy(prov, hc, mounts, ulimits);
+	if (prov->runtime)
+		json_object_object_add(hc, "Runtime", json_object_new_string(prov->runtime));
 	json_object_object_add(hc, "Mounts", mounts);
+	if (json_object_array_length(ulimits))
+		json_object_object_add(hc, "Ulimits", ulimits);
+	else
+		json_object_put(ulimits);
 	json_object_object_add(b, "HostConfig", hc);
 	return b;
 }
@@ -502,6 +734,14 @@ static int missing_image(const aks_provider_impl *prov, const char *why, aks_err
 static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err);
 static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err);
 
+/* A call of its own for cleaning up after a failure (the failed call's deadline may be over). */
+static aks_call cleanup_call(const aks_host_api *host)
+{
+	aks_call quick = {
+	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 30000, 30, NULL, NULL, NULL};
+	return quick;
+}
+
 static int create_volume(dk_conn *c, const char *volume, const aks_call *call, aks_error **err)
 {
 	json_object *b = json_object_new_object();
@@ -514,6 +754,41 @@ static int create_volume(dk_conn *c, const char *volume, const aks_call *call, a
 		rc = engine_error(c->prov->host, AKS_EPROVISION,
 		                  "cannot create the workspace volume", &r, err);
 	dk_req_free(&r);
+	return rc;
+}
+
+/* The engine makes a new workspace volume root's: with a `user` other than root it is given
+ * to the user before the container starts, through the archive API, which needs no process
+ * (and no capability) in the container and works under a read-only root (the volume is not
+ * the root). The tar's one entry is "/", the directory it is unpacked into: the engine sets
+ * its owner and mode (an entry "." it would skip). The ownership stays across restarts. */
+static int give_workspace(dk_conn *c, const char *name, const aks_call *call, aks_error **err)
+{
+	const aks_provider_impl *prov = c->prov;
+	aks_ctr_tar_opts o = {
+	    .dir = true, .uid = prov->uid, .gid = prov->gid, .existing = SIZE_MAX};
+	aks_buf tar = {0};
+	if (aks_ctr_tar_file_opts("/", NULL, 0, &o, &tar.data, &tar.len) < 0)
+		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	tar.cap = tar.len + 1;
+	char path[160];
+	snprintf(path, sizeof(path), "/containers/%s/archive?path=" DK_WORKSPACE, name);
+	dk_req r = {.method = "PUT",
+	            .path = path,
+	            .content_type = "application/x-tar",
+	            .body = tar.data,
+	            .body_len = tar.len};
+	int rc = dk_request(c, &r, call, err);
+	if (rc == AKS_OK && r.status != 200) {
+		char *what = NULL;
+		if (asprintf(&what, "cannot give %s to user %s", DK_WORKSPACE, prov->user) < 0)
+			rc = prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+		else
+			rc = engine_error(prov->host, AKS_EPROVISION, what, &r, err);
+		free(what);
+	}
+	dk_req_free(&r);
+	aks__buf_free(&tar);
 	return rc;
 }
 
@@ -591,6 +866,10 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 			                  err);
 	}
 	dk_req_free(&r);
+	bool created = rc == AKS_OK;
+	/* Between create and start: the workspace's owner, and the agent. */
+	if (rc == AKS_OK && prov->uid != 0)
+		rc = give_workspace(c, name, call, err);
 	if (rc == AKS_OK)
 		place_agent(prov, c, name, with_agent_volume, call);
 	if (rc == AKS_OK) {
@@ -600,28 +879,16 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 			rc = engine_error(host, AKS_EPROVISION, "cannot start the container", &r,
 			                  err);
 		dk_req_free(&r);
-		if (rc != AKS_OK) {
-			aks_call quick = {AKS_CALL_VERSION,
-			                  sizeof(aks_call),
-			                  host->now_ms() + 30000,
-			                  30,
-			                  NULL,
-			                  NULL,
-			                  NULL};
-			remove_container(c, name, &quick, NULL);
-		}
+	}
+	if (rc != AKS_OK && created) {
+		aks_call quick = cleanup_call(host);
+		remove_container(c, name, &quick, NULL);
 	}
 out:
 	json_object_put(body);
 out_volume:
 	if (rc != AKS_OK) {
-		aks_call quick = {AKS_CALL_VERSION,
-		                  sizeof(aks_call),
-		                  host->now_ms() + 30000,
-		                  30,
-		                  NULL,
-		                  NULL,
-		                  NULL};
+		aks_call quick = cleanup_call(host);
 		remove_volume(c, volume, &quick, NULL);
 		if (with_agent_volume)
 			remove_volume(c, agent_volume, &quick, NULL);

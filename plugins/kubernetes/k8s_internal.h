@@ -23,6 +23,7 @@
 
 #include <curl/curl.h>
 
+#include "aks_container.h"
 #include "k8s_pure.h"
 
 /* ---- the provider instance (kubernetes.c) ------------------------------------------- */
@@ -45,6 +46,7 @@ struct aks_provider_impl {
 	int64_t max_lifetime;
 	aks_capabilities caps;    /* the instance's */
 	aks_agent_program *agent; /* the aksandbox-agent placed in pods (disabled: per call) */
+	aks_ctr_desc desc;        /* the "runs" line: the agent module's, and what pods enforce */
 	pthread_mutex_t lock;     /* guards clients */
 	k8s_client *clients;      /* one per identity, kept until fini */
 };

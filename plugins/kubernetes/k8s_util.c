@@ -34,10 +34,8 @@ int k8s_err_set(k8s_err *e, int code, const char *fmt, ...)
 int k8s_safe_path(const char *path, char **out, k8s_err *e)
 {
 	int rc = aks_ctr_wspath(path, out);
-	if (rc == AKS_EPOLICY)
-		return k8s_err_set(e, rc, "path '%s' escapes %s", aks_ctr_wspath_rel(path),
-		                   K8S_WORKSPACE);
+	char why[AKS_CTR_WSPATH_WHY_BUF];
 	if (rc != AKS_OK)
-		return k8s_err_set(e, rc, "%s", rc == AKS_EINVAL ? "no path" : "out of memory");
+		return k8s_err_set(e, rc, "%s", aks_ctr_wspath_why(rc, path, why, sizeof(why)));
 	return AKS_OK;
 }

@@ -160,6 +160,7 @@ static void k8s_fini(aks_provider_impl *prov)
 	k8s_clients_free(prov);
 	k8s_conn_cfg_free(&prov->conn);
 	aks_agent_program_free(prov->agent);
+	aks_ctr_desc_free(&prov->desc);
 	pthread_mutex_destroy(&prov->lock);
 	free(prov);
 	aks_ctr_curl_release();
@@ -277,6 +278,19 @@ static int k8s_init(const aks_host_api *host, const aks_config *config, aks_prov
 		prov->caps.policy_network = true;
 		prov->caps.policy_network_allowlist = true;
 	}
+	/* What a pod is held to beyond the policy, for `aksandbox check`: the pod spec (v1.20)
+	 * has no pids field, so a fork bomb is bounded only where the cluster's kubelets set
+	 * podPidsLimit (docs/plugins/kubernetes.md, "Process limits"). */
+	rc = aks_ctr_desc_init(&prov->desc,
+	                       prov->attach_to
+	                           ? "the attached pod keeps its own limits"
+	                           : "pods without a task limit of ours (the pod spec has no pids "
+	                             "field: only the kubelet's podPidsLimit, set per node, bounds "
+	                             "a fork bomb, where the cluster sets it)");
+	if (rc != AKS_OK) {
+		k8s_fini(prov);
+		return host->error_set(err, rc, "out of memory");
+	}
 	*out = prov;
 	return AKS_OK;
 }
@@ -288,7 +302,9 @@ static const aks_capabilities *k8s_instance_caps(const aks_provider_impl *prov)
 
 static const char *k8s_instance_description(const aks_provider_impl *prov)
 {
-	return aks_agent_program_description(prov->agent);
+	/* the description cache is the only thing that changes */
+	return aks_ctr_desc_get((aks_ctr_desc *)&prov->desc,
+	                        aks_agent_program_description(prov->agent));
 }
 
 /* ---- API helpers ----------------------------------------------------------------------------- */

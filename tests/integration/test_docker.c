@@ -37,6 +37,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -216,9 +218,10 @@ static int setup_bare(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
+/* Closes and destroys the fixture's sandbox, and closes its provider: the fixture can open
+ * another. */
+static void teardown_sandbox(fixture *f)
 {
-	fixture *f = *state;
 	aks_call call;
 	aks_call_init(&call, 60, NULL, NULL, NULL);
 	if (f->sb)
@@ -230,7 +233,16 @@ static int teardown(void **state)
 	free(f->id);
 	aks_provider_close(f->prov);
 	aks_config_free(f->config);
-	free(f);
+	f->sb = NULL;
+	f->id = NULL;
+	f->prov = NULL;
+	f->config = NULL;
+}
+
+static int teardown(void **state)
+{
+	teardown_sandbox(*state);
+	free(*state);
 	return 0;
 }
 
@@ -894,6 +906,530 @@ static void t_policy_allowlist(void **state)
 	free(net);
 }
 
+/* ---- hardening: what an attacker's code inside the sandbox tries ----------------------------- */
+
+/* A file of the workspace, read with download_file: no process is started in the container
+ * (the shell forks nothing for it either way), so it works while the container cannot fork. */
+static char *read_ws(fixture *f, const char *path)
+{
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_result *r = NULL;
+	check_ok(aks_sandbox_download_file(f->sb, path, &call, &r, &err), err);
+	size_t len = 0;
+	const char *data = (const char *)aks_result_get_file(r, 0, NULL, NULL, &len);
+	char *s = strndup(data, len);
+	aks_result_free(r);
+	return s;
+}
+
+/* Waits (up to 90 s) until the sandbox runs a command again. */
+static void wait_answers(fixture *f)
+{
+	int64_t until = now_ms() + 90000;
+	for (;;) {
+		aks_result *r = NULL;
+		aks_error *err = NULL;
+		int rc = run(f, NULL, "echo alive", 30, NULL, &r, &err);
+		bool ok = rc == AKS_OK && aks_result_get_exit_code(r) == 0 &&
+		          strcmp(aks_result_get_stdout(r, NULL), "alive\n") == 0;
+		if (!ok && now_ms() > until)
+			fail_msg("the sandbox does not answer after the fork bomb: %s",
+			         err ? aks_error_message(err) : aks_result_get_stderr(r, NULL));
+		aks_result_free(r);
+		if (err)
+			aks_error_free(err);
+		if (ok)
+			return;
+		usleep(500000);
+	}
+}
+
+/* A bounded fork bomb (1000 sleeps of 20 s; each records its number, and the shell stops at
+ * the first fork that fails) stays under `limit` tasks in the container; the host still
+ * forks, the engine counts no more host tasks than the container's PidsLimit, and the
+ * sandbox answers again once the sleeps are over. */
+static void fork_bomb(fixture *f, int limit)
+{
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, NULL,
+	             "echo 0 > /workspace/started; "
+	             "for i in $(seq 1000); do sleep 20 & echo $i > /workspace/started; done",
+	             60, NULL, &r, &err),
+	         err);
+	aks_result_free(r);
+	int64_t bomb_end = now_ms(); /* every sleep of it started before */
+	char *started = read_ws(f, "started");
+	int n = atoi(started);
+	if (n >= limit || n < limit / 2)
+		fail_msg("the fork bomb started %s processes (limit %d)", started, limit);
+	free(started);
+	int st;
+	char *host = sh_out(&st, "echo host-forks");
+	assert_string_equal(host, "host-forks");
+	free(host);
+	char *pids = sh_out(&st, "docker stats --no-stream --format '{{.PIDs}}' %s", f->id);
+	char *max = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	if (atoll(max) <= 0 || atoll(pids) > atoll(max))
+		fail_msg("the engine counts %s host tasks, the container's PidsLimit is %s", pids,
+		         max);
+	free(pids);
+	free(max);
+	wait_answers(f);
+	/* and the bomb is over: its sleeps end by themselves, 20 s after they started (then
+	 * the teardown removes an idle container, which a loaded machine does well within its
+	 * deadline) */
+	int64_t left_ms = bomb_end + 22000 - now_ms();
+	if (left_ms > 0)
+		usleep((useconds_t)left_ms * 1000);
+	char *left = ctr_procs(f->id, "sleep 20");
+	assert_string_equal(left, "");
+	free(left);
+}
+
+/* Every container gets a task limit by default (512); pids_limit sets it (0: none of ours),
+ * and a fork bomb stops there, under runc and under gVisor. */
+static void t_pids_limit(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, NULL);
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_string_equal(got, "512");
+	free(got);
+	teardown_sandbox(f);
+	open_provider(f, "    image: " IMAGE "\n    pids_limit: 0\n");
+	create_sandbox(f);
+	got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_true(strcmp(got, "0") == 0 || strcmp(got, "<nil>") == 0);
+	free(got);
+	teardown_sandbox(f);
+	open_provider(f, "    image: " IMAGE "\n    pids_limit: 100\n");
+	create_sandbox(f);
+	got = inspect(f->id, "{{.HostConfig.PidsLimit}}");
+	assert_string_equal(got, "100");
+	free(got);
+	fork_bomb(f, 100);
+}
+
+/* Under gVisor the container's host tasks are gVisor's own (its Sentry needs a dozen host
+ * tasks per process it runs): the limit is RLIMIT_NPROC in gVisor's kernel, with a host
+ * PidsLimit above it as a backstop. */
+static void t_pids_limit_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n    pids_limit: 100\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.PidsLimit}} {{range .HostConfig.Ulimits}}"
+	                           "{{.Name}}={{.Soft}}:{{.Hard}}{{end}}");
+	assert_string_equal(got, "1856 nproc=100:100");
+	free(got);
+	fork_bomb(f, 100);
+}
+
+/* pids_limit: a number of tasks, 0, or a configuration error naming the key. */
+static void t_pids_limit_config(void **state)
+{
+	fixture *f = *state;
+	const char *bad[] = {"-1", "3"};
+	for (int i = 0; i < 2; i++) {
+		char *extra = xasprintf("    image: " IMAGE "\n    pids_limit: %s\n", bad[i]);
+		char *yaml = xasprintf("%s/bad-pids.yaml", tmpdir);
+		FILE *fp = fopen(yaml, "w");
+		fprintf(fp, "sandbox:\n  enabled: true\n  type: docker\n  docker:\n%s", extra);
+		fclose(fp);
+		aks_error *err = NULL;
+		check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+		int rc = aks_provider_open(plugin, f->config, &f->prov, &err);
+		check_error(rc, &err, AKS_ECONFIG, "pids_limit", bad[i], (char *)NULL);
+		aks_config_free(f->config);
+		f->config = NULL;
+		unlink(yaml);
+		free(yaml);
+		free(extra);
+	}
+}
+
+/* What the attacker's code finds out about its privileges, from inside: its ids, effective and
+ * bounding capabilities, no_new_privs (prctl: gVisor's /proc/self/status has no NoNewPrivs
+ * line), its seccomp mode, whether raw sockets open (ICMP, AF_PACKET), and mknod of the host's
+ * root disk and of /dev/mem in the writable places: refused, or made but opening nothing. */
+static char *privileges(fixture *f)
+{
+	struct stat st;
+	assert_int_equal(stat("/", &st), 0);
+	char *code = xasprintf(
+	    "import ctypes, os, socket, stat\n"
+	    "st = dict(l.rstrip('\\n').split(':\\t', 1) for l in open('/proc/self/status') "
+	    "if ':\\t' in l)\n"
+	    "libc = ctypes.CDLL(None, use_errno=True)\n"
+	    "print('uid', os.getuid(), os.getgid())\n"
+	    "print('CapEff', st['CapEff'], 'CapBnd', st['CapBnd'])\n"
+	    "print('NoNewPrivs', libc.prctl(39, 0, 0, 0, 0))\n"
+	    "print('Seccomp', st.get('Seccomp'))\n"
+	    "for name, args in (('raw_icmp', (socket.AF_INET, socket.SOCK_RAW, "
+	    "socket.IPPROTO_ICMP)), ('af_packet', (socket.AF_PACKET, socket.SOCK_RAW, 0))):\n"
+	    "    try:\n"
+	    "        socket.socket(*args).close(); print(name, 'OPENED')\n"
+	    "    except OSError:\n"
+	    "        print(name, 'refused')\n"
+	    "for d in ('/workspace', '/tmp', '/dev/shm'):\n"
+	    "    for name, mode, dev in (('disk', stat.S_IFBLK | 0o600, os.makedev(%u, %u)), "
+	    "('mem', stat.S_IFCHR | 0o600, os.makedev(1, 1))):\n"
+	    "        p = d + '/aks-node-' + name\n"
+	    "        try:\n"
+	    "            os.mknod(p, mode, dev)\n"
+	    "        except OSError:\n"
+	    "            print('mknod', d, name, 'refused'); continue\n"
+	    "        try:\n"
+	    "            os.close(os.open(p, os.O_RDONLY)); print('mknod', d, name, 'OPENS')\n"
+	    "        except OSError:\n"
+	    "            print('mknod', d, name, 'made, opens nothing')\n",
+	    major(st.st_dev), minor(st.st_dev));
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", code, 60, NULL, &r, &err), err);
+	free(code);
+	if (aks_result_get_exit_code(r) != 0)
+		fail_msg("the probe failed: %s", aks_result_get_stderr(r, NULL));
+	char *out = strdup(aks_result_get_stdout(r, NULL));
+	aks_result_free(r);
+	return out;
+}
+
+static void expect_line(const char *out, const char *line)
+{
+	char *want = xasprintf("%s\n", line);
+	if (!strstr(out, want))
+		fail_msg("expected the line '%s' in:\n%s", line, out);
+	free(want);
+}
+
+/* Every capability is dropped but CHOWN, DAC_OVERRIDE and FOWNER (0xb), no_new_privs is set,
+ * Docker's default seccomp profile filters (mode 2), raw sockets do not open, and mknod
+ * fails: as the engine was told (inspect) and as the code inside finds it. */
+static void t_hardened(void **state)
+{
+	fixture *f = *state;
+	char *got = inspect(f->id, "{{.HostConfig.CapDrop}} {{.HostConfig.CapAdd}} "
+	                           "{{.HostConfig.SecurityOpt}} {{.HostConfig.Privileged}}");
+	assert_string_equal(got, "[ALL] [CHOWN DAC_OVERRIDE FOWNER] [no-new-privileges] false");
+	free(got);
+	char *out = privileges(f);
+	expect_line(out, "uid 0 0");
+	expect_line(out, "CapEff 000000000000000b CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "Seccomp 2");
+	expect_line(out, "raw_icmp refused");
+	expect_line(out, "af_packet refused");
+	const char *places[] = {"/workspace", "/tmp", "/dev/shm"};
+	for (int i = 0; i < 3; i++) {
+		char *l =
+		    xasprintf("mknod %s disk refused\nmknod %s mem refused", places[i], places[i]);
+		expect_line(out, l);
+		free(l);
+	}
+	free(out);
+}
+
+/* The same under gVisor, whose kernel checks them itself (Docker's seccomp profile is not
+ * loaded inside gVisor unless runsc runs with --oci-seccomp: mode 0). gVisor's own tmpfs
+ * (/tmp, /dev/shm) lets mknod make a node without CAP_MKNOD, but the node is gVisor's and
+ * opens no device of the host's. */
+static void t_hardened_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.HostConfig.CapDrop}} {{.HostConfig.CapAdd}} "
+	                           "{{.HostConfig.SecurityOpt}} {{.HostConfig.Privileged}}");
+	assert_string_equal(got, "[ALL] [CHOWN DAC_OVERRIDE FOWNER] [no-new-privileges] false");
+	free(got);
+	char *out = privileges(f);
+	expect_line(out, "uid 0 0");
+	expect_line(out, "CapEff 000000000000000b CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "raw_icmp refused");
+	expect_line(out, "af_packet refused");
+	expect_line(out, "mknod /workspace disk refused\nmknod /workspace mem refused");
+	if (strstr(out, "OPENS"))
+		fail_msg("a device node opens under gVisor:\n%s", out);
+	free(out);
+}
+
+/* user: the containers run as that uid:gid, every process of theirs without capabilities;
+ * the workspace is the user's (given by one exec as root at create), files uploaded into new
+ * directories are the user's to change, and the agent runs as the user too. */
+static void check_user(fixture *f)
+{
+	char *out = privileges(f);
+	expect_line(out, "uid 1000 1000");
+	expect_line(out, "CapEff 0000000000000000 CapBnd 000000000000000b");
+	expect_line(out, "NoNewPrivs 1");
+	expect_line(out, "raw_icmp refused");
+	free(out);
+	/* owners by python: coreutils' stat uses a statx flag this gVisor refuses */
+#define OWNERS                                                                                     \
+	"python3 -c \"import os, sys; [print('%d:%d' % (os.stat(p).st_uid, os.stat(p).st_gid)) "   \
+	"for p in sys.argv[1:]]\" "
+	out = run_ok(f, OWNERS "/workspace; echo w > /workspace/w.txt && cat /workspace/w.txt");
+	assert_string_equal(out, "1000:1000\nw");
+	free(out);
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, "up/dir/u.txt", "up", 2, &call, &err), err);
+	out = run_ok(f, "cd /workspace/up/dir && " OWNERS ". .. u.txt && echo more >> u.txt "
+	                "&& echo new > n.txt && rm u.txt && ls");
+#undef OWNERS
+	assert_string_equal(out, "1000:1000\n1000:1000\n1000:1000\nn.txt");
+	free(out);
+	char *got = read_ws(f, "up/dir/n.txt");
+	assert_string_equal(got, "new\n");
+	free(got);
+	/* python runs, and a timeout still kills the whole tree (one user: nothing escapes) */
+	aks_result *r = NULL;
+	check_ok(run(f, "python", "import os\nprint(os.getuid())", 30, NULL, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "1000\n");
+	aks_result_free(r);
+	int rc = run(f, NULL, "(sleep 340 >/dev/null 2>&1 &); sleep 341", 2, NULL, &r, &err);
+	check_error(rc, &err, AKS_ETIMEOUT, "exceeded timeout", (char *)NULL);
+	aks_result_free(r);
+	char *left = ctr_procs(f->id, "sleep 34");
+	assert_string_equal(left, "");
+	free(left);
+	if (with_agent) {
+		int pid = agent_pid(f->id);
+		assert_true(pid > 0);
+		char *cmd = xasprintf("grep ^Uid: /proc/%d/status | cut -f2", pid);
+		char *uid = ctr_sh(f->id, NULL, cmd);
+		assert_string_equal(uid, "1000");
+		free(uid);
+		free(cmd);
+	}
+}
+
+/* Under a filesystem policy (a read-only root: the agent in its volume), with runc. */
+static void t_user(void **state)
+{
+	fixture *f = *state;
+	static const char *const fs_write[] = {"/workspace", NULL};
+	f->policy.fs_allow_write = fs_write;
+	open_provider(f, "    image: " IMAGE "\n    user: \"1000:1000\"\n");
+	create_sandbox(f);
+	char *got = inspect(f->id, "{{.Config.User}} {{.HostConfig.ReadonlyRootfs}}");
+	assert_string_equal(got, "1000:1000 true");
+	free(got);
+	if (!strstr(aks_provider_get_description(f->prov),
+	            "; as user 1000:1000 (no capabilities in effect)"))
+		fail_msg("description: %s", aks_provider_get_description(f->prov));
+	check_user(f);
+}
+
+/* gVisor, without a filesystem policy (the agent placed in the root). */
+static void t_user_runsc(void **state)
+{
+	fixture *f = *state;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n    user: \"1000:1000\"\n");
+	create_sandbox(f);
+	check_user(f);
+}
+
+/* user: numeric UID or UID:GID, else a configuration error naming the key. */
+static void t_user_config(void **state)
+{
+	fixture *f = *state;
+	const char *bad[] = {"root", "1000:", ":1000", "-1", "1000:users", "99999999999"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char *yaml = xasprintf("%s/bad-user.yaml", tmpdir);
+		FILE *fp = fopen(yaml, "w");
+		fprintf(fp,
+		        "sandbox:\n  enabled: true\n  type: docker\n  docker:\n    user: \"%s\"\n",
+		        bad[i]);
+		fclose(fp);
+		aks_error *err = NULL;
+		check_ok(aks_config_load_block(plugin, yaml, &f->config, &err), err);
+		int rc = aks_provider_open(plugin, f->config, &f->prov, &err);
+		char *want = xasprintf("user '%s'", bad[i]);
+		check_error(rc, &err, AKS_ECONFIG, want, "UID[:GID]", (char *)NULL);
+		free(want);
+		aks_config_free(f->config);
+		f->config = NULL;
+		unlink(yaml);
+		free(yaml);
+	}
+}
+
+/* Under a filesystem policy, every place the code inside can create a file in: each mount
+ * point it sees (/proc/self/mountinfo, escapes decoded) and a few known places, a file created
+ * and removed in each, and a POSIX message queue (mq_open, which needs no path); sorted, one
+ * per line. */
+static char *writable_places(fixture *f)
+{
+	static const char code[] =
+	    "import ctypes, os\n"
+	    "places = {'/', '/tmp', '/var/tmp', '/run', '/root', '/etc', '/home', '/dev', "
+	    "'/dev/shm', '/dev/mqueue', '/sys/fs/cgroup', '/workspace', '/.aksandbox'}\n"
+	    "for line in open('/proc/self/mountinfo'):\n"
+	    "    m = line.split()[4]\n"
+	    "    places.add(m.encode().decode('unicode_escape'))\n"
+	    "found = []\n"
+	    "for d in sorted(places):\n"
+	    "    if not os.path.isdir(d):\n"
+	    "        continue\n"
+	    "    p = os.path.join(d, '.aks-probe-%d' % os.getpid())\n"
+	    "    try:\n"
+	    "        os.close(os.open(p, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))\n"
+	    "    except OSError:\n"
+	    "        continue\n"
+	    "    os.unlink(p)\n"
+	    "    found.append(d)\n"
+	    "try:\n"
+	    "    rt = ctypes.CDLL('librt.so.1', use_errno=True)\n"
+	    "    rt.mq_open.restype = ctypes.c_int\n"
+	    "    if rt.mq_open(b'/aks-probe', os.O_CREAT | os.O_RDWR, 0o600, None) >= 0:\n"
+	    "        rt.mq_unlink(b'/aks-probe')\n"
+	    "        found.append('(a POSIX message queue)')\n"
+	    "except OSError:\n"
+	    "    pass\n"
+	    "print('\\n'.join(found))\n";
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", code, 60, NULL, &r, &err), err);
+	if (aks_result_get_exit_code(r) != 0)
+		fail_msg("the probe failed: %s", aks_result_get_stderr(r, NULL));
+	char *out = strdup(aks_result_get_stdout(r, NULL));
+	aks_result_free(r);
+	size_t n = strlen(out);
+	while (n && out[n - 1] == '\n')
+		out[--n] = '\0';
+	return out;
+}
+
+static void check_writable(fixture *f, const char *want)
+{
+	char *got = writable_places(f);
+	if (strcmp(got, want) != 0)
+		fail_msg("writable under a filesystem policy:\n%s\nallowed:\n%s", got, want);
+	free(got);
+}
+
+/* The policy allows /workspace; the agent's own volume is writable too (docs: it is the
+ * sandbox's own, and holds only the agent). Nothing else: not /dev (a 64 MB tmpfs), /dev/shm,
+ * /dev/mqueue or message queues, the tmpfs that holds the cgroup hierarchies. */
+static void t_fs_writable(void **state)
+{
+	fixture *f = *state;
+	check_writable(f, with_agent ? "/.aksandbox\n/workspace" : "/workspace");
+	/* Docker's own read-only paths are kept: ours extend the engine's default list */
+	int st;
+	char *dflt = sh_out(&st, "c=$(docker create " IMAGE " true) && docker inspect -f "
+	                         "'{{range .HostConfig.ReadonlyPaths}}{{.}} {{end}}' $c; "
+	                         "docker rm $c >/dev/null");
+	char *ours = inspect(f->id, " {{range .HostConfig.ReadonlyPaths}}{{.}} {{end}}");
+	for (char *save = NULL, *p = strtok_r(dflt, " ", &save); p;
+	     p = strtok_r(NULL, " ", &save)) {
+		char *w = xasprintf(" %s ", p);
+		if (!strstr(ours, w))
+			fail_msg("the engine's read-only path %s is not in ours:%s", p, ours);
+		free(w);
+	}
+	free(dflt);
+	free(ours);
+}
+
+/* gVisor: its own /tmp (a tmpfs it mounts where the spec has none) is closed by a read-only
+ * tmpfs of ours, /dev/shm too. What this gVisor release cannot close is documented as its
+ * in-memory scratch: its /dev (a devtmpfs that cannot be made read-only and keep its device
+ * nodes), root's only, and POSIX message queues (it enforces neither RLIMIT_MSGQUEUE nor a
+ * count). As a user other than root /dev is closed too. */
+static void t_fs_writable_runsc(void **state)
+{
+	fixture *f = *state;
+	static const char *const fs_write[] = {"/workspace", NULL};
+	f->policy.fs_allow_write = fs_write;
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n");
+	create_sandbox(f);
+	check_writable(f, with_agent ? "/.aksandbox\n/dev\n/workspace\n(a POSIX message queue)"
+	                             : "/dev\n/workspace\n(a POSIX message queue)");
+	teardown_sandbox(f);
+	open_provider(f, "    image: " IMAGE "\n    runtime: runsc\n    user: \"1000:1000\"\n");
+	create_sandbox(f);
+	check_writable(f, "/workspace\n(a POSIX message queue)");
+}
+
+/* n bytes of names of `name` bytes of `c` joined by '/'. */
+static char *long_path(size_t n, size_t name, char c)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++)
+		s[i] = (i % (name + 1) == name) ? '/' : c;
+	s[n] = '\0';
+	return s;
+}
+
+/* Refused before the engine is asked, with a clear message that shows a bounded prefix. */
+static void expect_long_refused(fixture *f, const char *path, const char *why)
+{
+	aks_call call;
+	aks_call_init(&call, 30, &f->policy, NULL, NULL);
+	for (int op = 0; op < 2; op++) {
+		aks_error *err = NULL;
+		aks_result *r = NULL;
+		int64_t t0 = now_ms();
+		int rc = op ? aks_sandbox_download_file(f->sb, path, &call, &r, &err)
+		            : aks_sandbox_upload_file(f->sb, path, "x", 1, &call, &err);
+		if (rc != AKS_ELIMIT || !err)
+			fail_msg("%s of a %zu-byte path: %d %s", op ? "download" : "upload",
+			         strlen(path), rc, err ? aks_error_message(err) : "");
+		const char *m = aks_error_message(err);
+		if (!strstr(m, why) || strlen(m) > 300 || strstr(m, "HTTP status"))
+			fail_msg("the message: %s", m);
+		if (now_ms() - t0 > 1000)
+			fail_msg("the refusal took %lld ms", (long long)(now_ms() - t0));
+		aks_error_free(err);
+		aks_result_free(r);
+	}
+}
+
+/* Very long paths to the file tools: a clear refusal (AKS_ELIMIT) that echoes at most a
+ * bounded prefix, never the engine's HTTP 500 with the whole path; the longest accepted
+ * container path (3072 bytes) works both ways. */
+static void t_long_paths(void **state)
+{
+	fixture *f = *state;
+	char *p = long_path(5000, 1, 'a');
+	expect_long_refused(f, p,
+	                    "is 5000 bytes: a sandbox path has at most 3061 below /workspace/");
+	free(p);
+	p = long_path(70000, 200, 'a');
+	expect_long_refused(f, p, "is 70000 bytes");
+	free(p);
+	char *name = long_path(300, 1000, 'n');
+	p = xasprintf("dir/%s", name);
+	expect_long_refused(f, p, "has a name of 300 bytes: at most 255");
+	free(p);
+	free(name);
+	/* at the bound: works, and the file is really there */
+	p = long_path(3072 - strlen("/workspace/"), 200, 'b');
+	aks_call call;
+	aks_call_init(&call, 60, &f->policy, NULL, NULL);
+	aks_error *err = NULL;
+	check_ok(aks_sandbox_upload_file(f->sb, p, "at the bound", 12, &call, &err), err);
+	char *got = read_ws(f, p);
+	assert_string_equal(got, "at the bound");
+	free(got);
+	char *cmd = xasprintf("cat '/workspace/%s'", p);
+	got = run_ok(f, cmd);
+	assert_string_equal(got, "at the bound");
+	free(got);
+	free(cmd);
+	free(p);
+}
+
 /* ---- runtimes -------------------------------------------------------------------------------- */
 
 static void t_runsc(void **state)
@@ -1363,9 +1899,11 @@ static void t_agent_killed(void **state)
 static void t_agent_readonly_root(void **state)
 {
 	fixture *f = *state;
-	char *mounts = inspect(f->id, "{{.HostConfig.ReadonlyRootfs}} {{range .Mounts}}{{.Name}}:"
-	                              "{{.Destination}} {{end}}");
-	/* The engine lists mounts in no fixed order: both, and nothing else. */
+	char *mounts = inspect(f->id, "{{.HostConfig.ReadonlyRootfs}} {{range .Mounts}}"
+	                              "{{if eq .Type \"volume\"}}{{.Name}}:{{.Destination}} "
+	                              "{{end}}{{end}}");
+	/* The engine lists mounts in no fixed order: both volumes, and no other (the filesystem
+	 * policy's read-only tmpfs at /dev/shm is t_fs_writable's). */
 	char *ws = xasprintf(" %s-workspace:/workspace ", f->id);
 	char *ag = xasprintf(" %s-aksandbox:/.aksandbox ", f->id);
 	if (strncmp(mounts, "true ", 5) != 0 || !strstr(mounts, ws) || !strstr(mounts, ag) ||
@@ -1780,6 +2318,17 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_policy_memory, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_policy_filesystem, setup_policy, teardown),
 	    cmocka_unit_test_setup_teardown(t_policy_allowlist, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_pids_limit_config, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_hardened, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_hardened_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_user_config, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_fs_writable, setup_policy, teardown),
+	    cmocka_unit_test_setup_teardown(t_fs_writable_runsc, setup_bare, teardown),
+	    cmocka_unit_test_setup_teardown(t_long_paths, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_runsc, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_runc_is_host_kernel, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_missing_image, setup_bare, teardown),

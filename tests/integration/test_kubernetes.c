@@ -1069,6 +1069,9 @@ static void t_stateful(void **state)
 		assert_non_null(strstr(d, "through aksandbox-agent"));
 	else
 		assert_non_null(strstr(d, "one exec per call (agent disabled"));
+	/* honest about process limits: none of ours, the kubelet's if the cluster sets one */
+	if (!strstr(d, "; pods without a task limit of ours") || !strstr(d, "podPidsLimit"))
+		fail_msg("description: %s", d);
 	aks_result *r = NULL;
 	aks_error *err = NULL;
 	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);

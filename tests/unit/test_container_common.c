@@ -103,6 +103,86 @@ static void test_wspath_escapes(void **state)
 	assert_string_equal(aks_ctr_wspath_rel("//../x"), "../x");
 }
 
+static char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *xasprintf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	char *s = NULL;
+	assert_true(vasprintf(&s, fmt, ap) >= 0);
+	va_end(ap);
+	return s;
+}
+
+/* A string of n bytes: components of `name` bytes of 'n' joined by '/'. */
+static char *long_path(size_t n, size_t name)
+{
+	char *s = malloc(n + 1);
+	assert_non_null(s);
+	for (size_t i = 0; i < n; i++)
+		s[i] = (i % (name + 1) == name) ? '/' : 'n';
+	s[n] = '\0';
+	return s;
+}
+
+/* Refused before anything: longer than AKS_CTR_PATH_MAX as a container path, or a name
+ * longer than AKS_CTR_NAME_MAX; the message says so and shows a bounded prefix. */
+static void test_wspath_limits(void **state)
+{
+	(void)state;
+	size_t rel_max = AKS_CTR_PATH_MAX - strlen("/workspace/");
+	char *at = long_path(rel_max, 200), *over = long_path(rel_max + 1, 200);
+	char *p = NULL;
+	assert_int_equal(aks_ctr_wspath(at, &p), AKS_OK);
+	assert_int_equal(strlen(p), AKS_CTR_PATH_MAX);
+	free(p);
+	assert_int_equal(aks_ctr_wspath(over, &p), AKS_ELIMIT);
+	assert_null(p);
+	char why[AKS_CTR_WSPATH_WHY_BUF];
+	const char *m = aks_ctr_wspath_why(AKS_ELIMIT, over, why, sizeof(why));
+	char *want = xasprintf("is %zu bytes: a sandbox path has at most %zu below /workspace/",
+	                       rel_max + 1, rel_max);
+	assert_non_null(strstr(m, want));
+	free(want);
+	assert_true(strlen(m) < AKS_CTR_SHOWN_MAX + 100);
+	assert_non_null(strstr(m, "nnnn...'"));
+	/* ".." does not make a long path acceptable: the bound is on what the caller sent */
+	char *dots = malloc(70001);
+	for (size_t i = 0; i < 70000; i++)
+		dots[i] = "a/../"[i % 5];
+	dots[70000] = '\0';
+	assert_int_equal(aks_ctr_wspath(dots, &p), AKS_ELIMIT);
+	free(dots);
+	free(at);
+	free(over);
+
+	char *name = long_path(AKS_CTR_NAME_MAX, 1000), *longer = long_path(256, 1000);
+	assert_int_equal(aks_ctr_wspath(name, &p), AKS_OK);
+	free(p);
+	char *in = xasprintf("a/%s/b", longer);
+	assert_int_equal(aks_ctr_wspath(in, &p), AKS_ELIMIT);
+	m = aks_ctr_wspath_why(AKS_ELIMIT, in, why, sizeof(why));
+	assert_non_null(strstr(m, "has a name of 256 bytes: at most 255"));
+	free(in);
+	free(name);
+	free(longer);
+	/* the escape message as before */
+	assert_string_equal(aks_ctr_wspath_why(AKS_EPOLICY, "/../x", why, sizeof(why)),
+	                    "path '../x' escapes /workspace");
+}
+
+/* A bounded prefix, cut where a UTF-8 character begins. */
+static void test_shown(void **state)
+{
+	(void)state;
+	char buf[16];
+	assert_string_equal(aks_ctr_shown("short", 8, buf, sizeof(buf)), "short");
+	assert_string_equal(aks_ctr_shown("exactly8", 8, buf, sizeof(buf)), "exactly8");
+	assert_string_equal(aks_ctr_shown("longer than 8", 8, buf, sizeof(buf)), "longer t...");
+	/* "aaaaaaaé!": é is two bytes, at 7 and 8: the cut goes before it */
+	assert_string_equal(aks_ctr_shown("aaaaaaa\xc3\xa9!", 8, buf, sizeof(buf)), "aaaaaaa...");
+}
+
 static void test_in_workspace(void **state)
 {
 	(void)state;
@@ -163,6 +243,59 @@ static void test_tar_layout(void **state)
 	assert_int_equal(aks_ctr_tar_file("empty", NULL, 0, true, &tar, &len), 0);
 	assert_int_equal(list_tar(tar, len, ents, 8), 1);
 	assert_string_equal(ents[0], "f empty 644 0");
+	free(tar);
+}
+
+/* "PATH UID:GID" of each entry. */
+static size_t list_owners(const char *tar, size_t len, char out[][64], size_t max)
+{
+	struct archive *a = archive_read_new();
+	assert_non_null(a);
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_memory(a, tar, len), ARCHIVE_OK);
+	struct archive_entry *e;
+	size_t n = 0;
+	while (archive_read_next_header(a, &e) == ARCHIVE_OK) {
+		assert_true(n < max);
+		snprintf(out[n++], 64, "%s %lld:%lld", archive_entry_pathname(e),
+		         (long long)archive_entry_uid(e), (long long)archive_entry_gid(e));
+	}
+	archive_read_free(a);
+	return n;
+}
+
+/* An owner for every entry; parent entries only for the directories past `existing`; one
+ * directory, "/" included (the directory the tar is unpacked into). */
+static void test_tar_opts(void **state)
+{
+	(void)state;
+	char *tar = NULL;
+	size_t len = 0;
+	char ents[8][64];
+	aks_ctr_tar_opts o = {.uid = 1000, .gid = 1001, .existing = 3};
+	assert_int_equal(aks_ctr_tar_file_opts("up/dir/x/f.txt", "hi", 2, &o, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 3);
+	assert_string_equal(ents[0], "d up/dir/ 755"); /* "up" exists: left alone */
+	assert_string_equal(ents[1], "d up/dir/x/ 755");
+	assert_string_equal(ents[2], "f up/dir/x/f.txt 644 2");
+	assert_int_equal(list_owners(tar, len, ents, 8), 3);
+	assert_string_equal(ents[0], "up/dir/ 1000:1001");
+	assert_string_equal(ents[2], "up/dir/x/f.txt 1000:1001");
+	free(tar);
+
+	o.existing = SIZE_MAX;
+	o.mode = 0600;
+	assert_int_equal(aks_ctr_tar_file_opts("up/dir/x/f.txt", "hi", 2, &o, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "f up/dir/x/f.txt 600 2");
+	free(tar);
+
+	aks_ctr_tar_opts d = {.dir = true, .uid = 7, .gid = 8, .existing = SIZE_MAX};
+	assert_int_equal(aks_ctr_tar_file_opts("/", NULL, 0, &d, &tar, &len), 0);
+	assert_int_equal(list_tar(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "d / 755");
+	assert_int_equal(list_owners(tar, len, ents, 8), 1);
+	assert_string_equal(ents[0], "/ 7:8");
 	free(tar);
 }
 
@@ -389,6 +522,27 @@ static void test_multi_wait(void **state)
 	curl_multi_cleanup(multi);
 }
 
+/* The "runs" line: the module's line and the confinement; one per line of the module's, the
+ * same pointer for the same line (the host may keep it); the line itself for a third. */
+static void test_desc(void **state)
+{
+	(void)state;
+	aks_ctr_desc d = {0};
+	aks_ctr_desc_free(&d); /* a zeroed one: nothing to free */
+	assert_string_equal(aks_ctr_desc_get(&d, "runs"), "runs");
+	assert_int_equal(aks_ctr_desc_init(&d, "containers of at most 512 tasks"), AKS_OK);
+	const char a[] = "through the agent", b[] = "one exec per call: why", c[] = "third";
+	const char *la = aks_ctr_desc_get(&d, a);
+	assert_string_equal(la, "through the agent; containers of at most 512 tasks");
+	assert_ptr_equal(aks_ctr_desc_get(&d, a), la);
+	const char *lb = aks_ctr_desc_get(&d, b);
+	assert_string_equal(lb, "one exec per call: why; containers of at most 512 tasks");
+	assert_ptr_equal(aks_ctr_desc_get(&d, a), la);
+	assert_ptr_equal(aks_ctr_desc_get(&d, b), lb);
+	assert_ptr_equal(aks_ctr_desc_get(&d, c), c);
+	aks_ctr_desc_free(&d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -396,15 +550,18 @@ int main(void)
 	    cmocka_unit_test(test_wspath_dots),
 	    cmocka_unit_test(test_wspath_root),
 	    cmocka_unit_test(test_wspath_escapes),
+	    cmocka_unit_test(test_wspath_limits),
+	    cmocka_unit_test(test_shown),
 	    cmocka_unit_test(test_in_workspace),
 	    cmocka_unit_test(test_tar_layout),
+	    cmocka_unit_test(test_tar_opts),
 	    cmocka_unit_test(test_tar_round_trip),
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
 	    cmocka_unit_test(test_http_message),
 	    cmocka_unit_test(test_call_check),
 	    cmocka_unit_test(test_multi_wait),
-
+	    cmocka_unit_test(test_desc),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
