@@ -61,9 +61,10 @@ int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool pa
 /*
  * Reads the opened archive `a` up to its first regular file and writes that
  * file to `out` as the file `path` (result_add_file, then result_write of
- * each block). Returns AKS_OK; AKS_ENOTFOUND (set in *err) when the archive
- * holds no regular file; a host error (set in *err); or AKS_CTR_BADTAR, with
- * nothing set, when libarchive fails.
+ * each block, and of zeros for the holes of a sparse file). Returns AKS_OK;
+ * AKS_ENOTFOUND (set in *err) when the archive holds no regular file; a host
+ * error (set in *err); or AKS_CTR_BADTAR, with nothing set, when libarchive
+ * fails or the blocks go back.
  */
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
