@@ -1,13 +1,13 @@
 /*
  * plugins/common/aks_container.h - code shared by the providers that run
  * sandboxes as containers (docker, kubernetes): the reference's workspace
- * path rule, one-file tars in memory and out of an archive, base64, libcurl's
- * global state, and the script that kills an exec's processes.
+ * path rule, one-file tars in memory and out of an archive, API error messages,
+ * base64, libcurl's global state, and the script that kills an exec's processes.
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
- * itself; tar_mem.c needs libarchive and curl_global.c libcurl, which both
- * plugins link already. Functions return aks_status codes and leave the
+ * itself; tar_mem.c needs libarchive, api_message.c json-c and curl_global.c
+ * libcurl, which both plugins link already. Functions return aks_status codes and leave the
  * wording of errors to the plugin, except where the host API is passed in.
  */
 #ifndef AKS_CONTAINER_H
@@ -68,6 +68,17 @@ int aks_ctr_tar_file_mode(const char *rel, const void *data, size_t len, bool pa
  */
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
+
+/* ---- API error answers (api_message.c; json-c) ---- */
+
+/*
+ * What an API server's error answer says: the "message" string of a JSON object body (the
+ * Docker Engine's error, a Kubernetes Status) when it is not empty, else the body itself as
+ * text (up to a NUL, its first 500 bytes, without trailing newlines), else "HTTP status
+ * <status>". body holds len bytes (NULL: none). Returns a malloc'd string that is never
+ * empty, NULL only when out of memory.
+ */
+char *aks_ctr_api_message(const char *body, size_t len, long status);
 
 /* ---- base64 (b64.c) ---- */
 

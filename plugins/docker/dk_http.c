@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aks_container.h"
 #include "dk_internal.h"
 
 #define DEFAULT_SOCKET "/var/run/docker.sock"
@@ -128,25 +129,7 @@ json_object *dk_resp_json(const dk_req *r)
 
 char *dk_engine_message(const dk_req *r)
 {
-	json_object *j = dk_resp_json(r);
-	json_object *m = NULL;
-	char *msg = NULL;
-	if (j && json_object_object_get_ex(j, "message", &m))
-		msg = strdup(json_object_get_string(m));
-	json_object_put(j);
-	if (!msg) {
-		const char *body = r->resp.data && r->resp.len ? r->resp.data : "";
-		msg = strndup(body, 500);
-		/* trailing newline of a plain-text body */
-		size_t n = msg ? strlen(msg) : 0;
-		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-			msg[--n] = '\0';
-		if (msg && !*msg) {
-			free(msg);
-			if (asprintf(&msg, "HTTP status %ld", r->status) < 0)
-				msg = NULL;
-		}
-	}
+	char *msg = aks_ctr_api_message(r->resp.data, r->resp.len, r->status);
 	return msg ? msg : strdup("(out of memory)");
 }
 

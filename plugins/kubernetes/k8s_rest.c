@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_container.h"
 #include "k8s_plugin.h"
 
 /* ---- clients ------------------------------------------------------------------------- */
@@ -565,23 +566,7 @@ static void resource_of(const char *path, char *res, size_t rlen, char *ns, size
 int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, aks_error **err)
 {
 	const aks_host_api *host = c->prov->host;
-	json_object *j = k8s_resp_json(r), *m = NULL;
-	char *msg = NULL;
-	if (j && json_object_object_get_ex(j, "message", &m) && json_object_get_string(m))
-		msg = strdup(json_object_get_string(m));
-	json_object_put(j);
-	if (!msg) {
-		const char *body = r->resp.len ? r->resp.data : "";
-		msg = strndup(body, 500);
-		size_t n = msg ? strlen(msg) : 0;
-		while (n && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
-			msg[--n] = '\0';
-		if (msg && !*msg) {
-			free(msg);
-			if (asprintf(&msg, "HTTP status %ld", r->status) < 0)
-				msg = NULL;
-		}
-	}
+	char *msg = aks_ctr_api_message(r->resp.data, r->resp.len, r->status);
 	char who[512];
 	k8s_client_who(c, who, sizeof(who));
 	int rc;

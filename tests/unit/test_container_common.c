@@ -299,6 +299,42 @@ static void test_b64(void **state)
 	assert_null(aks_ctr_b64_decode("aG*s", 4, &n));
 }
 
+/* The message of an API error answer, and what stands in for it when there is none. */
+static void expect_message(const char *body, long status, const char *want)
+{
+	char *msg = aks_ctr_api_message(body, body ? strlen(body) : 0, status);
+	assert_non_null(msg);
+	assert_string_equal(msg, want);
+	free(msg);
+}
+
+static void test_api_message(void **state)
+{
+	(void)state;
+	expect_message("{\"message\":\"No such container: x\"}\n", 404, "No such container: x");
+	/* a Kubernetes Status object */
+	expect_message(
+	    "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods \\\"p\\\" is "
+	    "forbidden\",\"code\":403}",
+	    403, "pods \"p\" is forbidden");
+	/* a message that says nothing is no message: the body, else the status */
+	expect_message("{\"message\":null}", 500, "{\"message\":null}");
+	expect_message("{\"message\":\"\"}", 500, "{\"message\":\"\"}");
+	expect_message("{\"message\":7}", 500, "{\"message\":7}");
+	expect_message("404 page not found\r\n", 404, "404 page not found");
+	expect_message("\n", 502, "HTTP status 502");
+	expect_message("", 503, "HTTP status 503");
+	expect_message(NULL, 500, "HTTP status 500");
+	/* plain text is cut at 500 bytes */
+	char big[800];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	char *msg = aks_ctr_api_message(big, strlen(big), 500);
+	assert_non_null(msg);
+	assert_int_equal(strlen(msg), 500);
+	free(msg);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -312,6 +348,7 @@ int main(void)
 	    cmocka_unit_test(test_tar_read_errors),
 	    cmocka_unit_test(test_kill_script),
 	    cmocka_unit_test(test_b64),
+	    cmocka_unit_test(test_api_message),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
