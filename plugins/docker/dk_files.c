@@ -66,16 +66,12 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 	free(path);
 	if (rc == AKS_OK) {
 		if (r.status == 200 && r.path_stat) {
-			char *js = aks_ctr_b64_decode(r.path_stat, strlen(r.path_stat), NULL);
-			json_object *j = js ? json_tokener_parse(js) : NULL, *v = NULL;
-			free(js);
+			dk_path_stat ps;
+			if (dk_parse_path_stat(r.path_stat, &ps) != AKS_OK)
+				rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			st->exists = true;
-			if (j && json_object_object_get_ex(j, "mode", &v))
-				st->mode = (uint32_t)json_object_get_int64(v);
-			if (j && json_object_object_get_ex(j, "linkTarget", &v) &&
-			    json_object_get_string(v) && *json_object_get_string(v))
-				st->link = strdup(json_object_get_string(v));
-			json_object_put(j);
+			st->mode = ps.mode;
+			st->link = ps.link;
 		} else if (r.status == 404) {
 			/* the path, or the container: tell them apart */
 			char *msg = dk_engine_message(&r);
