@@ -6,11 +6,12 @@
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
  *   k8s_channel.c    the exec WebSocket's channel framing and status (pure)
+ *   k8s_pod.c        what a pod's status says (pure)
  *   k8s_rest.c       the REST client (libcurl), impersonation, API errors
  *   k8s_exec.c       exec over WebSocket (libwebsockets)
  *   k8s_files.c      files as tar (libarchive) through exec
  *   kubernetes.c     the descriptor, the instance and the sandbox lifecycle
- * The first four never touch the host table, so unit tests and fuzz targets
+ * The first five never touch the host table, so unit tests and fuzz targets
  * link them without the core.
  */
 #ifndef K8S_INTERNAL_H
@@ -197,5 +198,18 @@ int k8s_status_exit_code(const char *status, size_t len, int *exit_code, k8s_err
 /* Frames one message: channel byte then payload, into a fresh buffer with
  * `pre` bytes of headroom before it (LWS_PRE for lws_write). */
 unsigned char *k8s_frame(int channel, const void *data, size_t len, size_t pre, size_t *framed_len);
+
+/* ---- a pod's state (k8s_pod.c) ------------------------------------------------------ */
+
+typedef enum k8s_pod_state {
+	K8S_POD_PENDING, /* on its way: scheduled, pulling, creating, or a phase we do not know */
+	K8S_POD_RUNNING, /* phase Running and not being deleted */
+	K8S_POD_ENDED,   /* being deleted, or phase Succeeded or Failed: it will not run again */
+} k8s_pod_state;
+
+/* What a pod object (a GET of the pod, any JSON) says. detail (when not NULL) gets what keeps
+ * it from running: its container's waiting reason, else the last condition's message, else
+ * the phase, else "unknown". */
+k8s_pod_state k8s_pod_state_of(json_object *pod, char *detail, size_t len);
 
 #endif /* K8S_INTERNAL_H */
