@@ -46,6 +46,8 @@ int aks__engine_run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_ca
  * the plain "agent" principal under the default policy.
  */
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
+/* The backend part alone, for a sandbox no session record holds yet. */
+void aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id);
 
 /* The notices (malloc'd; NULL on ENOMEM): an idle reset of session `id`, and a sandbox that
  * was gone and has been recreated empty. */

@@ -285,14 +285,19 @@ again:
 	if (!s.sandbox_id || strcmp(s.sandbox_id, sid) != 0) {
 		/* Record the new sandbox before using it, so that no failure below
 		 * (nor a crash) can leave it behind unrecorded. */
-		free(s.sandbox_id);
-		s.closed = false;
-		if (!(s.sandbox_id = strdup(sid))) {
+		char *copy = strdup(sid);
+		if (!copy) {
+			/* Unrecorded, it would be left behind (sid is the handle's: first). */
+			aks__engine_destroy_sandbox(st->profile, sid);
+			aks_sandbox_close(sb);
 			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-		} else {
-			rc = aks__sessions_save(store, ns, &s, err);
-			dirty = rc < 0;
+			goto done;
 		}
+		free(s.sandbox_id);
+		s.sandbox_id = copy;
+		s.closed = false;
+		rc = aks__sessions_save(store, ns, &s, err);
+		dirty = rc < 0;
 		if (rc < 0) {
 			aks_sandbox_close(sb);
 			aks__engine_destroy(st->profile, &s);
