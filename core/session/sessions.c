@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "session/sessions.h"
+#include "util/json_build.h"
 #include "util/util.h"
 
 void aks__session_clear(aks_session_rec *s)
@@ -66,21 +67,24 @@ const char *aks__session_ns(const aks_profile *profile, const char *conversation
 
 struct json_object *aks__session_to_json(const aks_session_rec *r)
 {
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "sandbox_session_id", json_object_new_string(r->id));
-	json_object_object_add(o, "name", r->name ? json_object_new_string(r->name) : NULL);
-	json_object_object_add(o, "profile", json_object_new_string(r->profile));
-	json_object_object_add(o, "provider_type",
-	                       json_object_new_string(r->provider_type ? r->provider_type : ""));
-	json_object_object_add(o, "sandbox_id",
-	                       r->sandbox_id ? json_object_new_string(r->sandbox_id) : NULL);
-	json_object_object_add(o, "created_at", json_object_new_double(r->created_at));
-	json_object_object_add(o, "last_used_at", json_object_new_double(r->last_used_at));
-	json_object_object_add(o, "status",
-	                       json_object_new_string(r->closed ? "closed" : "active"));
+	bool oom = false;
+	struct json_object *o = aks__jnew(json_object_new_object(), &oom);
+	aks__jset(o, "sandbox_session_id", json_object_new_string(r->id), &oom);
+	aks__jset_str_or_null(o, "name", r->name, &oom);
+	aks__jset(o, "profile", json_object_new_string(r->profile), &oom);
+	aks__jset(o, "provider_type",
+	          json_object_new_string(r->provider_type ? r->provider_type : ""), &oom);
+	aks__jset_str_or_null(o, "sandbox_id", r->sandbox_id, &oom);
+	aks__jset(o, "created_at", json_object_new_double(r->created_at), &oom);
+	aks__jset(o, "last_used_at", json_object_new_double(r->last_used_at), &oom);
+	aks__jset(o, "status", json_object_new_string(r->closed ? "closed" : "active"), &oom);
 	/* Only while there is one: records without it read as they always did. */
 	if (r->reset_notice)
-		json_object_object_add(o, "reset_notice", json_object_new_string(r->reset_notice));
+		aks__jset(o, "reset_notice", json_object_new_string(r->reset_notice), &oom);
+	if (oom) {
+		json_object_put(o);
+		return NULL;
+	}
 	return o;
 }
 
@@ -126,10 +130,18 @@ static int save_txn(struct json_object *rec, bool *changed, void *ctx, aks_error
 	if (!o)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	aks__store_clear_record(rec);
-	json_object_object_foreach(o, k, v) json_object_object_add(rec, k, json_object_get(v));
+	int rc = AKS_OK;
+	json_object_object_foreach(o, k, v)
+	{
+		if (json_object_object_add(rec, k, json_object_get(v)) < 0) {
+			json_object_put(v);
+			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+			break;
+		}
+	}
 	json_object_put(o);
-	*changed = true;
-	return AKS_OK;
+	*changed = rc == AKS_OK;
+	return rc;
 }
 
 int aks__sessions_save(aks_state_store *st, const char *ns, const aks_session_rec *rec,
