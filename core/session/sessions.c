@@ -88,30 +88,36 @@ struct json_object *aks__session_to_json(const aks_session_rec *r)
 	return o;
 }
 
-static char *dup_member(struct json_object *o, const char *key)
+/* A string member, copied: AKS_OK with *out NULL when it is absent (or not a string). */
+static int dup_member(struct json_object *o, const char *key, char **out)
 {
 	struct json_object *v = json_object_object_get(o, key);
-	return v && json_object_is_type(v, json_type_string) ? strdup(json_object_get_string(v))
-	                                                     : NULL;
+	*out = NULL;
+	if (!v || !json_object_is_type(v, json_type_string))
+		return AKS_OK;
+	return (*out = strdup(json_object_get_string(v))) ? AKS_OK : AKS_ENOMEM;
 }
 
 int aks__session_from_json(struct json_object *o, aks_session_rec *r, aks_error **err)
 {
 	memset(r, 0, sizeof(*r));
-	r->id = dup_member(o, "sandbox_session_id");
-	r->name = dup_member(o, "name");
-	r->profile = dup_member(o, "profile");
-	r->provider_type = dup_member(o, "provider_type");
-	r->sandbox_id = dup_member(o, "sandbox_id");
-	r->reset_notice = dup_member(o, "reset_notice");
+	int rc = AKS_OK;
+	if (dup_member(o, "sandbox_session_id", &r->id) || dup_member(o, "name", &r->name) ||
+	    dup_member(o, "profile", &r->profile) ||
+	    dup_member(o, "provider_type", &r->provider_type) ||
+	    dup_member(o, "sandbox_id", &r->sandbox_id) ||
+	    dup_member(o, "reset_notice", &r->reset_notice))
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	else if (!r->id || !r->profile)
+		rc = aks__error_set(err, AKS_EIO, "a stored session record is incomplete");
+	if (rc != AKS_OK) {
+		aks__session_clear(r);
+		return rc;
+	}
 	r->created_at = json_object_get_double(json_object_object_get(o, "created_at"));
 	r->last_used_at = json_object_get_double(json_object_object_get(o, "last_used_at"));
 	const char *status = json_object_get_string(json_object_object_get(o, "status"));
 	r->closed = status && strcmp(status, "closed") == 0;
-	if (!r->id || !r->profile) {
-		aks__session_clear(r);
-		return aks__error_set(err, AKS_EIO, "a stored session record is incomplete");
-	}
 	return AKS_OK;
 }
 
