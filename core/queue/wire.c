@@ -227,6 +227,12 @@ static int bad(reader *rd, const char *fmt, ...)
 	return rd->rc;
 }
 
+static void out_of_memory(reader *rd)
+{
+	if (rd->rc == AKS_OK)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+}
+
 static struct json_object *member(reader *rd, struct json_object *o, const char *key,
                                   json_type type, bool required)
 {
@@ -283,14 +289,26 @@ static bool session_utf8(const aks_session_rec *s)
 	       utf8_str(s->provider_type) && utf8_str(s->sandbox_id) && utf8_str(s->reset_notice);
 }
 
+/* A request's or a completion's sandbox_session. */
+static void read_session(reader *rd, struct json_object *o, aks_session_rec *s)
+{
+	int rc = aks__session_from_json(o, s, NULL);
+	if (rc == AKS_ENOMEM)
+		out_of_memory(rd);
+	else if (rc != AKS_OK)
+		bad(rd, "%s", "'sandbox_session' lacks its id or profile");
+	else if (!session_utf8(s))
+		bad(rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+}
+
 static char *dup_string(reader *rd, struct json_object *o, const char *key, bool required)
 {
 	struct json_object *v = member(rd, o, key, json_type_string, required);
 	if (!v)
 		return NULL;
 	char *s = strndup(json_object_get_string(v), (size_t)json_object_get_string_len(v));
-	if (!s && rd->rc == AKS_OK)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	if (!s)
+		out_of_memory(rd);
 	if (s && strlen(s) != (size_t)json_object_get_string_len(v)) {
 		free(s);
 		bad(rd, "'%s' contains a NUL character", key);
@@ -311,15 +329,17 @@ static char **dup_strv(reader *rd, struct json_object *o, const char *key)
 	size_t n = a ? json_object_array_length(a) : 0;
 	char **v = calloc(n + 1, sizeof(*v));
 	if (!v) {
-		if (rd->rc == AKS_OK)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *e = json_object_array_get_idx(a, i);
-		if (!json_object_is_type(e, json_type_string) ||
-		    !(v[i] = strdup(json_object_get_string(e)))) {
+		if (!json_object_is_type(e, json_type_string)) {
 			bad(rd, "'%s' must be a list of strings", key);
+			break;
+		}
+		if (!(v[i] = strdup(json_object_get_string(e)))) {
+			out_of_memory(rd);
 			break;
 		}
 		if (!valid_utf8((const unsigned char *)v[i], strlen(v[i]))) {
@@ -463,8 +483,7 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 	size_t n = creds ? (size_t)json_object_object_length(creds) : 0, k = 0;
 	r->credentials = calloc(2 * n + 1, sizeof(char *));
 	if (!r->credentials) {
-		if (rd->rc == AKS_OK)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return;
 	}
 	if (creds) {
@@ -477,7 +496,7 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 			r->credentials[k++] = strdup(key);
 			r->credentials[k++] = strdup(json_object_get_string(val));
 			if (!r->credentials[k - 2] || !r->credentials[k - 1]) {
-				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+				out_of_memory(rd);
 				return;
 			}
 			if (!utf8_str(r->credentials[k - 2]) || !utf8_str(r->credentials[k - 1])) {
@@ -555,10 +574,8 @@ int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **ou
 	if (p)
 		read_policy(&rd, p, r);
 	p = member(&rd, o, "sandbox_session", json_type_object, true);
-	if (p && aks__session_from_json(p, &r->session, NULL) < 0)
-		bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
-	else if (p && !session_utf8(&r->session))
-		bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+	if (p)
+		read_session(&rd, p, &r->session);
 	r->ak_session_id = dup_string(&rd, o, "ak_session_id", false);
 	r->agent = dup_string(&rd, o, "agent", false);
 	r->wait_deadline = get_number(&rd, o, "wait_deadline", &r->has_wait_deadline);
@@ -658,7 +675,7 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 {
 	aks_result *r = aks__result_new(AKS_DEFAULT_STREAM_CAP, AKS_DEFAULT_FILE_CAP);
 	if (!r) {
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return NULL;
 	}
 	const char *streams[] = {"stdout", "stderr"};
@@ -666,7 +683,7 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		struct json_object *v = member(rd, o, streams[i], json_type_string, false);
 		if (v && aks__result_write(r, i + 1, json_object_get_string(v),
 		                           (size_t)json_object_get_string_len(v), NULL) < 0)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+			out_of_memory(rd);
 	}
 	struct json_object *code = member(rd, o, "exit_code", json_type_int, false);
 	if (code)
@@ -686,26 +703,29 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		int e = c ? aks__base64_decode(json_object_get_string(c),
 		                               (size_t)json_object_get_string_len(c), &data, &len)
 		          : 0;
+		int kept = e || rd->rc != AKS_OK ? AKS_OK : aks__result_add_file(r, path, mime);
+		if (kept == AKS_OK && !e && rd->rc == AKS_OK)
+			kept = aks__result_write(r, AKS_STREAM_FILE, data, len, NULL);
 		if (e == -EINVAL)
 			bad(rd, "'%s' of an output file is not standard base64", "content");
-		else if (e || (rd->rc == AKS_OK &&
-		               (aks__result_add_file(r, path, mime) < 0 ||
-		                aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
-			bad(rd, "%s",
-			    "an output file cannot be kept (too large, or out of memory)");
+		else if (e || kept == AKS_ENOMEM)
+			out_of_memory(rd);
+		else if (kept != AKS_OK)
+			bad(rd, "%s", "an output file is too large to keep");
 		free(path);
 		free(mime);
 		free(data);
 	}
 	char *notice = dup_string(rd, o, "notice", false);
 	if (notice && aks__result_set_notice(r, notice) < 0)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 	free(notice);
 	struct json_object *pd = member(rd, o, "provider_data", json_type_object, false);
-	if (pd && json_object_object_length(pd) > 0 &&
-	    aks__result_set_provider_data(
-	        r, json_object_to_json_string_ext(pd, JSON_C_TO_STRING_PLAIN)) < 0)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	const char *pd_text = pd && json_object_object_length(pd) > 0
+	                          ? aks__jtext_whole(pd, JSON_C_TO_STRING_PLAIN, WIRE_MAX_DEPTH)
+	                          : "";
+	if (!pd_text || (*pd_text && aks__result_set_provider_data(r, pd_text) < 0))
+		out_of_memory(rd);
 	if (rd->rc != AKS_OK) {
 		aks_result_free(r);
 		return NULL;
@@ -745,10 +765,8 @@ int aks__wire_completion_decode(const char *json, size_t len, aks_wire_completio
 		c->error = dup_string(&rd, o, "error", false);
 		c->error_type = dup_string(&rd, o, "error_type", false);
 		struct json_object *s = member(&rd, o, "sandbox_session", json_type_object, true);
-		if (s && aks__session_from_json(s, &c->session, NULL) < 0)
-			bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
-		else if (s && !session_utf8(&c->session))
-			bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+		if (s)
+			read_session(&rd, s, &c->session);
 	}
 	json_object_put(doc);
 	if (rd.rc != AKS_OK) {

@@ -68,4 +68,24 @@ static inline void aks__jappend(struct json_object *a, struct json_object *v, bo
 	}
 }
 
+/*
+ * o as json-c writes it (json_object_to_json_string_ext with flags), or NULL when that text
+ * does not read back as o: json-c's writer ignores a failed allocation of its buffer and goes
+ * on without the piece, so the text may be cut or parse as something else. max_depth: the
+ * deepest nesting the reader is to accept (o's own). The text is o's (freed with it).
+ */
+static inline const char *aks__jtext_whole(struct json_object *o, int flags, int max_depth)
+{
+	size_t len = 0;
+	const char *text = json_object_to_json_string_length(o, flags, &len);
+	json_tokener *tok = text ? json_tokener_new_ex(max_depth) : NULL;
+	struct json_object *back = tok ? json_tokener_parse_ex(tok, text, (int)len) : NULL;
+	bool whole = back && json_tokener_get_error(tok) == json_tokener_success &&
+	             json_object_equal(back, o);
+	json_object_put(back);
+	if (tok)
+		json_tokener_free(tok);
+	return whole ? text : NULL;
+}
+
 #endif /* AKS_CORE_UTIL_JSON_BUILD_H */
