@@ -493,12 +493,13 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 				bad(rd, "credential '%s' must be a string", key);
 				return;
 			}
-			r->credentials[k++] = strdup(key);
-			r->credentials[k++] = strdup(json_object_get_string(val));
-			if (!r->credentials[k - 2] || !r->credentials[k - 1]) {
+			/* one by one: the vector is freed up to its first NULL */
+			if (!(r->credentials[k] = strdup(key)) ||
+			    !(r->credentials[++k] = strdup(json_object_get_string(val)))) {
 				out_of_memory(rd);
 				return;
 			}
+			k++;
 			if (!utf8_str(r->credentials[k - 2]) || !utf8_str(r->credentials[k - 1])) {
 				bad(rd, "credential '%s' is not valid UTF-8", "(name withheld)");
 				return;
