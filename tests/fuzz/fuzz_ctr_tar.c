@@ -86,7 +86,9 @@ static reading read_into_result(struct archive *a, size_t file_cap)
 }
 
 /* The reference: the first regular file's bytes through archive_read_data; false when
- * libarchive fails on the way or the file is larger than 2 * REF_MAX. */
+ * libarchive fails on the way or the file is larger than 2 * REF_MAX. The end is two reads
+ * of nothing in a row: with a sparse file whose last hole reaches the end, libarchive 3.6's
+ * archive_read_data returns 0 once before it hands out that hole. */
 static bool reference(const uint8_t *d, size_t len, unsigned char **body, size_t *body_len,
                       bool *found)
 {
@@ -107,8 +109,12 @@ static bool reference(const uint8_t *d, size_t len, unsigned char **body, size_t
 		size_t cap = 4096;
 		unsigned char *buf = malloc(cap);
 		CHECK(buf);
-		la_ssize_t n;
-		while ((n = archive_read_data(a, buf + *body_len, cap - *body_len)) > 0) {
+		la_ssize_t n = 0;
+		for (int nothing = 0; nothing < 2;) {
+			n = archive_read_data(a, buf + *body_len, cap - *body_len);
+			if (n < 0)
+				break;
+			nothing = n ? 0 : nothing + 1;
 			*body_len += (size_t)n;
 			if (*body_len == cap && cap < 2 * REF_MAX) {
 				CHECK((buf = realloc(buf, cap *= 2)));
