@@ -414,7 +414,7 @@ char *aks__dims_repr(unsigned mask)
 
 /* ---- broker ---- */
 
-static char *type_plugin_name(const char *type);
+static bool type_names_block(const char *type, const char *key);
 
 /* A queue or store block may also hold the options of its type's plugin, under the
  * plugin's name (`type: mytransport` with a `mytransport:` block). */
@@ -423,10 +423,7 @@ static bool own_block_key(const char *key, void *ctx)
 	const aks_node *type = ctx;
 	if (!type || type->kind != AKS_NODE_SCALAR || aks__node_is_null(type))
 		return false;
-	char *own = type_plugin_name(type->value);
-	bool same = own && strcmp(own, key) == 0;
-	free(own);
-	return same;
+	return type_names_block(type->value, key);
 }
 
 static int parse_queue_block(const aks_node *q, const char *path, aks_broker_settings *b,
@@ -606,27 +603,46 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 static const char *const profile_keys[] = {"type",     "scope",  "environment", "idle_timeout",
                                            "identity", "policy", "params",      NULL};
 
+/* The types whose plugins' blocks a mapping may hold besides its own keys. */
 struct block_names {
-	const char *own;      /* the provider block this profile's type reads */
-	const char *resolver; /* top level: the block of `principal_resolver: NAME` */
+	const char *own;      /* this profile's (or the sugar's) type */
+	const char *resolver; /* top level: `principal_resolver: TYPE` */
 };
 
 static bool provider_block_key(const char *key, void *ctx)
 {
 	const struct block_names *names = ctx;
-	return is_builtin_provider(key) || (names && names->own && strcmp(key, names->own) == 0) ||
-	       (names && names->resolver && strcmp(key, names->resolver) == 0);
+	return is_builtin_provider(key) ||
+	       (names && names->own && type_names_block(names->own, key)) ||
+	       (names && names->resolver && type_names_block(names->resolver, key));
 }
 
-/* The plugin name a `type` stands for: itself, or a path's base name less ".so". */
-static char *type_plugin_name(const char *type)
+/* The plugin name a `type` stands for: itself, or a path's base name less ".so"; its
+ * start in type, and its length. */
+static const char *plugin_name_of(const char *type, size_t *len)
 {
 	const char *base = strrchr(type, '/');
 	base = base ? base + 1 : type;
-	size_t len = strlen(base);
-	if (len > 3 && strcmp(base + len - 3, ".so") == 0)
-		len -= 3;
-	return strndup(base, len);
+	*len = strlen(base);
+	if (*len > 3 && strcmp(base + *len - 3, ".so") == 0)
+		*len -= 3;
+	return base;
+}
+
+/* That name, malloc'd (NULL on ENOMEM). */
+static char *type_plugin_name(const char *type)
+{
+	size_t len;
+	const char *name = plugin_name_of(type, &len);
+	return strndup(name, len);
+}
+
+/* Whether `key` is that name (nothing to allocate: a key filter cannot report ENOMEM). */
+static bool type_names_block(const char *type, const char *key)
+{
+	size_t len;
+	const char *name = plugin_name_of(type, &len);
+	return strlen(key) == len && strncmp(name, key, len) == 0;
 }
 
 static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, aks_error **err)
@@ -824,9 +840,7 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 		    ".so");
 	else if (!(p->type = strdup(type->value)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
-	struct block_names names = {NULL, NULL};
-	char *own = p->type ? type_plugin_name(p->type) : NULL;
-	names.own = own;
+	struct block_names names = {p->type, NULL};
 	if (rc == AKS_OK && !sugar)
 		rc = check_keys(pn, path, profile_keys, provider_block_key, &names, err);
 	double idle = (double)p->idle_timeout;
@@ -877,7 +891,6 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 	}
 	if (rc == AKS_OK && load)
 		rc = bind_provider(p, pn, sugar ? "sandbox" : path, err);
-	free(own);
 	if (rc < 0) {
 		profile_free(p);
 		return rc;
@@ -1151,18 +1164,13 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	/* The sugar's provider block is named after its type. */
 	const aks_node *sugar_type = aks__node_get(sb, "type");
 	const aks_node *resolver = aks__node_get(sb, "principal_resolver");
-	char *sugar_own = sugar_type && sugar_type->kind == AKS_NODE_SCALAR
-	                      ? type_plugin_name(sugar_type->value)
-	                      : NULL;
-	char *resolver_own =
+	struct block_names names = {
+	    sugar_type && sugar_type->kind == AKS_NODE_SCALAR ? sugar_type->value : NULL,
 	    resolver && resolver->kind == AKS_NODE_SCALAR && !aks__node_is_null(resolver)
-	        ? type_plugin_name(resolver->value)
-	        : NULL;
-	struct block_names names = {sugar_own, resolver_own};
+	        ? resolver->value
+	        : NULL};
 	if (rc == AKS_OK)
 		rc = check_keys(sb, "sandbox", sandbox_keys, provider_block_key, &names, err);
-	free(sugar_own);
-	free(resolver_own);
 	double chars = (double)s->tool_output_max_chars;
 	if (rc == AKS_OK)
 		rc = get_bool(sb, "enabled", "sandbox.enabled", &s->enabled, err);

@@ -194,14 +194,19 @@ AKS_EXPORT void aks_provider_set_limits(aks_provider *prov, size_t stream_cap, s
 	prov->file_cap = file_cap;
 }
 
-static int wrap_sandbox(aks_provider *prov, aks_sandbox_impl *impl, aks_sandbox **out,
-                        aks_error **err)
+/* The host's handle around a plugin's. create_call: the handle is of a sandbox just created
+ * for that call, which must not outlive a failure here (nobody would know its id). */
+static int wrap_sandbox(aks_provider *prov, aks_sandbox_impl *impl, const aks_call *create_call,
+                        aks_sandbox **out, aks_error **err)
 {
 	if (!impl)
 		return aks__error_set(err, AKS_EPLUGIN, "%s: returned no sandbox handle",
 		                      prov->name);
 	aks_sandbox *sb = calloc(1, sizeof(*sb));
 	if (!sb) {
+		const char *id = prov->sandbox_ops->id(impl);
+		if (create_call && id && prov->ops->destroy)
+			prov->ops->destroy(prov->impl, id, create_call, NULL);
 		prov->sandbox_ops->close(impl);
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}
@@ -227,7 +232,7 @@ AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call, aks
 	rc = plugin_status(prov, "create", prov->ops->create(prov->impl, &c.call, &impl, err), err);
 	if (rc < 0)
 		return rc;
-	return wrap_sandbox(prov, impl, out, err);
+	return wrap_sandbox(prov, impl, call, out, err);
 }
 
 AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, const aks_call *call,
@@ -246,7 +251,7 @@ AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, c
 	                   prov->ops->attach(prov->impl, sandbox_id, &c.call, &impl, err), err);
 	if (rc < 0)
 		return rc;
-	return wrap_sandbox(prov, impl, out, err);
+	return wrap_sandbox(prov, impl, NULL, out, err);
 }
 
 AKS_EXPORT int aks_provider_destroy(aks_provider *prov, const char *sandbox_id,

@@ -16,6 +16,7 @@
 #include "plugin/result.h"
 #include "queue/wire.h"
 #include "tools/json.h"
+#include "util/json_build.h"
 #include "util/json_fix.h"
 #include "util/util.h"
 
@@ -89,78 +90,86 @@ int aks__wire_error_code(const char *error_type)
 
 /* ---- building JSON ---- */
 
-static struct json_object *str_or_null(const char *s)
-{
-	return s ? json_object_new_string(s) : NULL;
-}
+/* Every builder notes a failed allocation in *oom (util/json_build.h); the encoders check it
+ * once, so no message leaves with a member silently null. */
 
-static struct json_object *strv_json(const char *const *v)
+static struct json_object *strv_json(const char *const *v, bool *oom)
 {
-	struct json_object *a = json_object_new_array();
+	struct json_object *a = aks__jnew(json_object_new_array(), oom);
 	for (size_t i = 0; a && v && v[i]; i++)
-		json_object_array_add(a, json_object_new_string(v[i]));
+		aks__jappend(a, json_object_new_string(v[i]), oom);
 	return a;
 }
 
-static struct json_object *principal_json(const aks_principal *p)
+static struct json_object *principal_json(const aks_principal *p, bool *oom)
 {
-	struct json_object *o = json_object_new_object(), *creds = json_object_new_object();
-	json_object_object_add(
-	    o, "mode", json_object_new_string(p->mode == AKS_IDENTITY_USER ? "user" : "agent"));
-	json_object_object_add(o, "subject", json_object_new_string(p->subject ? p->subject : ""));
+	struct json_object *o = aks__jnew(json_object_new_object(), oom);
+	struct json_object *creds = aks__jnew(json_object_new_object(), oom);
+	aks__jset(o, "mode",
+	          json_object_new_string(p->mode == AKS_IDENTITY_USER ? "user" : "agent"), oom);
+	aks__jset(o, "subject", json_object_new_string(p->subject ? p->subject : ""), oom);
 	for (size_t i = 0; p->credentials && p->credentials[i] && p->credentials[i + 1]; i += 2)
-		json_object_object_add(creds, p->credentials[i],
-		                       json_object_new_string(p->credentials[i + 1]));
-	json_object_object_add(o, "credentials", creds);
-	json_object_object_add(o, "groups", strv_json(p->groups));
+		aks__jset(creds, p->credentials[i], json_object_new_string(p->credentials[i + 1]),
+		          oom);
+	aks__jset(o, "credentials", creds, oom);
+	aks__jset(o, "groups", strv_json(p->groups, oom), oom);
 	return o;
 }
 
-static struct json_object *policy_json(const aks_policy *p)
+static struct json_object *policy_json(const aks_policy *p, bool *oom)
 {
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(
+	struct json_object *o = aks__jnew(json_object_new_object(), oom);
+	aks__jset(
 	    o, "network_egress",
-	    json_object_new_string(egress_names[p->network_egress <= 2 ? p->network_egress : 0]));
-	json_object_object_add(o, "network_allow", strv_json(p->network_allow));
-	json_object_object_add(o, "fs_allow_read", strv_json(p->fs_allow_read));
-	json_object_object_add(o, "fs_allow_write", strv_json(p->fs_allow_write));
-	json_object_object_add(o, "cpu", p->cpu > 0 ? json_object_new_double(p->cpu) : NULL);
-	json_object_object_add(o, "memory_mb",
-	                       p->memory_mb > 0 ? json_object_new_int64(p->memory_mb) : NULL);
-	json_object_object_add(o, "timeout", json_object_new_double(p->timeout));
-	json_object_object_add(o, "strict", json_object_new_boolean(p->strict));
+	    json_object_new_string(egress_names[p->network_egress <= 2 ? p->network_egress : 0]),
+	    oom);
+	aks__jset(o, "network_allow", strv_json(p->network_allow, oom), oom);
+	aks__jset(o, "fs_allow_read", strv_json(p->fs_allow_read, oom), oom);
+	aks__jset(o, "fs_allow_write", strv_json(p->fs_allow_write, oom), oom);
+	if (p->cpu > 0)
+		aks__jset(o, "cpu", json_object_new_double(p->cpu), oom);
+	else
+		aks__jset_null(o, "cpu", oom);
+	if (p->memory_mb > 0)
+		aks__jset(o, "memory_mb", json_object_new_int64(p->memory_mb), oom);
+	else
+		aks__jset_null(o, "memory_mb", oom);
+	aks__jset(o, "timeout", json_object_new_double(p->timeout), oom);
+	aks__jset(o, "strict", json_object_new_boolean(p->strict), oom);
 	return o;
+}
+
+/* base64 of data as a JSON string. */
+static struct json_object *base64_json(const unsigned char *data, size_t len, bool *oom)
+{
+	char *b64 =
+	    aks__base64_encode(data ? data : (const unsigned char *)"", len, AKS_BASE64_STD);
+	struct json_object *s = b64 ? json_object_new_string(b64) : NULL;
+	free(b64);
+	return aks__jnew(s, oom);
 }
 
 static struct json_object *payload_json(const aks_wire_request *r, bool *oom)
 {
-	struct json_object *o = json_object_new_object();
+	struct json_object *o = aks__jnew(json_object_new_object(), oom);
 	switch (r->op) {
 	case AKS_WIRE_EXECUTE_CODE:
-		json_object_object_add(o, "code", json_object_new_string(r->code ? r->code : ""));
-		json_object_object_add(
-		    o, "language", json_object_new_string(r->language ? r->language : "python"));
+		aks__jset(o, "code", json_object_new_string(r->code ? r->code : ""), oom);
+		aks__jset(o, "language",
+		          json_object_new_string(r->language ? r->language : "python"), oom);
 		break;
 	case AKS_WIRE_EXECUTE_COMMAND:
-		json_object_object_add(o, "command",
-		                       json_object_new_string(r->command ? r->command : ""));
+		aks__jset(o, "command", json_object_new_string(r->command ? r->command : ""), oom);
 		break;
 	case AKS_WIRE_INSTALL_PACKAGES:
-		json_object_object_add(o, "packages", strv_json((const char *const *)r->packages));
+		aks__jset(o, "packages", strv_json((const char *const *)r->packages, oom), oom);
 		break;
-	case AKS_WIRE_UPLOAD_FILE: {
-		json_object_object_add(o, "path", json_object_new_string(r->path ? r->path : ""));
-		char *b64 = aks__base64_encode(r->content ? r->content : (const unsigned char *)"",
-		                               r->content_len, AKS_BASE64_STD);
-		if (!b64)
-			*oom = true;
-		json_object_object_add(o, "content", b64 ? json_object_new_string(b64) : NULL);
-		free(b64);
+	case AKS_WIRE_UPLOAD_FILE:
+		aks__jset(o, "path", json_object_new_string(r->path ? r->path : ""), oom);
+		aks__jset(o, "content", base64_json(r->content, r->content_len, oom), oom);
 		break;
-	}
 	case AKS_WIRE_DOWNLOAD_FILE:
-		json_object_object_add(o, "path", json_object_new_string(r->path ? r->path : ""));
+		aks__jset(o, "path", json_object_new_string(r->path ? r->path : ""), oom);
 		break;
 	default:
 		break;
@@ -168,28 +177,33 @@ static struct json_object *payload_json(const aks_wire_request *r, bool *oom)
 	return o;
 }
 
-char *aks__wire_request_encode(const aks_wire_request *r)
+/* o as JSON text, and o put; NULL when it is incomplete or out of memory. */
+static char *dump_complete(struct json_object *o, bool oom)
 {
-	bool oom = false;
-	struct json_object *o = json_object_new_object();
-	if (!o)
-		return NULL;
-	json_object_object_add(o, "task_id", json_object_new_string(r->task_id ? r->task_id : ""));
-	json_object_object_add(o, "operation", json_object_new_string(aks__wire_op_name(r->op)));
-	json_object_object_add(o, "payload", payload_json(r, &oom));
-	json_object_object_add(o, "profile", json_object_new_string(r->profile ? r->profile : ""));
-	json_object_object_add(o, "principal", principal_json(&r->principal));
-	json_object_object_add(o, "policy", policy_json(&r->policy));
-	json_object_object_add(o, "sandbox_session", aks__session_to_json(&r->session));
-	json_object_object_add(o, "ak_session_id",
-	                       json_object_new_string(r->ak_session_id ? r->ak_session_id : ""));
-	json_object_object_add(o, "agent", json_object_new_string(r->agent ? r->agent : "agent"));
-	json_object_object_add(o, "wait_deadline",
-	                       r->has_wait_deadline ? json_object_new_double(r->wait_deadline)
-	                                            : NULL);
 	char *text = oom ? NULL : aks__json_dumps(o);
 	json_object_put(o);
 	return text;
+}
+
+char *aks__wire_request_encode(const aks_wire_request *r)
+{
+	bool oom = false;
+	struct json_object *o = aks__jnew(json_object_new_object(), &oom);
+	aks__jset(o, "task_id", json_object_new_string(r->task_id ? r->task_id : ""), &oom);
+	aks__jset(o, "operation", json_object_new_string(aks__wire_op_name(r->op)), &oom);
+	aks__jset(o, "payload", payload_json(r, &oom), &oom);
+	aks__jset(o, "profile", json_object_new_string(r->profile ? r->profile : ""), &oom);
+	aks__jset(o, "principal", principal_json(&r->principal, &oom), &oom);
+	aks__jset(o, "policy", policy_json(&r->policy, &oom), &oom);
+	aks__jset(o, "sandbox_session", aks__session_to_json(&r->session), &oom);
+	aks__jset(o, "ak_session_id",
+	          json_object_new_string(r->ak_session_id ? r->ak_session_id : ""), &oom);
+	aks__jset(o, "agent", json_object_new_string(r->agent ? r->agent : "agent"), &oom);
+	if (r->has_wait_deadline)
+		aks__jset(o, "wait_deadline", json_object_new_double(r->wait_deadline), &oom);
+	else
+		aks__jset_null(o, "wait_deadline", &oom);
+	return dump_complete(o, oom);
 }
 
 /* ---- reading JSON, strictly ---- */
@@ -212,6 +226,12 @@ static int bad(reader *rd, const char *fmt, ...)
 		rd->rc = aks__error_set(rd->err, AKS_EINVAL, "malformed %s: %s", rd->what, msg);
 	}
 	return rd->rc;
+}
+
+static void out_of_memory(reader *rd)
+{
+	if (rd->rc == AKS_OK)
+		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
 }
 
 static struct json_object *member(reader *rd, struct json_object *o, const char *key,
@@ -305,6 +325,18 @@ static const char *nul_member(struct json_object *o, const char *key)
 	}
 }
 
+/* A request's or a completion's sandbox_session. */
+static void read_session(reader *rd, struct json_object *o, aks_session_rec *s)
+{
+	int rc = aks__session_from_json(o, s, NULL);
+	if (rc == AKS_ENOMEM)
+		out_of_memory(rd);
+	else if (rc != AKS_OK)
+		bad(rd, "%s", "'sandbox_session' lacks its id or profile");
+	else if (!session_utf8(s))
+		bad(rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+}
+
 static char *dup_string(reader *rd, struct json_object *o, const char *key, bool required)
 {
 	struct json_object *v = member(rd, o, key, json_type_string, required);
@@ -332,15 +364,17 @@ static char **dup_strv(reader *rd, struct json_object *o, const char *key)
 	size_t n = a ? json_object_array_length(a) : 0;
 	char **v = calloc(n + 1, sizeof(*v));
 	if (!v) {
-		if (rd->rc == AKS_OK)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return NULL;
 	}
 	for (size_t i = 0; i < n; i++) {
 		struct json_object *e = json_object_array_get_idx(a, i);
-		if (!json_object_is_type(e, json_type_string) ||
-		    !(v[i] = strdup(json_object_get_string(e)))) {
+		if (!json_object_is_type(e, json_type_string)) {
 			bad(rd, "'%s' must be a list of strings", key);
+			break;
+		}
+		if (!(v[i] = strdup(json_object_get_string(e)))) {
+			out_of_memory(rd);
 			break;
 		}
 		if (!valid_utf8((const unsigned char *)v[i], strlen(v[i]))) {
@@ -477,8 +511,7 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 	size_t n = creds ? (size_t)json_object_object_length(creds) : 0, k = 0;
 	r->credentials = calloc(2 * n + 1, sizeof(char *));
 	if (!r->credentials) {
-		if (rd->rc == AKS_OK)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return;
 	}
 	if (creds) {
@@ -488,12 +521,13 @@ static void read_principal(reader *rd, struct json_object *p, aks_wire_request *
 				bad(rd, "credential '%s' must be a string", key);
 				return;
 			}
-			r->credentials[k++] = strdup(key);
-			r->credentials[k++] = strdup(json_object_get_string(val));
-			if (!r->credentials[k - 2] || !r->credentials[k - 1]) {
-				rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+			/* one by one: the vector is freed up to its first NULL */
+			if (!(r->credentials[k] = strdup(key)) ||
+			    !(r->credentials[++k] = strdup(json_object_get_string(val)))) {
+				out_of_memory(rd);
 				return;
 			}
+			k++;
 			if (!utf8_str(r->credentials[k - 2]) || !utf8_str(r->credentials[k - 1])) {
 				bad(rd, "credential '%s' is not valid UTF-8", "(name withheld)");
 				return;
@@ -575,10 +609,8 @@ int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **ou
 	if (p)
 		read_policy(&rd, p, r);
 	p = member(&rd, o, "sandbox_session", json_type_object, true);
-	if (p && aks__session_from_json(p, &r->session, NULL) < 0)
-		bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
-	else if (p && !session_utf8(&r->session))
-		bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+	if (p)
+		read_session(&rd, p, &r->session);
 	r->ak_session_id = dup_string(&rd, o, "ak_session_id", false);
 	r->agent = dup_string(&rd, o, "agent", false);
 	r->wait_deadline = get_number(&rd, o, "wait_deadline", &r->has_wait_deadline);
@@ -598,54 +630,48 @@ int aks__wire_request_decode(const char *json, size_t len, aks_wire_request **ou
 
 static struct json_object *result_json(const aks_result *res, const char *session_id, bool *oom)
 {
-	struct json_object *o = json_object_new_object();
+	struct json_object *o = aks__jnew(json_object_new_object(), oom);
 	size_t n = 0;
 	const char *s = aks_result_get_stdout(res, &n);
-	json_object_object_add(o, "stdout", json_object_new_string_len(s ? s : "", (int)n));
+	aks__jset(o, "stdout", json_object_new_string_len(s ? s : "", (int)n), oom);
 	s = aks_result_get_stderr(res, &n);
-	json_object_object_add(o, "stderr", json_object_new_string_len(s ? s : "", (int)n));
-	json_object_object_add(o, "exit_code", json_object_new_int(aks_result_get_exit_code(res)));
-	struct json_object *files = json_object_new_array();
-	for (size_t i = 0; i < aks_result_get_file_count(res); i++) {
+	aks__jset(o, "stderr", json_object_new_string_len(s ? s : "", (int)n), oom);
+	aks__jset(o, "exit_code", json_object_new_int(aks_result_get_exit_code(res)), oom);
+	struct json_object *files = aks__jnew(json_object_new_array(), oom);
+	for (size_t i = 0; files && i < aks_result_get_file_count(res); i++) {
 		const char *path = NULL, *mime = NULL;
 		size_t len = 0;
 		const unsigned char *data = aks_result_get_file(res, i, &path, &mime, &len);
-		char *b64 = aks__base64_encode(data ? data : (const unsigned char *)"", len,
-		                               AKS_BASE64_STD);
-		if (!b64)
-			*oom = true;
-		struct json_object *f = json_object_new_object();
-		json_object_object_add(f, "path", json_object_new_string(path ? path : ""));
-		json_object_object_add(f, "content", b64 ? json_object_new_string(b64) : NULL);
-		json_object_object_add(f, "mime_type", str_or_null(mime));
-		json_object_array_add(files, f);
-		free(b64);
+		struct json_object *f = aks__jnew(json_object_new_object(), oom);
+		aks__jset(f, "path", json_object_new_string(path ? path : ""), oom);
+		aks__jset(f, "content", base64_json(data, len, oom), oom);
+		aks__jset_str_or_null(f, "mime_type", mime, oom);
+		aks__jappend(files, f, oom);
 	}
-	json_object_object_add(o, "output_files", files);
-	json_object_object_add(o, "sandbox_session_id",
-	                       json_object_new_string(session_id ? session_id : ""));
-	json_object_object_add(o, "notice", str_or_null(aks_result_get_notice(res)));
+	aks__jset(o, "output_files", files, oom);
+	aks__jset(o, "sandbox_session_id", json_object_new_string(session_id ? session_id : ""),
+	          oom);
+	aks__jset_str_or_null(o, "notice", aks_result_get_notice(res), oom);
+	/* The provider's own JSON object (the host checked it when it was set). */
 	const char *pd = aks_result_get_provider_data(res);
-	struct json_object *pdo = pd ? json_tokener_parse(pd) : NULL;
-	json_object_object_add(o, "provider_data", pdo ? pdo : json_object_new_object());
+	aks__jset(o, "provider_data", pd ? json_tokener_parse(pd) : json_object_new_object(), oom);
 	return o;
 }
 
 struct json_object *aks__wire_completion_json(const aks_wire_completion *c)
 {
 	bool oom = false;
-	struct json_object *o = json_object_new_object();
-	if (!o)
-		return NULL;
-	json_object_object_add(o, "task_id", json_object_new_string(c->task_id ? c->task_id : ""));
-	json_object_object_add(o, "status",
-	                       json_object_new_string(aks__wire_status_name(c->status)));
-	json_object_object_add(o, "result",
-	                       c->result ? result_json(c->result, c->session.id, &oom) : NULL);
-	json_object_object_add(o, "result_ref", NULL);
-	json_object_object_add(o, "error", str_or_null(c->error));
-	json_object_object_add(o, "error_type", str_or_null(c->error_type));
-	json_object_object_add(o, "sandbox_session", aks__session_to_json(&c->session));
+	struct json_object *o = aks__jnew(json_object_new_object(), &oom);
+	aks__jset(o, "task_id", json_object_new_string(c->task_id ? c->task_id : ""), &oom);
+	aks__jset(o, "status", json_object_new_string(aks__wire_status_name(c->status)), &oom);
+	if (c->result)
+		aks__jset(o, "result", result_json(c->result, c->session.id, &oom), &oom);
+	else
+		aks__jset_null(o, "result", &oom);
+	aks__jset_null(o, "result_ref", &oom);
+	aks__jset_str_or_null(o, "error", c->error, &oom);
+	aks__jset_str_or_null(o, "error_type", c->error_type, &oom);
+	aks__jset(o, "sandbox_session", aks__session_to_json(&c->session), &oom);
 	if (oom) {
 		json_object_put(o);
 		return NULL;
@@ -656,23 +682,16 @@ struct json_object *aks__wire_completion_json(const aks_wire_completion *c)
 char *aks__wire_record_encode(const aks_wire_completion *c, const char *conversation)
 {
 	static const int codes[] = {200, 500, 504};
-	struct json_object *body = aks__wire_completion_json(c);
-	struct json_object *o = body ? json_object_new_object() : NULL;
-	if (!o) {
-		json_object_put(body);
-		return NULL;
-	}
-	json_object_object_add(o, "request_id",
-	                       json_object_new_string(c->task_id ? c->task_id : ""));
-	json_object_object_add(o, "session_id",
-	                       json_object_new_string(conversation ? conversation : ""));
-	json_object_object_add(
-	    o, "status_code",
-	    json_object_new_int(codes[c->status >= 0 && c->status <= 2 ? c->status : 1]));
-	json_object_object_add(o, "body", body);
-	char *text = aks__json_dumps(o);
-	json_object_put(o);
-	return text;
+	bool oom = false;
+	struct json_object *body = aks__jnew(aks__wire_completion_json(c), &oom);
+	struct json_object *o = body ? aks__jnew(json_object_new_object(), &oom) : NULL;
+	aks__jset(o, "request_id", json_object_new_string(c->task_id ? c->task_id : ""), &oom);
+	aks__jset(o, "session_id", json_object_new_string(conversation ? conversation : ""), &oom);
+	aks__jset(o, "status_code",
+	          json_object_new_int(codes[c->status >= 0 && c->status <= 2 ? c->status : 1]),
+	          &oom);
+	aks__jset(o, "body", body, &oom);
+	return dump_complete(o, oom);
 }
 
 void aks__wire_completion_free(aks_wire_completion *c)
@@ -691,7 +710,7 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 {
 	aks_result *r = aks__result_new(AKS_DEFAULT_STREAM_CAP, AKS_DEFAULT_FILE_CAP);
 	if (!r) {
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 		return NULL;
 	}
 	const char *streams[] = {"stdout", "stderr"};
@@ -699,7 +718,7 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		struct json_object *v = member(rd, o, streams[i], json_type_string, false);
 		if (v && aks__result_write(r, i + 1, json_object_get_string(v),
 		                           (size_t)json_object_get_string_len(v), NULL) < 0)
-			rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+			out_of_memory(rd);
 	}
 	struct json_object *code = member(rd, o, "exit_code", json_type_int, false);
 	if (code)
@@ -720,27 +739,29 @@ static aks_result *read_result(reader *rd, struct json_object *o)
 		                               (size_t)json_object_get_string_len(c),
 		                               AKS_BASE64_STD, &data, &len)
 		          : AKS_OK;
+		int kept = e || rd->rc != AKS_OK ? AKS_OK : aks__result_add_file(r, path, mime);
+		if (kept == AKS_OK && !e && rd->rc == AKS_OK)
+			kept = aks__result_write(r, AKS_STREAM_FILE, data, len, NULL);
 		if (e == AKS_EINVAL)
 			bad(rd, "'%s' of an output file is not standard base64", "content");
-		else if (e != AKS_OK ||
-		         (rd->rc == AKS_OK &&
-		          (aks__result_add_file(r, path, mime) < 0 ||
-		           aks__result_write(r, AKS_STREAM_FILE, data, len, NULL) < 0)))
-			bad(rd, "%s",
-			    "an output file cannot be kept (too large, or out of memory)");
+		else if (e || kept == AKS_ENOMEM)
+			out_of_memory(rd);
+		else if (kept != AKS_OK)
+			bad(rd, "%s", "an output file is too large to keep");
 		free(path);
 		free(mime);
 		free(data);
 	}
 	char *notice = dup_string(rd, o, "notice", false);
 	if (notice && aks__result_set_notice(r, notice) < 0)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+		out_of_memory(rd);
 	free(notice);
 	struct json_object *pd = member(rd, o, "provider_data", json_type_object, false);
-	if (pd && json_object_object_length(pd) > 0 &&
-	    aks__result_set_provider_data(
-	        r, json_object_to_json_string_ext(pd, JSON_C_TO_STRING_PLAIN)) < 0)
-		rd->rc = aks__error_set(rd->err, AKS_ENOMEM, "out of memory");
+	const char *pd_text = pd && json_object_object_length(pd) > 0
+	                          ? aks__jtext_whole(pd, JSON_C_TO_STRING_PLAIN, WIRE_MAX_DEPTH)
+	                          : "";
+	if (!pd_text || (*pd_text && aks__result_set_provider_data(r, pd_text) < 0))
+		out_of_memory(rd);
 	if (rd->rc != AKS_OK) {
 		aks_result_free(r);
 		return NULL;
@@ -780,10 +801,8 @@ int aks__wire_completion_decode(const char *json, size_t len, aks_wire_completio
 		c->error = dup_string(&rd, o, "error", false);
 		c->error_type = dup_string(&rd, o, "error_type", false);
 		struct json_object *s = member(&rd, o, "sandbox_session", json_type_object, true);
-		if (s && aks__session_from_json(s, &c->session, NULL) < 0)
-			bad(&rd, "%s", "'sandbox_session' lacks its id or profile");
-		else if (s && !session_utf8(&c->session))
-			bad(&rd, "%s", "'sandbox_session' holds a string that is not valid UTF-8");
+		if (s)
+			read_session(&rd, s, &c->session);
 	}
 	json_object_put(doc);
 	if (rd.rc != AKS_OK) {

@@ -27,24 +27,28 @@ bool aks__engine_is_attached(const aks_profile *p)
  * The session always ends closed with no sandbox_id. Like the original, it
  * acts as the plain "agent" principal under the default policy.
  */
+void aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id)
+{
+	if (!sandbox_id || !p || aks__engine_is_attached(p))
+		return;
+	/* A handle kept for it goes first: its agent must not outlive the sandbox. */
+	aks__handle_cache_drop(aks__provider_handles(aks_profile_get_provider(p)), sandbox_id);
+	aks_principal principal;
+	aks_policy policy;
+	aks_call call;
+	aks_principal_init(&principal, "agent");
+	aks_policy_init(&policy);
+	aks_call_init(&call, policy.timeout, &policy, &principal, NULL);
+	aks_error *e = NULL;
+	if (aks_provider_destroy(aks_profile_get_provider(p), sandbox_id, &call, &e) < 0)
+		aks__log(AKS_LOG_WARNING, "sandbox", "Error destroying sandbox %s: %s", sandbox_id,
+		         aks_error_message(e));
+	aks_error_free(e);
+}
+
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
 {
-	if (s->sandbox_id && p && !aks__engine_is_attached(p)) {
-		/* A handle kept for it goes first: its agent must not outlive the sandbox. */
-		aks__handle_cache_drop(aks__provider_handles(aks_profile_get_provider(p)),
-		                       s->sandbox_id);
-		aks_principal principal;
-		aks_policy policy;
-		aks_call call;
-		aks_principal_init(&principal, "agent");
-		aks_policy_init(&policy);
-		aks_call_init(&call, policy.timeout, &policy, &principal, NULL);
-		aks_error *e = NULL;
-		if (aks_provider_destroy(aks_profile_get_provider(p), s->sandbox_id, &call, &e) < 0)
-			aks__log(AKS_LOG_WARNING, "sandbox", "Error destroying sandbox %s: %s",
-			         s->sandbox_id, aks_error_message(e));
-		aks_error_free(e);
-	}
+	aks__engine_destroy_sandbox(p, s->sandbox_id);
 	free(s->sandbox_id);
 	s->sandbox_id = NULL;
 	s->closed = true;
@@ -191,6 +195,9 @@ static int adopt(const aks_engine_op *op, aks_session_rec *s, aks_sandbox *sb, a
 		return AKS_OK;
 	char *copy = strdup(sid);
 	if (!copy) {
+		/* Unrecorded, it would be left behind: destroyed by its id (the handle's, so
+		 * first). */
+		aks__engine_destroy_sandbox(op->profile, sid);
 		aks_sandbox_close(sb);
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}

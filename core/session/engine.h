@@ -93,6 +93,8 @@ int aks__engine_run(const aks_engine_op *op, aks_session_rec *s, aks_engine_outc
  * default policy.
  */
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
+/* The backend part alone, for a sandbox no session record holds yet. */
+void aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id);
 
 /* The notices (malloc'd; NULL on ENOMEM): an idle reset of session `id`, and a sandbox that
  * was gone and has been recreated empty. */

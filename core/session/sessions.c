@@ -13,6 +13,7 @@
 #include <json-c/json.h>
 
 #include "session/sessions.h"
+#include "util/json_build.h"
 #include "util/util.h"
 
 void aks__session_clear(aks_session_rec *s)
@@ -66,48 +67,57 @@ const char *aks__session_ns(const aks_profile *profile, const char *conversation
 
 struct json_object *aks__session_to_json(const aks_session_rec *r)
 {
-	struct json_object *o = json_object_new_object();
-	json_object_object_add(o, "sandbox_session_id", json_object_new_string(r->id));
-	json_object_object_add(o, "name", r->name ? json_object_new_string(r->name) : NULL);
-	json_object_object_add(o, "profile", json_object_new_string(r->profile));
-	json_object_object_add(o, "provider_type",
-	                       json_object_new_string(r->provider_type ? r->provider_type : ""));
-	json_object_object_add(o, "sandbox_id",
-	                       r->sandbox_id ? json_object_new_string(r->sandbox_id) : NULL);
-	json_object_object_add(o, "created_at", json_object_new_double(r->created_at));
-	json_object_object_add(o, "last_used_at", json_object_new_double(r->last_used_at));
-	json_object_object_add(o, "status",
-	                       json_object_new_string(r->closed ? "closed" : "active"));
+	bool oom = false;
+	struct json_object *o = aks__jnew(json_object_new_object(), &oom);
+	aks__jset(o, "sandbox_session_id", json_object_new_string(r->id), &oom);
+	aks__jset_str_or_null(o, "name", r->name, &oom);
+	aks__jset(o, "profile", json_object_new_string(r->profile), &oom);
+	aks__jset(o, "provider_type",
+	          json_object_new_string(r->provider_type ? r->provider_type : ""), &oom);
+	aks__jset_str_or_null(o, "sandbox_id", r->sandbox_id, &oom);
+	aks__jset(o, "created_at", json_object_new_double(r->created_at), &oom);
+	aks__jset(o, "last_used_at", json_object_new_double(r->last_used_at), &oom);
+	aks__jset(o, "status", json_object_new_string(r->closed ? "closed" : "active"), &oom);
 	/* Only while there is one: records without it read as they always did. */
 	if (r->reset_notice)
-		json_object_object_add(o, "reset_notice", json_object_new_string(r->reset_notice));
+		aks__jset(o, "reset_notice", json_object_new_string(r->reset_notice), &oom);
+	if (oom) {
+		json_object_put(o);
+		return NULL;
+	}
 	return o;
 }
 
-static char *dup_member(struct json_object *o, const char *key)
+/* A string member, copied: AKS_OK with *out NULL when it is absent (or not a string). */
+static int dup_member(struct json_object *o, const char *key, char **out)
 {
 	struct json_object *v = json_object_object_get(o, key);
-	return v && json_object_is_type(v, json_type_string) ? strdup(json_object_get_string(v))
-	                                                     : NULL;
+	*out = NULL;
+	if (!v || !json_object_is_type(v, json_type_string))
+		return AKS_OK;
+	return (*out = strdup(json_object_get_string(v))) ? AKS_OK : AKS_ENOMEM;
 }
 
 int aks__session_from_json(struct json_object *o, aks_session_rec *r, aks_error **err)
 {
 	memset(r, 0, sizeof(*r));
-	r->id = dup_member(o, "sandbox_session_id");
-	r->name = dup_member(o, "name");
-	r->profile = dup_member(o, "profile");
-	r->provider_type = dup_member(o, "provider_type");
-	r->sandbox_id = dup_member(o, "sandbox_id");
-	r->reset_notice = dup_member(o, "reset_notice");
+	int rc = AKS_OK;
+	if (dup_member(o, "sandbox_session_id", &r->id) || dup_member(o, "name", &r->name) ||
+	    dup_member(o, "profile", &r->profile) ||
+	    dup_member(o, "provider_type", &r->provider_type) ||
+	    dup_member(o, "sandbox_id", &r->sandbox_id) ||
+	    dup_member(o, "reset_notice", &r->reset_notice))
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	else if (!r->id || !r->profile)
+		rc = aks__error_set(err, AKS_EIO, "a stored session record is incomplete");
+	if (rc != AKS_OK) {
+		aks__session_clear(r);
+		return rc;
+	}
 	r->created_at = json_object_get_double(json_object_object_get(o, "created_at"));
 	r->last_used_at = json_object_get_double(json_object_object_get(o, "last_used_at"));
 	const char *status = json_object_get_string(json_object_object_get(o, "status"));
 	r->closed = status && strcmp(status, "closed") == 0;
-	if (!r->id || !r->profile) {
-		aks__session_clear(r);
-		return aks__error_set(err, AKS_EIO, "a stored session record is incomplete");
-	}
 	return AKS_OK;
 }
 
@@ -126,10 +136,18 @@ static int save_txn(struct json_object *rec, bool *changed, void *ctx, aks_error
 	if (!o)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	aks__store_clear_record(rec);
-	json_object_object_foreach(o, k, v) json_object_object_add(rec, k, json_object_get(v));
+	int rc = AKS_OK;
+	json_object_object_foreach(o, k, v)
+	{
+		if (json_object_object_add(rec, k, json_object_get(v)) < 0) {
+			json_object_put(v);
+			rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+			break;
+		}
+	}
 	json_object_put(o);
-	*changed = true;
-	return AKS_OK;
+	*changed = rc == AKS_OK;
+	return rc;
 }
 
 int aks__sessions_save(aks_state_store *st, const char *ns, const aks_session_rec *rec,

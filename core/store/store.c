@@ -261,18 +261,24 @@ static int serialize(aks_state_store *s, const char *ns, const char *key, json_o
 	json_object *back = json_tokener_parse_ex(tok, *text, (int)*len);
 	enum json_tokener_error jerr = json_tokener_get_error(tok);
 	json_tokener_free(tok);
+	/* json-c's writer ignores a failed allocation of its buffer and goes on without the
+	 * piece it could not append: the text may not parse, or parse as another record (a key
+	 * cut short, the sandbox id lost). Only the record itself is written. */
+	bool whole = back && json_object_equal(back, rec);
 	json_object_put(back);
 	if (jerr == json_tokener_error_depth)
 		return aks__error_set(err, AKS_ELIMIT,
 		                      "state store: the record '%s' of '%s' nests deeper than %d "
 		                      "levels; nothing was written",
 		                      key, ns, AKS_STORE_MAX_DEPTH);
-	if (jerr != json_tokener_success || !back)
-		return aks__error_set(err, AKS_EINVAL,
-		                      "state store: the record '%s' of '%s' would not read back "
-		                      "(%s); nothing was written",
-		                      key, ns,
-		                      jerr == json_tokener_success ? "incomplete"
+	/* Beyond the depth bound, what json-c writes it reads: any other difference is a piece
+	 * its writer (or reader) could not allocate. */
+	if (!whole)
+		return aks__error_set(err, AKS_ENOMEM,
+		                      "state store: out of memory writing the record '%s' of '%s' "
+		                      "(it would not read back%s%s); nothing was written",
+		                      key, ns, jerr == json_tokener_success ? "" : ": ",
+		                      jerr == json_tokener_success ? ""
 		                                                   : json_tokener_error_desc(jerr));
 	return AKS_OK;
 }

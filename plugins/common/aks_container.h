@@ -115,9 +115,10 @@ int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const a
 /*
  * Reads the opened archive `a` up to its first regular file and writes that
  * file to `out` as the file `path` (result_add_file, then result_write of
- * each block). Returns AKS_OK; AKS_ENOTFOUND (set in *err) when the archive
- * holds no regular file; a host error (set in *err); or AKS_CTR_BADTAR, with
- * nothing set, when libarchive fails.
+ * each block, and of zeros for the holes of a sparse file). Returns AKS_OK;
+ * AKS_ENOTFOUND (set in *err) when the archive holds no regular file; a host
+ * error (set in *err); or AKS_CTR_BADTAR, with nothing set, when libarchive
+ * fails or the blocks go back.
  */
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
@@ -125,13 +126,13 @@ int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const cha
 /* ---- HTTP error answers (http_message.c; json-c) ---- */
 
 /*
- * What an API's error answer says, for an error message: the "message" member of the
- * body's JSON object (the Docker Engine and Kubernetes both answer so), else the body's
- * first 500 bytes without its trailing line break, else "HTTP status <status>". `body` is
- * the response body, NUL-terminated (NULL: none). Malloc'd; NULL when out of memory. Each
- * plugin words the error around it.
+ * What an API's error answer says, for an error message: the "message" string of the body's
+ * JSON object when it is not empty (the Docker Engine and Kubernetes both answer so), else
+ * the body itself as text (up to a NUL, its first 500 bytes, without its trailing line
+ * break), else "HTTP status <status>". `body` holds len bytes (NULL: none). Malloc'd and
+ * never empty; NULL only when out of memory. Each plugin words the error around it.
  */
-char *aks_ctr_http_message(const char *body, long status);
+char *aks_ctr_http_message(const char *body, size_t len, long status);
 
 /* ---- libcurl's global state (curl_global.c) ---- */
 

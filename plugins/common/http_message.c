@@ -1,38 +1,52 @@
 /*
- * plugins/common/http_message.c - what an HTTP API's error answer says, for the messages
- * of the container providers; see aks_container.h.
+ * plugins/common/http_message.c - what an HTTP API's error answer says (the Docker Engine's
+ * {"message": ...}, a Kubernetes Status object), for the container providers' messages; see
+ * aks_container.h. The body is whatever the server (or anything in between) sent.
  */
+#include <limits.h>
 #include <string.h>
 
 #include <json-c/json.h>
 
 #include "aks_buf.h"
 #include "aks_container.h"
-#include "aks_json.h"
 
-/* The most of a plain-text body a message quotes. */
+/* The most of a plain-text body a message quotes: an HTML error page says nothing useful
+ * past it. */
 #define BODY_QUOTE_MAX 500
 
-/* The JSON error object's "message" (Docker Engine and Kubernetes both answer that way). */
-static char *json_message(const char *body)
+/* The non-empty "message" string of a JSON object body, malloc'd; NULL when there is none
+ * (an empty one says nothing). The body is parsed by its length: it may hold a NUL. */
+static char *json_message(const char *body, size_t len)
 {
-	json_object *j = json_tokener_parse(body);
-	const char *m = json_object_get_string(aks__jget(j, "message"));
-	char *msg = m ? strdup(m) : NULL;
+	json_tokener *tok = json_tokener_new();
+	if (!tok)
+		return NULL;
+	json_object *j = json_tokener_parse_ex(tok, body, len > INT_MAX ? INT_MAX : (int)len);
+	bool parsed = json_tokener_get_error(tok) == json_tokener_success;
+	json_tokener_free(tok);
+	json_object *m = NULL;
+	const char *text = NULL;
+	if (parsed && json_object_object_get_ex(j, "message", &m) &&
+	    json_object_is_type(m, json_type_string))
+		text = json_object_get_string(m);
+	char *msg = text && *text ? strdup(text) : NULL;
 	json_object_put(j);
 	return msg;
 }
 
-char *aks_ctr_http_message(const char *body, long status)
+char *aks_ctr_http_message(const char *body, size_t len, long status)
 {
 	if (!body)
-		body = "";
-	char *msg = json_message(body);
+		len = 0;
+	char *msg = len ? json_message(body, len) : NULL;
 	if (msg)
 		return msg;
 	aks_buf b = AKS_BUF_INIT;
-	aks__buf_append(&b, body, strnlen(body, BODY_QUOTE_MAX));
-	aks__buf_rtrim(&b, "\r\n"); /* a plain-text body's last line break */
+	/* not JSON: the body itself, up to a NUL, without its trailing line break */
+	aks__buf_append(&b, body,
+	                len ? strnlen(body, len < BODY_QUOTE_MAX ? len : BODY_QUOTE_MAX) : 0);
+	aks__buf_rtrim(&b, "\r\n");
 	if (b.len == 0)
 		aks__buf_printf(&b, "HTTP status %ld", status);
 	return aks__buf_steal(&b); /* NULL when any step failed (the failure sticks) */

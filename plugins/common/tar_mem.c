@@ -121,6 +121,21 @@ int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const a
 	return 0;
 }
 
+/* n zero bytes into the file: the holes of a sparse file (bounded by the host's file limit,
+ * whatever size the tar claims). */
+static int write_zeros(const aks_host_api *host, aks_result *out, uint64_t n, aks_error **err)
+{
+	static const char zeros[4096];
+	while (n) {
+		size_t k = n < sizeof(zeros) ? (size_t)n : sizeof(zeros);
+		int rc = host->result_write(out, AKS_STREAM_FILE, zeros, k, err);
+		if (rc != AKS_OK)
+			return rc;
+		n -= k;
+	}
+	return AKS_OK;
+}
+
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err)
 {
@@ -138,18 +153,28 @@ int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const cha
 	int rc = host->result_add_file(out, path, "application/octet-stream");
 	if (rc != AKS_OK)
 		return host->error_set(err, rc, "cannot add file '%s' to the result", path);
+	/* Blocks come with their offset in the file: a sparse file's (GNU or pax sparse, which
+	 * anything in the sandbox can write) skip its holes, which are zeros; at the end the
+	 * offset is the file's size, past a trailing hole. Going back is a broken tar. */
+	la_int64_t pos = 0;
 	for (;;) {
 		const void *blk;
-		size_t blen;
-		la_int64_t off;
+		size_t blen = 0;
+		la_int64_t off = pos;
 		int d = archive_read_data_block(a, &blk, &blen, &off);
-		if (d == ARCHIVE_EOF)
-			return AKS_OK;
-		if (d != ARCHIVE_OK && d != ARCHIVE_WARN)
+		if (d != ARCHIVE_OK && d != ARCHIVE_WARN && d != ARCHIVE_EOF)
+			return AKS_CTR_BADTAR;
+		if (off < pos || (la_int64_t)blen > INT64_MAX - off)
 			return AKS_CTR_BADTAR;
 		/* past the host's file limit: AKS_ELIMIT with *err set */
+		if (off > pos &&
+		    (rc = write_zeros(host, out, (uint64_t)(off - pos), err)) != AKS_OK)
+			return rc;
+		if (d == ARCHIVE_EOF)
+			return AKS_OK;
 		if (blen &&
 		    (rc = host->result_write(out, AKS_STREAM_FILE, blk, blen, err)) != AKS_OK)
 			return rc;
+		pos = off + (la_int64_t)blen;
 	}
 }

@@ -150,17 +150,13 @@ static int stat_path(dk_conn *c, const char *id, const char *cpath, const aks_ca
 	*size = -1;
 	*mode = 0;
 	if (rc == AKS_OK && r.status == 200 && r.path_stat) {
-		unsigned char *js = NULL;
-		size_t jn = 0;
-		json_object *j = aks__base64_decode(r.path_stat, strlen(r.path_stat),
-		                                    AKS_BASE64_LOOSE, &js, &jn) == AKS_OK
-		                     ? json_tokener_parse((const char *)js)
-		                     : NULL;
-		free(js);
+		dk_path_stat ps;
+		if (dk_parse_path_stat(r.path_stat, &ps) != AKS_OK)
+			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+		free(ps.link);
 		*exists = true;
-		*size = json_object_get_int64(aks__jget(j, "size"));
-		*mode = (uint32_t)json_object_get_int64(aks__jget(j, "mode"));
-		json_object_put(j);
+		*size = ps.size;
+		*mode = ps.mode;
 	} else if (rc == AKS_OK && r.status == 404) {
 		char *msg = dk_engine_message(&r);
 		if (strstr(msg, "No such container"))

@@ -37,11 +37,28 @@ typedef struct demux {
 	aks_result *out;    /* NULL: discard */
 	int status_checked; /* 0 unknown, 1 a 200 stream, -1 an error body */
 	aks_buf errbody;
-	unsigned char hdr[8];
-	size_t hlen;
-	size_t remaining;
-	int stream;
+	dk_demux frames;
 } demux;
+
+/* Stderr and the engine's own errors (stream 3) to the result's stderr, the rest to stdout. */
+static void demux_frame(void *ctx, int stream, const unsigned char *data, size_t len)
+{
+	demux *d = ctx;
+	if (d->out)
+		/* never fails for stdout and stderr: the host counts what it drops */
+		d->host->result_write(
+		    d->out, stream == 2 || stream == 3 ? AKS_STREAM_STDERR : AKS_STREAM_STDOUT,
+		    data, len, NULL);
+}
+
+static void demux_init(demux *d, const aks_host_api *host, dk_conn *conn, aks_result *out)
+{
+	memset(d, 0, sizeof(*d));
+	d->host = host;
+	d->conn = conn;
+	d->out = out;
+	dk_demux_init(&d->frames, demux_frame, d);
+}
 
 static bool demux_sink(void *ctx, const char *data, size_t len)
 {
@@ -53,32 +70,7 @@ static bool demux_sink(void *ctx, const char *data, size_t len)
 	}
 	if (d->status_checked < 0)
 		return aks__buf_append(&d->errbody, data, len) == AKS_OK;
-	while (len) {
-		if (!d->remaining) {
-			size_t take = 8 - d->hlen < len ? 8 - d->hlen : len;
-			memcpy(d->hdr + d->hlen, data, take);
-			d->hlen += take;
-			data += take;
-			len -= take;
-			if (d->hlen < 8)
-				return true;
-			d->hlen = 0;
-			d->stream = d->hdr[0];
-			d->remaining = (size_t)d->hdr[4] << 24 | (size_t)d->hdr[5] << 16 |
-			               (size_t)d->hdr[6] << 8 | (size_t)d->hdr[7];
-			continue;
-		}
-		size_t n = d->remaining < len ? d->remaining : len;
-		if (d->out)
-			/* never fails for stdout and stderr: the host counts what it drops */
-			d->host->result_write(d->out,
-			                      d->stream == 2 || d->stream == 3 ? AKS_STREAM_STDERR
-			                                                       : AKS_STREAM_STDOUT,
-			                      data, n, NULL);
-		d->remaining -= n;
-		data += n;
-		len -= n;
-	}
+	dk_demux_feed(&d->frames, data, len);
 	return true;
 }
 
@@ -128,14 +120,13 @@ int dk_exec_create(aks_sandbox_impl *sb, const char *const *argv, const char *ma
 		rc = dk_request(&sb->conn, &r, call, err);
 		if (rc == AKS_OK) {
 			if (r.status == 201) {
-				json_object *j = dk_resp_json(&r), *id = NULL;
-				if (j && json_object_object_get_ex(j, "Id", &id))
-					*exec_id = strdup(json_object_get_string(id));
-				json_object_put(j);
-				if (!*exec_id)
+				rc = dk_parse_exec_id(&r, exec_id);
+				if (rc != AKS_OK)
 					rc = host->error_set(
-					    err, AKS_ERROR,
-					    "docker: exec create answered without an Id");
+					    err, rc, "%s",
+					    rc == AKS_ENOMEM
+					        ? "out of memory"
+					        : "docker: exec create answered without an Id");
 			} else if (r.status == 404) {
 				rc = dk_gone(host, sb->id, err);
 			} else if (r.status == 409 && attempt == 0) {
@@ -186,14 +177,9 @@ static int exec_exit_code(aks_sandbox_impl *sb, const char *exec_id, const aks_c
 			dk_req_free(&r);
 			return rc;
 		}
-		json_object *j = dk_resp_json(&r), *running = NULL, *code = NULL;
+		bool still;
+		dk_parse_exec_state(&r, &still, exit_code);
 		dk_req_free(&r);
-		bool still = j && json_object_object_get_ex(j, "Running", &running) &&
-		             json_object_get_boolean(running);
-		if (!still && j && json_object_object_get_ex(j, "ExitCode", &code) &&
-		    !json_object_is_type(code, json_type_null))
-			*exit_code = json_object_get_int(code);
-		json_object_put(j);
 		if (!still || i >= 500)
 			return AKS_OK;
 		sleep_ms(i < 20 ? 2 : 10);
@@ -211,7 +197,8 @@ static int sweep(aks_sandbox_impl *sb, const char *marker, const aks_call *quick
 		return rc;
 	char path[160];
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
-	demux d = {.host = host, .conn = &sb->conn};
+	demux d;
+	demux_init(&d, host, &sb->conn, NULL);
 	dk_req r = {.method = "POST",
 	            .path = path,
 	            .body = "{\"Detach\":false,\"Tty\":false}",
@@ -236,12 +223,9 @@ static bool exec_running(aks_sandbox_impl *sb, const char *exec_id, const aks_ca
 	snprintf(path, sizeof(path), "/exec/%s/json", exec_id);
 	dk_req r = {.method = "GET", .path = path};
 	bool running = false;
-	if (dk_request(&sb->conn, &r, quick, NULL) == AKS_OK && r.status == 200) {
-		json_object *j = dk_resp_json(&r), *v = NULL;
-		running =
-		    j && json_object_object_get_ex(j, "Running", &v) && json_object_get_boolean(v);
-		json_object_put(j);
-	}
+	int code;
+	if (dk_request(&sb->conn, &r, quick, NULL) == AKS_OK && r.status == 200)
+		dk_parse_exec_state(&r, &running, &code);
 	dk_req_free(&r);
 	return running;
 }
@@ -295,7 +279,8 @@ static int run_argv(aks_sandbox_impl *sb, const char *const *argv, const char *w
 	}
 	char path[160];
 	snprintf(path, sizeof(path), "/exec/%s/start", exec_id);
-	demux d = {.host = host, .conn = &sb->conn, .out = out};
+	demux d;
+	demux_init(&d, host, &sb->conn, out);
 	dk_req r = {.method = "POST",
 	            .path = path,
 	            .body = "{\"Detach\":false,\"Tty\":false}",

@@ -68,20 +68,12 @@ static int stat_path(aks_sandbox_impl *sb, const char *cpath, const aks_call *ca
 	free(path);
 	if (rc == AKS_OK) {
 		if (r.status == 200 && r.path_stat) {
-			unsigned char *js = NULL;
-			size_t js_len = 0;
-			json_object *j = NULL, *v = NULL;
-			if (aks__base64_decode(r.path_stat, strlen(r.path_stat), AKS_BASE64_LOOSE,
-			                       &js, &js_len) == AKS_OK)
-				j = json_tokener_parse((const char *)js);
-			free(js);
+			dk_path_stat ps;
+			if (dk_parse_path_stat(r.path_stat, &ps) != AKS_OK)
+				rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			st->exists = true;
-			if (j && json_object_object_get_ex(j, "mode", &v))
-				st->mode = (uint32_t)json_object_get_int64(v);
-			if (j && json_object_object_get_ex(j, "linkTarget", &v) &&
-			    json_object_get_string(v) && *json_object_get_string(v))
-				st->link = strdup(json_object_get_string(v));
-			json_object_put(j);
+			st->mode = ps.mode;
+			st->link = ps.link;
 		} else if (r.status == 404) {
 			/* the path, or the container: tell them apart */
 			char *msg = dk_engine_message(&r);

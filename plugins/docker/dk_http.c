@@ -48,26 +48,6 @@ char *dk_escape(const char *s)
 	return o;
 }
 
-/* Docker ids and names: [a-zA-Z0-9][a-zA-Z0-9_.-]* (a leading '/' allowed). */
-bool dk_valid_ref(const char *s)
-{
-	if (!s)
-		return false;
-	if (*s == '/')
-		s++;
-	if (!*s || strlen(s) > 255)
-		return false;
-	for (const char *p = s; *p; p++) {
-		char ch = *p;
-		bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		          (ch >= '0' && ch <= '9') ||
-		          (p != s && (ch == '_' || ch == '.' || ch == '-'));
-		if (!ok)
-			return false;
-	}
-	return true;
-}
-
 int dk_random_hex(char *out, size_t nbytes)
 {
 	unsigned char raw[64];
@@ -91,19 +71,6 @@ int dk_random_hex(char *out, size_t nbytes)
 	for (size_t i = 0; i < nbytes; i++)
 		sprintf(out + 2 * i, "%02x", raw[i]);
 	return 0;
-}
-
-json_object *dk_resp_json(const dk_req *r)
-{
-	if (!r->resp.data || !r->resp.len)
-		return NULL;
-	return json_tokener_parse(r->resp.data);
-}
-
-char *dk_engine_message(const dk_req *r)
-{
-	char *msg = aks_ctr_http_message(r->resp.data, r->status);
-	return msg ? msg : strdup("(out of memory)");
 }
 
 int dk_unreachable(const aks_provider_impl *prov, const dk_req *r, aks_error **err)

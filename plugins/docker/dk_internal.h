@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include <curl/curl.h>
 #include <json-c/json.h>
@@ -163,20 +164,69 @@ int dk_pump(dk_conn *c, dk_req *r, const aks_call *call, aks_error **err);
 void dk_end(dk_conn *c, dk_req *r);
 void dk_req_free(dk_req *r);
 
-/* The engine's error message from a response body ({"message": ...}), or the
- * body itself, at most DK_MESSAGE_MAX bytes of it; never NULL. The caller frees it. */
-#define DK_MESSAGE_MAX 500
-char *dk_engine_message(const dk_req *r);
-/* JSON body helpers: parse r->resp (NULL if not JSON). */
-json_object *dk_resp_json(const dk_req *r);
 /* Percent-encodes s for a URL path segment or query value. */
 char *dk_escape(const char *s);
-/* True for a name the engine could accept as a container id or name. */
-bool dk_valid_ref(const char *s);
 /* Random hex (2 * nbytes digits) into out (2 * nbytes + 1 bytes). */
 int dk_random_hex(char *out, size_t nbytes);
 /* The error for an unreachable engine. */
 int dk_unreachable(const aks_provider_impl *prov, const dk_req *r, aks_error **err);
+
+/* ---- what the engine sends, read without I/O (dk_parse.c) ---------------------------- */
+
+/* A non-TTY exec's output: frames of an 8-byte header (the stream: 0 stdin, 1 stdout,
+ * 2 stderr, 3 the engine's own error; three zero bytes; a big-endian 32-bit length) and that
+ * many payload bytes, cut into whatever pieces the connection delivers. */
+typedef void (*dk_frame_fn)(void *ctx, int stream, const unsigned char *data, size_t len);
+typedef struct dk_demux {
+	dk_frame_fn fn;
+	void *ctx;
+	unsigned char hdr[8];
+	size_t hlen;      /* header bytes seen so far */
+	size_t remaining; /* payload bytes of the current frame still to come */
+	int stream;       /* the current frame's */
+} dk_demux;
+
+void dk_demux_init(dk_demux *d, dk_frame_fn fn, void *ctx);
+/* Hands every payload byte in data[0..len) to fn exactly once, in order, with its frame's
+ * stream (never zero bytes); keeps a header cut by the piece's end for the next piece. */
+void dk_demux_feed(dk_demux *d, const void *data, size_t len);
+
+/* The head of an HTTP answer (to an upgraded exec start). */
+typedef struct dk_head {
+	int status;      /* 100..599, or 0 when the status line is not one */
+	size_t len;      /* the head's bytes, its empty line included: the body starts there */
+	size_t body_len; /* Content-Length; SIZE_MAX when not given or not a number */
+} dk_head;
+/* False while data[0..len) holds no whole head yet; then *h says what it says (read from
+ * the head alone, whatever follows). */
+bool dk_head_parse(const char *data, size_t len, dk_head *h);
+
+/* True for a name the engine could accept as a container id or name. */
+bool dk_valid_ref(const char *s);
+/* r->resp as JSON (NULL if it is not). The caller puts it. */
+json_object *dk_resp_json(const dk_req *r);
+/* The engine's error message from a response body ({"message": ...}), or the
+ * body itself; never NULL. The caller frees it. */
+char *dk_engine_message(const dk_req *r);
+/* The id in an exec create answer (a valid ref): AKS_OK with *id (the caller frees it),
+ * AKS_ERROR when there is none, AKS_ENOMEM. */
+int dk_parse_exec_id(const dk_req *r, char **id);
+/* What an exec inspect answer says: whether it still runs, and its exit code once it does
+ * not (-1 when not known). */
+void dk_parse_exec_state(const dk_req *r, bool *running, int *exit_code);
+/* X-Docker-Container-Path-Stat: base64 of {"size": ..., "mode": ..., "linkTarget": ...}. */
+typedef struct dk_path_stat {
+	int64_t size;
+	uint32_t mode; /* Go's os.FileMode */
+	char *link;    /* a symlink's resolved target (malloc'd); NULL for none */
+} dk_path_stat;
+/* Fills *st from the header (zeros for what it does not say). AKS_OK or AKS_ENOMEM (then
+ * st->link is NULL: the caller must not take the path for a plain one). */
+int dk_parse_path_stat(const char *header, dk_path_stat *st);
+/* A 200 answer to an image pull can still fail: its progress stream then holds a line
+ * {"error": ...}. *failed says whether it does; returns its message (malloc'd; NULL when
+ * out of memory), NULL when not failed. */
+char *dk_parse_pull_error(const dk_req *r, bool *failed);
 
 /* ---- docker.c ------------------------------------------------------------------ */
 

@@ -54,10 +54,7 @@ struct dk_stream {
 	int done[2];
 	pthread_t thread;
 	bool started;
-	/* the demultiplexer */
-	unsigned char hdr[8];
-	size_t hlen, remaining;
-	int kind;
+	dk_demux frames;
 	/* bytes that came with the response head */
 	unsigned char *early;
 	size_t early_len;
@@ -234,8 +231,14 @@ static int handshake(dk_stream *s, const char *exec_id, const char *container, c
 	if (rc != AKS_OK)
 		return rc;
 	aks_buf head = {0};
-	char *end = NULL;
-	while (!end) {
+	dk_head h;
+	while (!dk_head_parse(head.data, head.len, &h)) {
+		if (head.len > HEAD_MAX) {
+			rc =
+			    host->error_set(err, AKS_EPROVISION,
+			                    "docker: the engine's answer to exec start has no end");
+			goto out;
+		}
 		char tmp[4096];
 		size_t got = 0;
 		CURLcode cc = curl_easy_recv(s->easy, tmp, sizeof(tmp), &got);
@@ -256,39 +259,25 @@ static int handshake(dk_stream *s, const char *exec_id, const char *container, c
 			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			goto out;
 		}
-		end = memmem(head.data, head.len, "\r\n\r\n", 4);
-		if (!end && head.len > HEAD_MAX) {
-			rc =
-			    host->error_set(err, AKS_EPROVISION,
-			                    "docker: the engine's answer to exec start has no end");
-			goto out;
-		}
 	}
-	int status = 0;
-	if (sscanf(head.data, "HTTP/%*s %d", &status) != 1)
-		status = 0;
-	size_t head_len = (size_t)(end - head.data) + 4;
-	if (status == 101 || status == 200) {
-		s->early_len = head.len - head_len;
+	if (h.status == 101 || h.status == 200) {
+		s->early_len = head.len - h.len;
 		if (s->early_len && !(s->early = malloc(s->early_len))) {
 			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			goto out;
 		}
 		if (s->early_len)
-			memcpy(s->early, head.data + head_len, s->early_len);
+			memcpy(s->early, head.data + h.len, s->early_len);
 		goto out;
 	}
 	/* An error: its body (JSON with a message) as far as it came. */
-	size_t want = SIZE_MAX;
-	const char *cl = strcasestr(head.data, "\r\nContent-Length:");
-	if (cl && cl < end)
-		want = head_len + (size_t)strtoul(cl + 17, NULL, 10);
+	size_t want = h.body_len <= SIZE_MAX - h.len ? h.len + h.body_len : SIZE_MAX;
 	read_body(s, &head, want, host->now_ms() + 2000);
-	dk_req r = {.status = status};
-	r.resp.data = head.data + head_len;
-	r.resp.len = head.len - head_len;
+	dk_req r = {.status = h.status};
+	r.resp.data = head.data + h.len;
+	r.resp.len = head.len - h.len;
 	char *msg = dk_engine_message(&r);
-	if (status == 404 && strstr(msg, "No such container"))
+	if (h.status == 404 && strstr(msg, "No such container"))
 		rc = dk_gone(host, container, err);
 	else
 		rc = host->error_set(err, AKS_EPROVISION, "docker: cannot start an execution: %s",
@@ -329,44 +318,26 @@ static void on_stderr(dk_stream *s, const unsigned char *p, size_t n)
 	}
 }
 
-/* Unwraps received bytes: stdout into the down buffer (the caller left room for all of
- * them), stderr to the log. */
-static void demux(dk_stream *s, const unsigned char *p, size_t n)
+/* One frame's bytes: stdout into the down buffer (the caller of dk_demux_feed left room for
+ * all it feeds), stderr to the log, anything else dropped. */
+static void on_frame(void *ctx, int stream, const unsigned char *p, size_t n)
 {
-	while (n) {
-		if (!s->remaining) {
-			size_t take = 8 - s->hlen < n ? 8 - s->hlen : n;
-			memcpy(s->hdr + s->hlen, p, take);
-			s->hlen += take;
-			p += take;
-			n -= take;
-			if (s->hlen < 8)
-				return;
-			s->hlen = 0;
-			s->kind = s->hdr[0];
-			s->remaining = (size_t)s->hdr[4] << 24 | (size_t)s->hdr[5] << 16 |
-			               (size_t)s->hdr[6] << 8 | (size_t)s->hdr[7];
-			continue;
-		}
-		size_t take = s->remaining < n ? s->remaining : n;
-		if (s->kind == 2)
-			on_stderr(s, p, take);
-		else if (s->kind == 1 || s->kind == 0) {
-			if (s->out_len < ERR_KEEP) {
-				size_t k =
-				    ERR_KEEP - s->out_len < take ? ERR_KEEP - s->out_len : take;
-				pthread_mutex_lock(&s->mu);
-				memcpy(s->out_head + s->out_len, p, k);
-				s->out_len += k;
-				pthread_mutex_unlock(&s->mu);
-			}
-			memcpy(s->down + s->down_len, p, take);
-			s->down_len += take;
-		}
-		s->remaining -= take;
-		p += take;
-		n -= take;
+	dk_stream *s = ctx;
+	if (stream == 2) {
+		on_stderr(s, p, n);
+		return;
 	}
+	if (stream != 1 && stream != 0)
+		return;
+	if (s->out_len < ERR_KEEP) {
+		size_t k = ERR_KEEP - s->out_len < n ? ERR_KEEP - s->out_len : n;
+		pthread_mutex_lock(&s->mu);
+		memcpy(s->out_head + s->out_len, p, k);
+		s->out_len += k;
+		pthread_mutex_unlock(&s->mu);
+	}
+	memcpy(s->down + s->down_len, p, n);
+	s->down_len += n;
 }
 
 static void shift(unsigned char *buf, size_t *len, size_t used)
@@ -383,7 +354,7 @@ static void *pump_main(void *arg)
 	if (!rx)
 		goto out;
 	if (s->early_len) {
-		demux(s, s->early, s->early_len); /* at most HEAD_MAX: fits */
+		dk_demux_feed(&s->frames, s->early, s->early_len); /* at most HEAD_MAX: fits */
 		free(s->early);
 		s->early = NULL;
 		s->early_len = 0;
@@ -423,7 +394,7 @@ static void *pump_main(void *arg)
 				size_t n = 0;
 				CURLcode cc = curl_easy_recv(s->easy, rx, RX_MAX, &n);
 				if (cc == CURLE_OK && n) {
-					demux(s, rx, n);
+					dk_demux_feed(&s->frames, rx, n);
 					progress = true;
 				} else if (cc != CURLE_AGAIN) {
 					sock_eof = true;
@@ -544,6 +515,7 @@ int dk_stream_open(const aks_provider_impl *prov, const char *container, const c
 	s->sock = CURL_SOCKET_BAD;
 	s->up_r = s->down_w = -1;
 	s->stop[0] = s->stop[1] = s->done[0] = s->done[1] = -1;
+	dk_demux_init(&s->frames, on_frame, s);
 	pthread_mutex_init(&s->mu, NULL);
 	int rc = AKS_OK;
 	if (asprintf(&s->what, "container '%s'", container) < 0) {

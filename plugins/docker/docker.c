@@ -702,19 +702,10 @@ static int pull_image(dk_conn *c, const aks_call *call, char **why, aks_error **
 	int rc = call_json(c, &r, "POST", path, NULL, call, err);
 	free(path);
 	if (rc == AKS_OK) {
-		const char *e = r.resp.data ? strstr(r.resp.data, "\"error\"") : NULL;
-		if (r.status != 200) {
-			*why = dk_engine_message(&r);
-		} else if (e) {
-			/* the last progress line holds the error */
-			const char *line = e;
-			while (line > r.resp.data && line[-1] != '\n')
-				line--;
-			json_object *j = json_tokener_parse(line);
-			json_object *msg = aks__jget(j, "error");
-			*why = strdup(msg ? json_object_get_string(msg) : "the pull failed");
-			json_object_put(j);
-		}
+		bool failed = r.status != 200;
+		*why = failed ? dk_engine_message(&r) : dk_parse_pull_error(&r, &failed);
+		if (failed && !*why)
+			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	dk_req_free(&r);
 	return rc;

@@ -6,13 +6,14 @@
  *   k8s_kubeconfig.c where the API server is and how to authenticate (libyaml)
  *   k8s_manifest.c   the Pod and NetworkPolicy objects we create (json-c)
  *   k8s_channel.c    the exec WebSocket's channel framing and status
+ *   k8s_pod.c        what a pod's status says
  *   k8s_rest.c       the REST client (libcurl), impersonation, API errors
  *   k8s_exec.c       exec over WebSocket (libwebsockets)
  *   k8s_stream.c     the agent's long-lived exec stream
  *   k8s_files.c      files as tar (libarchive) through exec
  *   k8s_agent.c      aksandbox-agent in the pod
  *   kubernetes.c     the descriptor, the instance and the sandbox lifecycle
- * The first four never touch the host table: they are declared in k8s_pure.h (included
+ * The first five never touch the host table: they are declared in k8s_pure.h (included
  * here) and built as libk8s-pure, so unit tests and fuzz targets link them without the
  * core. This header adds the layers that need the host, libcurl and libwebsockets.
  */

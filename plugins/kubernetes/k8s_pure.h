@@ -183,4 +183,17 @@ int k8s_status_exit_code(const char *status, size_t len, int *exit_code, k8s_err
  * `pre` bytes of headroom before it (LWS_PRE for lws_write). */
 unsigned char *k8s_frame(int channel, const void *data, size_t len, size_t pre, size_t *framed_len);
 
+/* ---- a pod's state (k8s_pod.c) ------------------------------------------------------ */
+
+typedef enum k8s_pod_state {
+	K8S_POD_PENDING, /* on its way: scheduled, pulling, creating, or a phase we do not know */
+	K8S_POD_RUNNING, /* phase Running and not being deleted */
+	K8S_POD_ENDED,   /* being deleted, or phase Succeeded or Failed: it will not run again */
+} k8s_pod_state;
+
+/* What a pod object (a GET of the pod, any JSON) says. detail (when not NULL) gets what keeps
+ * it from running: its container's waiting reason, else the last condition's message, else
+ * the phase, else "unknown". */
+k8s_pod_state k8s_pod_state_of(json_object *pod, char *detail, size_t len);
+
 #endif /* K8S_PURE_H */

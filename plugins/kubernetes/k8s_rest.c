@@ -507,7 +507,7 @@ static void resource_of(const char *path, char *res, size_t rlen, char *ns, size
 int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, aks_error **err)
 {
 	const aks_host_api *host = c->prov->host;
-	char *msg = aks_ctr_http_message(r->resp.data, r->status);
+	char *msg = aks_ctr_http_message(r->resp.data, r->resp.len, r->status);
 	char who[512];
 	k8s_client_who(c, who, sizeof(who));
 	int rc;

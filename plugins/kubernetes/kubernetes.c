@@ -369,38 +369,10 @@ int k8s_pod_check(aks_sandbox_impl *sb, const aks_call *call, aks_error **err)
 {
 	json_object *j = NULL;
 	int rc = get_pod(sb->client, sb->ns, sb->pod, sb->id, call, &j, err);
-	if (rc == AKS_OK) {
-		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
-		if (aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") ||
-		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
-			rc = k8s_gone(sb->prov->host, sb->id, "is terminating or terminated", err);
-	}
+	if (rc == AKS_OK && k8s_pod_state_of(j, NULL, 0) == K8S_POD_ENDED)
+		rc = k8s_gone(sb->prov->host, sb->id, "is terminating or terminated", err);
 	json_object_put(j);
 	return rc;
-}
-
-/* What keeps a pod from running: its container's waiting reason, else the
- * last condition's message, else the phase (the reference's detail). */
-static void pod_detail(json_object *pod, char *out, size_t len)
-{
-	json_object *st = aks__jget(pod, "status");
-	json_object *cs = aks__jget(st, "containerStatuses");
-	for (size_t i = 0; cs && i < json_object_array_length(cs); i++) {
-		json_object *w =
-		    aks__jget(aks__jget(json_object_array_get_idx(cs, i), "state"), "waiting");
-		const char *reason = aks__jstr(w, "reason"), *msg = aks__jstr(w, "message");
-		if (reason && strcmp(reason, "ContainerCreating") != 0) {
-			snprintf(out, len, "%s%s%s", reason, msg ? ": " : "", msg ? msg : "");
-			return;
-		}
-	}
-	json_object *conds = aks__jget(st, "conditions");
-	size_t n = conds && json_object_is_type(conds, json_type_array)
-	               ? json_object_array_length(conds)
-	               : 0;
-	const char *msg = n ? aks__jstr(json_object_array_get_idx(conds, n - 1), "message") : NULL;
-	const char *phase = aks__jstr(st, "phase");
-	snprintf(out, len, "%s", msg ? msg : phase ? phase : "unknown");
 }
 
 /* The reference's running wait: poll every 0.25 s until Running, a terminal
@@ -426,16 +398,11 @@ static int wait_running(aks_provider_impl *prov, k8s_client *c, const char *ns, 
 				host->error_free(e);
 			return rc;
 		}
-		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
-		pod_detail(j, detail, sizeof(detail));
-		bool deleting = aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") != NULL;
-		bool running = phase && strcmp(phase, "Running") == 0;
-		bool ended =
-		    phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0);
-		json_object_put(j); /* phase points into it */
-		if (running && !deleting)
+		k8s_pod_state state = k8s_pod_state_of(j, detail, sizeof(detail));
+		json_object_put(j);
+		if (state == K8S_POD_RUNNING)
 			return AKS_OK;
-		if (deleting || ended)
+		if (state == K8S_POD_ENDED)
 			return host->error_set(
 			    err, AKS_EPROVISION,
 			    "sandbox pod '%s' terminated during provisioning: %s", id, detail);
@@ -532,12 +499,10 @@ static int attach_pod(aks_provider_impl *prov, const char *sandbox_id, bool exte
 	if (rc == AKS_OK)
 		rc = get_pod(c, ns, pod, id, &bc, &j, err);
 	if (rc == AKS_OK) {
-		const char *phase = aks__jstr(aks__jget(j, "status"), "phase");
-		bool deleting = aks__jget(aks__jget(j, "metadata"), "deletionTimestamp") != NULL;
-		if (deleting ||
-		    (phase && (strcmp(phase, "Succeeded") == 0 || strcmp(phase, "Failed") == 0)))
+		k8s_pod_state state = k8s_pod_state_of(j, NULL, 0);
+		if (state == K8S_POD_ENDED)
 			rc = k8s_gone(host, id, "is terminating or terminated", err);
-		else if (!phase || strcmp(phase, "Running") != 0)
+		else if (state == K8S_POD_PENDING)
 			rc = wait_running(prov, c, ns, pod, id, call, err);
 	}
 	json_object_put(j);

@@ -415,42 +415,6 @@ static void test_kill_script(void **state)
 	assert_int_equal(waitpid(other, &st, 0), other);
 }
 
-/* ---- HTTP error answers ---- */
-
-static void expect_message(const char *body, long status, const char *want)
-{
-	char *m = aks_ctr_http_message(body, status);
-	assert_non_null(m);
-	assert_string_equal(m, want);
-	free(m);
-}
-
-static void test_http_message(void **state)
-{
-	(void)state;
-	/* the API's JSON error object */
-	expect_message("{\"message\": \"No such container: x\"}", 404, "No such container: x");
-	expect_message("{\"kind\":\"Status\",\"message\":\"pods \\\"p\\\" not found\"}\n", 404,
-	               "pods \"p\" not found");
-	expect_message("{\"message\": 42}", 500, "42");
-	/* no usable message: the body itself, without its line break */
-	expect_message("{\"message\": null}", 500, "{\"message\": null}");
-	expect_message("{\"error\": \"x\"}", 500, "{\"error\": \"x\"}");
-	expect_message("page not found\r\n", 404, "page not found");
-	expect_message("[1, 2]", 400, "[1, 2]");
-	/* nothing at all: the status */
-	expect_message("", 502, "HTTP status 502");
-	expect_message("\n", 503, "HTTP status 503");
-	expect_message(NULL, 401, "HTTP status 401");
-	/* a long plain body is quoted up to 500 bytes */
-	char big[1200];
-	memset(big, 'x', sizeof(big) - 1);
-	big[sizeof(big) - 1] = '\0';
-	char *m = aks_ctr_http_message(big, 500);
-	assert_int_equal(strlen(m), 500);
-	free(m);
-}
-
 /* ---- a call's deadline and cancellation ---- */
 
 static void test_call_check(void **state)
@@ -541,6 +505,44 @@ static void test_desc(void **state)
 	assert_ptr_equal(aks_ctr_desc_get(&d, b), lb);
 	assert_ptr_equal(aks_ctr_desc_get(&d, c), c);
 	aks_ctr_desc_free(&d);
+}
+
+/* ---- HTTP error answers ---- */
+
+/* The message of an API error answer, and what stands in for it when there is none. */
+static void expect_message(const char *body, long status, const char *want)
+{
+	char *msg = aks_ctr_http_message(body, body ? strlen(body) : 0, status);
+	assert_non_null(msg);
+	assert_string_equal(msg, want);
+	free(msg);
+}
+
+static void test_http_message(void **state)
+{
+	(void)state;
+	expect_message("{\"message\":\"No such container: x\"}\n", 404, "No such container: x");
+	/* a Kubernetes Status object */
+	expect_message(
+	    "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods \\\"p\\\" is "
+	    "forbidden\",\"code\":403}",
+	    403, "pods \"p\" is forbidden");
+	/* a message that says nothing is no message: the body, else the status */
+	expect_message("{\"message\":null}", 500, "{\"message\":null}");
+	expect_message("{\"message\":\"\"}", 500, "{\"message\":\"\"}");
+	expect_message("{\"message\":7}", 500, "{\"message\":7}");
+	expect_message("404 page not found\r\n", 404, "404 page not found");
+	expect_message("\n", 502, "HTTP status 502");
+	expect_message("", 503, "HTTP status 503");
+	expect_message(NULL, 500, "HTTP status 500");
+	/* plain text is cut at 500 bytes */
+	char big[800];
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	char *msg = aks_ctr_http_message(big, strlen(big), 500);
+	assert_non_null(msg);
+	assert_int_equal(strlen(msg), 500);
+	free(msg);
 }
 
 int main(void)

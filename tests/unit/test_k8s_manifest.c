@@ -361,6 +361,57 @@ static void test_safe_path(void **state)
 	}
 }
 
+/* A pod's state and detail, from a GET of the pod as the API server could send it. */
+static k8s_pod_state pod_state(const char *json, char *detail, size_t len)
+{
+	json_object *pod = json_tokener_parse(json);
+	k8s_pod_state st = k8s_pod_state_of(pod, detail, len);
+	json_object_put(pod);
+	return st;
+}
+
+static void test_pod_state(void **state)
+{
+	(void)state;
+	char d[256];
+	assert_int_equal(pod_state("{\"status\":{\"phase\":\"Running\"}}", d, sizeof(d)),
+	                 K8S_POD_RUNNING);
+	assert_string_equal(d, "Running");
+	/* the container's waiting reason, with its message */
+	assert_int_equal(pod_state("{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{"
+	                           "\"state\":{\"waiting\":{\"reason\":\"ImagePullBackOff\","
+	                           "\"message\":\"Back-off\"}}}]}}",
+	                           d, sizeof(d)),
+	                 K8S_POD_PENDING);
+	assert_string_equal(d, "ImagePullBackOff: Back-off");
+	/* ContainerCreating says nothing: the last condition's message */
+	assert_int_equal(
+	    pod_state("{\"status\":{\"phase\":\"Pending\",\"containerStatuses\":[{"
+	              "\"state\":{\"waiting\":{\"reason\":\"ContainerCreating\"}}}],"
+	              "\"conditions\":[{\"message\":\"a\"},{\"message\":\"0/1 nodes\"}]}}",
+	              d, sizeof(d)),
+	    K8S_POD_PENDING);
+	assert_string_equal(d, "0/1 nodes");
+	/* being deleted or terminated: ended, even while Running */
+	assert_int_equal(pod_state("{\"metadata\":{\"deletionTimestamp\":\"2024-01-01T00:00:00Z\"},"
+	                           "\"status\":{\"phase\":\"Running\"}}",
+	                           NULL, 0),
+	                 K8S_POD_ENDED);
+	assert_int_equal(pod_state("{\"status\":{\"phase\":\"Succeeded\"}}", NULL, 0),
+	                 K8S_POD_ENDED);
+	assert_int_equal(pod_state("{\"status\":{\"phase\":\"Failed\"}}", NULL, 0), K8S_POD_ENDED);
+	/* members of another type (json-c aborts on an array call on a non-array) */
+	assert_int_equal(pod_state("{\"status\":{\"phase\":7,\"containerStatuses\":{\"a\":1},"
+	                           "\"conditions\":\"none\"}}",
+	                           d, sizeof(d)),
+	                 K8S_POD_PENDING);
+	assert_string_equal(d, "unknown");
+	assert_int_equal(pod_state("[1,2]", d, sizeof(d)), K8S_POD_PENDING);
+	assert_string_equal(d, "unknown");
+	assert_int_equal(pod_state("{\"status\":{\"phase\":\"\"}}", d, sizeof(d)), K8S_POD_PENDING);
+	assert_string_equal(d, "unknown");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -370,6 +421,7 @@ int main(void)
 	    cmocka_unit_test(test_netpol_deny),     cmocka_unit_test(test_netpol_allowlist),
 	    cmocka_unit_test(test_netpol_domains),  cmocka_unit_test(test_cidr),
 	    cmocka_unit_test(test_safe_path),       cmocka_unit_test(test_agent_dir),
+	    cmocka_unit_test(test_pod_state),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
