@@ -41,6 +41,8 @@ struct aks_provider {
 struct aks_sandbox {
 	aks_provider *prov;
 	aks_sandbox_impl *impl;
+	void *host_data; /* aks__sandbox_attach: freed with the handle unless detached */
+	void (*host_data_free)(void *data);
 };
 
 static int capability_error(const aks_provider *prov, const char *capability, aks_error **err)
@@ -176,6 +178,34 @@ AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov)
 	return d ? d : "";
 }
 
+bool aks__provider_can_list(const aks_provider *prov)
+{
+	return prov &&
+	       prov->ops->struct_size >=
+	           offsetof(aks_provider_ops, list_sandboxes) + sizeof(prov->ops->list_sandboxes) &&
+	       prov->ops->list_sandboxes;
+}
+
+int aks__provider_list_sandboxes(aks_provider *prov, const char *label_key, const char *label_value,
+                                 const aks_call *call, aks_sandbox_list_fn fn, void *ctx,
+                                 aks_error **err)
+{
+	if (!prov || !label_key || !label_value || !call || !fn)
+		return aks__error_set(err, AKS_EINVAL, "list_sandboxes: missing argument");
+	if (!aks__provider_can_list(prov))
+		return aks__error_set(err, AKS_ECAPABILITY,
+		                      "provider '%s' cannot list the sandboxes it created",
+		                      prov->name);
+	aks__imported_call c;
+	int rc = aks__call_import(&c, call, err);
+	if (rc < 0)
+		return rc;
+	return plugin_status(
+	    prov, "list_sandboxes",
+	    prov->ops->list_sandboxes(prov->impl, label_key, label_value, &c.call, fn, ctx, err),
+	    err);
+}
+
 aks_handle_cache *aks__provider_handles(aks_provider *prov)
 {
 	return prov ? prov->handles : NULL;
@@ -232,7 +262,7 @@ AKS_EXPORT int aks_provider_create(aks_provider *prov, const aks_call *call, aks
 	rc = plugin_status(prov, "create", prov->ops->create(prov->impl, &c.call, &impl, err), err);
 	if (rc < 0)
 		return rc;
-	return wrap_sandbox(prov, impl, call, out, err);
+	return wrap_sandbox(prov, impl, &c.call, out, err);
 }
 
 AKS_EXPORT int aks_provider_attach(aks_provider *prov, const char *sandbox_id, const aks_call *call,
@@ -298,7 +328,23 @@ AKS_EXPORT void aks_sandbox_close(aks_sandbox *sb)
 		return;
 	sb->prov->sandbox_ops->close(sb->impl);
 	atomic_fetch_sub(&sb->prov->open_sandboxes, 1);
+	if (sb->host_data && sb->host_data_free)
+		sb->host_data_free(sb->host_data);
 	free(sb);
+}
+
+void aks__sandbox_attach(aks_sandbox *sb, void *data, void (*free_fn)(void *data))
+{
+	sb->host_data = data;
+	sb->host_data_free = free_fn;
+}
+
+void *aks__sandbox_detach(aks_sandbox *sb)
+{
+	void *data = sb ? sb->host_data : NULL;
+	if (sb)
+		sb->host_data = NULL;
+	return data;
 }
 
 /* Runs one result-producing operation: a fresh bounded result (streaming to tap, may be

@@ -21,4 +21,16 @@ int aks__sandbox_execute_code(aks_sandbox *sb, const char *code, const char *lan
 int aks__sandbox_execute_command(aks_sandbox *sb, const char *command, const aks_call *call,
                                  aks_output_tap *tap, aks_result **out, aks_error **err);
 
+/* Host data that goes with a handle (the creation claim of a sandbox made outside any
+ * session): free_fn(data) runs at aks_sandbox_close unless it was detached first. */
+void aks__sandbox_attach(aks_sandbox *sb, void *data, void (*free_fn)(void *data));
+void *aks__sandbox_detach(aks_sandbox *sb);
+
+/* Whether the provider can list what it created (its list_sandboxes slot). */
+bool aks__provider_can_list(const aks_provider *prov);
+/* The provider's list_sandboxes under `call` (AKS_ECAPABILITY when it has none). */
+int aks__provider_list_sandboxes(aks_provider *prov, const char *label_key, const char *label_value,
+                                 const aks_call *call, aks_sandbox_list_fn fn, void *ctx,
+                                 aks_error **err);
+
 #endif /* AKS_CORE_PLUGIN_PROVIDER_H */

@@ -237,7 +237,7 @@ static void kill_marked(aks_sandbox_impl *sb, const char *marker, const char *ex
 {
 	const aks_host_api *host = sb->prov->host;
 	aks_call quick = {
-	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL};
+	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL, NULL};
 	aks_error *e = NULL;
 	int rc = AKS_OK;
 	for (int i = 0; i < 5; i++) {

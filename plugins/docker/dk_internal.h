@@ -230,6 +230,10 @@ char *dk_parse_pull_error(const dk_req *r, bool *failed);
 
 /* ---- docker.c ------------------------------------------------------------------ */
 
+/* dk_list.c: the provider's list_sandboxes. */
+int dk_list_sandboxes(aks_provider_impl *prov, const char *label_key, const char *label_value,
+                      const aks_call *call, aks_sandbox_list_fn fn, void *ctx, aks_error **err);
+
 int dk_gone(const aks_host_api *host, const char *id, aks_error **err);
 /* Starts a stopped (or unpauses a paused) container; AKS_EGONE when gone. */
 int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_error **err);

@@ -537,10 +537,15 @@ static int check_existing(aks_provider_impl *prov, json_object *info, const aks_
 
 /* ---- create ----------------------------------------------------------------------------- */
 
-static json_object *labels_json(const aks_provider_impl *prov)
+/* Ours, the host's (call->labels: the owner and the claim, which gc lists by) and the
+ * configured ones. */
+static json_object *labels_json(const aks_provider_impl *prov, const aks_call *call)
 {
 	json_object *l = json_object_new_object();
 	json_object_object_add(l, DK_LABEL, json_object_new_string("1"));
+	for (const char *const *kv = call ? call->labels : NULL; kv && kv[0] && kv[1]; kv += 2)
+		if (strcmp(kv[0], DK_LABEL) != 0)
+			json_object_object_add(l, kv[0], json_object_new_string(kv[1]));
 	for (char *const *kv = prov->labels; kv && kv[0]; kv += 2)
 		json_object_object_add(l, kv[0], json_object_new_string(kv[1]));
 	return l;
@@ -643,14 +648,15 @@ static void add_privileges(json_object *hc)
 }
 
 static json_object *create_body(const aks_provider_impl *prov, const char *volume,
-                                const char *agent_volume, const aks_policy *p)
+                                const char *agent_volume, const aks_call *call)
 {
+	const aks_policy *p = call ? call->policy : NULL;
 	json_object *b = json_object_new_object();
 	json_object_object_add(b, "Image", json_object_new_string(prov->image));
 	const char *cmd[] = {"sleep", "infinity", NULL};
 	json_object_object_add(b, "Cmd", strv_json((char *const *)cmd));
 	json_object_object_add(b, "WorkingDir", json_object_new_string(DK_WORKSPACE));
-	json_object_object_add(b, "Labels", labels_json(prov));
+	json_object_object_add(b, "Labels", labels_json(prov, call));
 	json_object_object_add(b, "Env", strv_json(prov->env));
 	if (prov->user)
 		json_object_object_add(b, "User", json_object_new_string(prov->user));
@@ -729,7 +735,7 @@ static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, a
 static aks_call cleanup_call(const aks_host_api *host)
 {
 	aks_call quick = {
-	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 30000, 30, NULL, NULL, NULL};
+	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 30000, 30, NULL, NULL, NULL, NULL};
 	return quick;
 }
 
@@ -737,7 +743,7 @@ static int create_volume(dk_conn *c, const char *volume, const aks_call *call, a
 {
 	json_object *b = json_object_new_object();
 	json_object_object_add(b, "Name", json_object_new_string(volume));
-	json_object_object_add(b, "Labels", labels_json(c->prov));
+	json_object_object_add(b, "Labels", labels_json(c->prov, call));
 	dk_req r;
 	int rc = call_json(c, &r, "POST", "/volumes/create", b, call, err);
 	json_object_put(b);
@@ -826,7 +832,8 @@ static int provision(aks_provider_impl *prov, dk_conn *c, const aks_call *call, 
 		goto out_volume;
 	}
 
-	json_object *body = create_body(prov, volume, with_agent_volume ? agent_volume : NULL, p);
+	json_object *body =
+	    create_body(prov, volume, with_agent_volume ? agent_volume : NULL, call);
 	snprintf(path, sizeof(path), "/containers/create?name=%s", name);
 	dk_req r;
 	bool pulled = false;
@@ -1108,6 +1115,7 @@ static const aks_provider_ops dk_provider_ops = {
     .attach = dk_attach,
     .destroy = dk_destroy,
     .sandbox = &dk_sandbox_ops,
+    .list_sandboxes = dk_list_sandboxes,
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, DK_NAME, DK_VERSION, "Apache-2.0",

@@ -110,6 +110,10 @@ char *k8s_escape(const char *s);
 void k8s_client_who(const k8s_client *c, char *out, size_t len);
 
 /* AKS_EGONE "sandbox pod 'ID' WHY" (the core's self-heal signal). */
+/* k8s_list.c: the provider's list_sandboxes. */
+int k8s_list_sandboxes(aks_provider_impl *prov, const char *label_key, const char *label_value,
+                       const aks_call *call, aks_sandbox_list_fn fn, void *ctx, aks_error **err);
+
 int k8s_gone(const aks_host_api *host, const char *id, const char *why, aks_error **err);
 
 /* ---- exec (k8s_exec.c) ------------------------------------------------------------------ */

@@ -312,7 +312,7 @@ static const char *k8s_instance_description(const aks_provider_impl *prov)
 /* A call bounded by `seconds` from now, keeping the caller's cancellation. */
 static aks_call bounded(const aks_provider_impl *prov, const aks_call *call, double seconds)
 {
-	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, seconds, NULL, NULL, NULL};
+	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, seconds, NULL, NULL, NULL, NULL};
 	if (call) {
 		c.principal = call->principal;
 		c.policy = call->policy;
@@ -558,6 +558,15 @@ static int random_suffix(char *out)
 	return 0;
 }
 
+/* The host's labels (call->labels: the owner and the claim, which gc lists by) on an object's
+ * metadata, beside ours and the configured ones. */
+static void label_object(json_object *obj, const char *const *labels)
+{
+	json_object *l = json_object_object_get(json_object_object_get(obj, "metadata"), "labels");
+	for (const char *const *kv = labels; l && kv && kv[0] && kv[1]; kv += 2)
+		json_object_object_add(l, kv[0], json_object_new_string(kv[1]));
+}
+
 static int post_json(k8s_client *c, char *path, json_object *body, const aks_call *call,
                      const char *what, aks_error **err)
 {
@@ -617,6 +626,8 @@ static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox
 		json_object_put(np);
 		return host->error_set(err, ke.code ? ke.code : AKS_ENOMEM, "%s", ke.msg);
 	}
+	label_object(np, call ? call->labels : NULL);
+	label_object(pod, call ? call->labels : NULL);
 	aks_call bc = bounded(prov, call, prov->create_timeout);
 	aks_error *e = NULL;
 	bool with_np = np != NULL;
@@ -722,6 +733,7 @@ static const aks_provider_ops k8s_provider_ops = {
     .create = k8s_create,
     .attach = k8s_attach,
     .destroy = k8s_destroy,
+    .list_sandboxes = k8s_list_sandboxes,
     .sandbox = &k8s_sandbox_ops,
 };
 

@@ -12,6 +12,7 @@
 #endif
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,8 +236,12 @@ static bool is_dir(const char *path)
 	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
-                     aks_error **err)
+static int ls_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
+                      aks_error **err);
+
+/* The directory sandboxes are made in, canonical (malloc'd): `workdir` (created), else
+ * $TMPDIR, else /tmp. */
+static int sandbox_base(aks_provider_impl *prov, char **out, aks_error **err)
 {
 	const aks_host_api *host = prov->host;
 	const char *base = prov->workdir;
@@ -252,10 +257,21 @@ static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 			base = "/tmp";
 	}
 	/* An absolute, canonical id, so attach works from any working directory. */
-	char *cbase = realpath(base, NULL);
-	if (!cbase)
+	if (!(*out = realpath(base, NULL)))
 		return host->error_set(err, AKS_EPROVISION, "cannot use '%s' for sandboxes: %s",
 		                       base, strerror(errno));
+	return AKS_OK;
+}
+
+static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
+                     aks_error **err)
+{
+	const aks_host_api *host = prov->host;
+	char *cbase = NULL;
+	int brc = sandbox_base(prov, &cbase, err);
+	if (brc < 0)
+		return brc;
+	const char *base = cbase;
 	size_t n = strlen(cbase);
 	char *dir = malloc(n + sizeof("/" LS_PREFIX "XXXXXX"));
 	if (!dir) {
@@ -264,19 +280,21 @@ static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 	}
 	memcpy(dir, cbase, n);
 	strcpy(dir + n, strcmp(cbase, "/") == 0 ? LS_PREFIX "XXXXXX" : "/" LS_PREFIX "XXXXXX");
-	free(cbase);
 	if (!mkdtemp(dir)) {
 		int e = errno;
 		int rc = host->error_set(err, AKS_EPROVISION,
 		                         "cannot create a sandbox directory in '%s': %s", base,
 		                         strerror(e));
+		free(cbase);
 		free(dir);
 		return rc;
 	}
-	(void)call;
-	int rc = new_handle(prov, dir, out, err);
+	free(cbase);
+	int rc = ls_labels_write(prov, dir, call->labels, err);
+	if (rc == AKS_OK)
+		rc = new_handle(prov, dir, out, err);
 	if (rc != AKS_OK)
-		rmdir(dir);
+		ls_destroy(prov, dir, call, NULL);
 	free(dir);
 	return rc;
 }
@@ -307,16 +325,31 @@ static int ls_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks
 	const char *slash = strrchr(path, '/');
 	const char *base = slash ? slash + 1 : path;
 	struct stat st;
-	if (strncmp(base, LS_PREFIX, strlen(LS_PREFIX)) == 0 && lstat(path, &st) == 0 &&
-	    S_ISDIR(st.st_mode)) {
+	bool ours = strncmp(base, LS_PREFIX, strlen(LS_PREFIX)) == 0;
+	if (ours && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
 		int rc = aks_fs_remove_tree(path);
 		if (rc < 0) /* ignored, as the original does, but not silently */
 			prov->host->log(AKS_LOG_WARNING, LS_NAME,
 			                "destroy: could not remove all of '%s': %s", path,
 			                strerror(-rc));
 	}
+	if (ours)
+		ls_labels_remove(prov, path); /* after the directory: listed until it is gone */
 	free(path);
 	return AKS_OK;
+}
+
+static int ls_list_sandboxes(aks_provider_impl *prov, const char *label_key,
+                             const char *label_value, const aks_call *call, aks_sandbox_list_fn fn,
+                             void *ctx, aks_error **err)
+{
+	(void)call;
+	char *base = NULL;
+	int rc = sandbox_base(prov, &base, err);
+	if (rc == AKS_OK)
+		rc = ls_labels_list(prov, base, label_key, label_value, fn, ctx, err);
+	free(base);
+	return rc;
 }
 
 /* ---- sandbox handle --------------------------------------------------------------------- */
@@ -360,6 +393,7 @@ static const aks_provider_ops ls_provider_ops = {
     .attach = ls_attach,
     .destroy = ls_destroy,
     .sandbox = &ls_sandbox_ops,
+    .list_sandboxes = ls_list_sandboxes,
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, LS_NAME, LS_VERSION, "Apache-2.0",

@@ -20,7 +20,9 @@ _Static_assert(offsetof(aks_capabilities, languages) == 16, "capabilities layout
 _Static_assert(sizeof(aks_capabilities) == 40, "capabilities size");
 _Static_assert(sizeof(aks_policy) == 72, "policy size");
 _Static_assert(sizeof(aks_principal) == 40, "principal size");
-_Static_assert(sizeof(aks_call) == 48, "call size");
+/* ABI 1.0 ended at host_private, 48 bytes; labels was appended in 1.1. */
+_Static_assert(offsetof(aks_call, labels) == 48, "call layout");
+_Static_assert(sizeof(aks_call) == 56, "call size");
 _Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
 /* Version 1 ended at `cancel`, 40 bytes. */
 _Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");
@@ -29,7 +31,9 @@ _Static_assert(sizeof(aks_worker_options) == 24, "worker options size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
 /* The 1.0 table was 72 bytes; instance_description was appended after it. */
 _Static_assert(AKS_PROVIDER_OPS_MIN_SIZE == 72, "provider ops size before the append");
-_Static_assert(sizeof(aks_provider_ops) == 80, "provider ops size");
+/* list_sandboxes was appended in 1.1. */
+_Static_assert(offsetof(aks_provider_ops, list_sandboxes) == 80, "provider ops layout");
+_Static_assert(sizeof(aks_provider_ops) == 88, "provider ops size");
 _Static_assert(sizeof(aks_sandbox_ops) == 64, "sandbox ops size");
 _Static_assert(offsetof(aks_host_api, log) == 8, "host api layout");
 _Static_assert(sizeof(aks_host_api) == 8 + 24 * sizeof(void *), "host api size");

@@ -352,8 +352,14 @@ static int teardown(void **state)
 static const aks_call *bounded(void)
 {
 	static aks_call call;
-	call = (aks_call){
-	    AKS_CALL_VERSION, sizeof(aks_call), prov.host->now_ms() + 20000, 20, NULL, NULL, NULL};
+	call = (aks_call){AKS_CALL_VERSION,
+	                  sizeof(aks_call),
+	                  prov.host->now_ms() + 20000,
+	                  20,
+	                  NULL,
+	                  NULL,
+	                  NULL,
+	                  NULL};
 	return &call;
 }
 

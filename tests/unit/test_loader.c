@@ -161,15 +161,15 @@ static void test_null_entry(void **state)
 static void test_abi_major(void **state)
 {
 	(void)state;
-	expect_broken("abi_major", "plugin '%s' was built for plugin ABI 2.0, but this host "
-	                           "implements ABI 1.0; rebuild it against aksandbox-sdk 1.x");
+	expect_broken("abi_major", "plugin '%s' was built for plugin ABI 2.1, but this host "
+	                           "implements ABI 1.1; rebuild it against aksandbox-sdk 1.x");
 }
 
 static void test_abi_minor(void **state)
 {
 	(void)state;
-	expect_broken("abi_minor", "plugin '%s' needs plugin ABI 1.1, but this host implements ABI "
-	                           "1.0; upgrade aksandbox or rebuild the plugin against this SDK");
+	expect_broken("abi_minor", "plugin '%s' needs plugin ABI 1.2, but this host implements ABI "
+	                           "1.1; upgrade aksandbox or rebuild the plugin against this SDK");
 }
 
 static void test_old_struct(void **state)

@@ -113,7 +113,7 @@ static int over(aks_agent_session *s, int rc, const aks_call *call, aks_error **
  * least the provider's setup time (the operation's own timeout is for the operation). */
 static aks_call setup_call(const aks_agent_session *s, const aks_call *call)
 {
-	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, 0, NULL, NULL, NULL};
+	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, 0, NULL, NULL, NULL, NULL};
 	if (call)
 		c = *call;
 	int64_t floor = s->ops->setup_ms ? s->host->now_ms() + s->ops->setup_ms : 0;

@@ -119,7 +119,23 @@ struct aks_call {
 	const aks_principal *principal;
 	const aks_policy *policy;
 	void *host_private; /* cancellation state; plugins do not touch */
+	/* Appended in ABI 1.1. On create: labels (NULL-terminated key, value pairs) that the
+	 * provider puts on everything it makes for the sandbox (containers, volumes, pods,
+	 * directories), so that list_sandboxes finds it again: AKS_LABEL_OWNER names the state
+	 * store that will record the sandbox, AKS_LABEL_CLAIM the creation. Keys and values are
+	 * [A-Za-z0-9._-], at most 63 bytes. NULL outside create, and from a host that keeps no
+	 * record of what it creates. */
+	const char *const *labels;
 };
+
+/* The labels a host gives create (call->labels). */
+#define AKS_LABEL_OWNER "io.aksandbox.owner"
+#define AKS_LABEL_CLAIM "io.aksandbox.claim"
+
+/* Receives one sandbox from list_sandboxes: its id (what create's handle answered) and its
+ * labels of call->labels' keys that it carries (NULL-terminated key, value pairs; borrowed for
+ * the call). A non-zero return stops the listing, which returns it. */
+typedef int (*aks_sandbox_list_fn)(void *ctx, const char *sandbox_id, const char *const *labels);
 
 /* ---- provider and sandbox operation tables -------------------------------- */
 
@@ -211,6 +227,16 @@ typedef struct aks_provider_ops {
 	 * exec where it cannot be placed". Owned by the instance, valid until fini; NULL or ""
 	 * says nothing. */
 	const char *(*instance_description)(const aks_provider_impl *prov);
+
+	/* Optional (appended in ABI 1.1). Every sandbox of this instance's backend that carries
+	 * the label key=value (as create got it in call->labels), including one whose creation
+	 * was cut short (a volume without its container): fn gets each one's id, which destroy
+	 * accepts, once. The host's garbage collector (`aksandbox gc`) destroys those no session
+	 * records; a provider that cannot list what it made leaves this NULL, and its orphans
+	 * are then reported as not collectable. */
+	int (*list_sandboxes)(aks_provider_impl *prov, const char *label_key,
+	                      const char *label_value, const aks_call *call, aks_sandbox_list_fn fn,
+	                      void *ctx, aks_error **err);
 } aks_provider_ops;
 
 /* The size of the provider operations table before instance_description was appended:

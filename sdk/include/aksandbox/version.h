@@ -10,6 +10,6 @@
 #define AKSANDBOX_VERSION_H
 
 #define AKS_ABI_MAJOR 1
-#define AKS_ABI_MINOR 0
+#define AKS_ABI_MINOR 1
 
 #endif /* AKSANDBOX_VERSION_H */
