@@ -73,6 +73,10 @@ typedef struct cli_profile {
 	const aks_policy *policy; /* policy->timeout is the default timeout */
 	const aks_principal *principal;
 	cli_scope scope;
+	const aks_profile *profile;
+	/* Claims what is created in the state store, so gc collects it after a kill (NULL: the
+	 * store could not be opened, or the sandbox is disabled: created unclaimed). */
+	aks_runtime *runtime;
 } cli_profile;
 
 typedef struct cli_runtime cli_runtime;
@@ -101,6 +105,8 @@ int cli_cmd_run(int argc, char *argv[]);
 int cli_cmd_worker(int argc, char *argv[]);
 int cli_cmd_code(int argc, char *argv[]);
 int cli_cmd_check(int argc, char *argv[]);
+/* cmd_gc.c: the garbage collector over the state store. */
+int cli_cmd_gc(int argc, char *argv[]);
 /* cmd_tool.c: the agent tools over the state directory's sessions. */
 int cli_cmd_tool(int argc, char *argv[]);
 int cli_cmd_tools(int argc, char *argv[]);

@@ -176,15 +176,22 @@ static int run_call(const cli_profile *prof, aks_sandbox *sb, const struct exec_
 static void destroy_sandbox(const cli_profile *prof, aks_sandbox *sb)
 {
 	char *id = strdup(aks_sandbox_get_id(sb));
-	aks_sandbox_close(sb);
 	if (!id) {
+		aks_sandbox_close(sb);
 		cli_warn("warning: out of memory; the sandbox was not destroyed");
 		return;
 	}
 	aks_call call;
 	aks_error *e = NULL;
 	aks_call_init(&call, CLI_DESTROY_TIMEOUT, prof->policy, prof->principal, NULL);
-	if (aks_provider_destroy(prof->provider, id, &call, &e) < 0) {
+	int rc;
+	if (prof->runtime) {
+		rc = aks_runtime_destroy_sandbox(prof->runtime, prof->profile, sb, &call, &e);
+	} else {
+		aks_sandbox_close(sb);
+		rc = aks_provider_destroy(prof->provider, id, &call, &e);
+	}
+	if (rc < 0) {
 		cli_warn("warning: could not destroy sandbox %s: %s", id,
 		         e ? aks_error_message(e) : "unknown error");
 		aks_error_free(e);
@@ -215,7 +222,9 @@ static int execute(const struct exec_request *req)
 		aks_call call;
 		catch_signals(cancel);
 		aks_call_init(&call, CLI_PROVISION_TIMEOUT, prof->policy, prof->principal, cancel);
-		rc = aks_provider_create(prof->provider, &call, &sb, &e);
+		rc = prof->runtime
+		         ? aks_runtime_create_sandbox(prof->runtime, prof->profile, &call, &sb, &e)
+		         : aks_provider_create(prof->provider, &call, &sb, &e);
 		if (rc < 0)
 			cli_error_take(&err, rc, e);
 	}

@@ -83,6 +83,22 @@ static const struct command commands[] = {
      "  -c, --config FILE  the configuration file (default: as for every command)\n"
      "  --json             print one JSON document instead of text\n"
      "  -h, --help         show this help\n"},
+    {"gc", cli_cmd_gc, "[-c FILE] [--dry-run] [--json]",
+     "destroy the sandboxes no session records (left by a killed host)",
+     "Every provider of a configured profile lists the sandboxes it created for\n"
+     "this state store (they carry the store's owner label); those that no\n"
+     "session records are destroyed, unless the process creating them is still\n"
+     "alive. That is what a host killed between creating a sandbox and recording\n"
+     "it leaves behind. Sandboxes of other state stores, attached environments\n"
+     "and anything without the label are never touched. `aksandbox mcp` and\n"
+     "`aksandbox worker` collect by themselves; see docs/gc.md.\n"
+     "Exits 0, or 1 when a sandbox could not be destroyed.\n"
+     "\n"
+     "Options:\n"
+     "  -c, --config FILE  the configuration file (as the global -c)\n"
+     "  -n, --dry-run      list what would be destroyed, destroy nothing\n"
+     "  --json             print the report as one JSON document\n"
+     "  -h, --help         show this help\n"},
     {"tool", cli_cmd_tool, "NAME [JSON|-]", "call an agent tool and print its JSON result",
      "Calls the agent tool NAME (run_code, run_command, write_sandbox_file,\n"
      "read_sandbox_file, check_sandbox_task, list_sandbox_sessions,\n"

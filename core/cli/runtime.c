@@ -23,6 +23,7 @@ const char *cli_config_path;
 
 struct cli_runtime {
 	aks_settings *settings;
+	aks_runtime *runtime; /* opened with the first profile */
 	cli_profile profile;
 	aks_resolved_principal *principal;
 };
@@ -70,6 +71,16 @@ int cli_runtime_get_profile(cli_runtime *rt, const char *name, const cli_profile
 	rt->profile.policy = aks_profile_get_policy(profile);
 	rt->profile.principal = aks_resolved_principal_get(rt->principal);
 	rt->profile.scope = CLI_SCOPE_PER_CALL;
+	rt->profile.profile = profile;
+	if (!rt->runtime && aks_settings_is_enabled(rt->settings) &&
+	    aks_runtime_open(rt->settings, NULL, &rt->runtime, &e) < 0) {
+		cli_warn("warning: the sandbox is not claimed in the state store (%s): if this "
+		         "process is killed, `aksandbox gc` cannot find it",
+		         aks_error_message(e));
+		aks_error_free(e);
+		e = NULL;
+	}
+	rt->profile.runtime = rt->runtime;
 	*out = &rt->profile;
 	return AKS_OK;
 }
@@ -79,6 +90,7 @@ void cli_runtime_close(cli_runtime *rt)
 	if (!rt)
 		return;
 	aks_resolved_principal_free(rt->principal);
+	aks_runtime_close(rt->runtime);
 	aks_settings_free(rt->settings);
 	free(rt);
 }

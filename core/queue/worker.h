@@ -60,6 +60,12 @@ int aks__worker_engine_process(aks_worker_engine *e, const aks_wire_request *req
  * (may be NULL): how many. Only a failure to scan the store is returned. */
 int aks__worker_engine_sweep(aks_worker_engine *e, size_t *destroyed, aks_error **err);
 
+/* The garbage collector over the response store, which holds the inventory of what this
+ * engine creates (session/owner.h: aks__owner_gc). */
+struct json_object;
+int aks__worker_engine_gc(aks_worker_engine *e, bool dry_run, struct json_object **report,
+                          aks_error **err);
+
 /* ---- the runtime ---- */
 
 typedef struct aks_worker aks_worker;

@@ -15,6 +15,7 @@
 #include "config/settings.h"
 #include "queue/transport.h"
 #include "queue/worker.h"
+#include "session/owner.h"
 #include "store/store.h"
 #include "util/cancel.h"
 #include "util/sized.h"
@@ -125,9 +126,18 @@ static int engine_process(void *ctx, const aks_wire_request *req, aks_cancel *ca
 	return aks__worker_engine_process(ctx, req, cancel, out);
 }
 
+/* The idle sweep, then the garbage collector over the inventory (docs/gc.md): what a worker
+ * killed between create and record left behind. The collector's failures are logged only. */
 static int engine_sweep(void *ctx, size_t *destroyed, aks_error **err)
 {
-	return aks__worker_engine_sweep(ctx, destroyed, err);
+	int rc = aks__worker_engine_sweep(ctx, destroyed, err);
+	json_object *report = NULL;
+	aks_error *e = NULL;
+	int grc = aks__worker_engine_gc(ctx, false, &report, &e);
+	aks__owner_gc_log("worker", grc, report, e);
+	json_object_put(report);
+	aks_error_free(e);
+	return rc;
 }
 
 /* Turns `stop` into aks__worker_stop, until the worker ends by itself (`done`). */

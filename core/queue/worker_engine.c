@@ -41,6 +41,7 @@
 struct aks_worker_engine {
 	aks_settings *settings;
 	aks_state_store *responses;
+	aks_owner *owner; /* the response store's: it holds the inventory of what is created */
 };
 
 char *aks__queue_session_key(const char *ns, const char *id)
@@ -67,13 +68,27 @@ int aks__worker_engine_new(aks_settings *settings, aks_state_store *responses,
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	e->settings = settings;
 	e->responses = responses;
+	int rc = aks__owner_new(responses, &e->owner, err);
+	if (rc < 0) {
+		free(e);
+		return rc;
+	}
 	*out = e;
 	return AKS_OK;
 }
 
 void aks__worker_engine_free(aks_worker_engine *e)
 {
+	if (!e)
+		return;
+	aks__owner_free(e->owner);
 	free(e);
+}
+
+int aks__worker_engine_gc(aks_worker_engine *e, bool dry_run, struct json_object **report,
+                          aks_error **err)
+{
+	return aks__owner_gc(e->owner, e->settings, dry_run, report, err);
 }
 
 /* ---- the inventory ---- */
@@ -248,6 +263,7 @@ typedef struct run_state {
 	aks_session_rec s; /* the session as it ends */
 	bool known;        /* s.sandbox_id is what the inventory must say now */
 	aks_result *result;
+	aks_owner_claim *claim; /* per_call: the created sandbox's, released once destroyed */
 } run_state;
 
 /* destroy (§5.2 step 3): whatever sandbox the inventory or the request names goes. */
@@ -345,10 +361,12 @@ static int run_operation(run_state *st, aks_error **err)
 	                    .cancel = st->cancel,
 	                    .keep_handle = true,
 	                    .record = st->ikey ? record_sandbox : NULL,
-	                    .record_ctx = st};
+	                    .record_ctx = st,
+	                    .owner = st->e->owner};
 	aks_engine_outcome done;
 	rc = aks__engine_run(&op, &st->s, &done, err);
 	st->result = done.result;
+	st->claim = done.claim;
 	if (rc == AKS_OK)
 		rc = complete_result(st, mreq.op, done.notice, err);
 	free(done.notice);
@@ -407,9 +425,13 @@ int aks__worker_engine_process(aks_worker_engine *e, const aks_wire_request *req
 		if (st.ikey && st.known)
 			inventory_put(e, st.ikey, st.profile, st.ns, &st.s);
 		if (st.profile && aks_profile_get_scope(st.profile) == AKS_SCOPE_PER_CALL &&
-		    req->op != AKS_WIRE_DESTROY)
+		    req->op != AKS_WIRE_DESTROY) {
 			aks__engine_destroy(st.profile, &st.s);
+			aks__owner_release(st.claim);
+			st.claim = NULL;
+		}
 	}
+	aks__owner_claim_free(st.claim); /* none but per_call's is left here */
 	if (lk)
 		aks__store_unlock(e->responses, lk);
 	if (rc < 0 && rc != AKS_ENOMEM) {

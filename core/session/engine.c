@@ -27,28 +27,38 @@ bool aks__engine_is_attached(const aks_profile *p)
  * The session always ends closed with no sandbox_id. Like the original, it
  * acts as the plain "agent" principal under the default policy.
  */
-void aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id)
+void aks__engine_housekeeping_call(aks_principal *principal, aks_policy *policy, aks_call *call)
+{
+	aks_principal_init(principal, "agent");
+	aks_policy_init(policy);
+	aks_call_init(call, policy->timeout, policy, principal, NULL);
+}
+
+int aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id, aks_error **err)
 {
 	if (!sandbox_id || !p || aks__engine_is_attached(p))
-		return;
+		return AKS_OK;
 	/* A handle kept for it goes first: its agent must not outlive the sandbox. */
 	aks__handle_cache_drop(aks__provider_handles(aks_profile_get_provider(p)), sandbox_id);
 	aks_principal principal;
 	aks_policy policy;
 	aks_call call;
-	aks_principal_init(&principal, "agent");
-	aks_policy_init(&policy);
-	aks_call_init(&call, policy.timeout, &policy, &principal, NULL);
+	aks__engine_housekeeping_call(&principal, &policy, &call);
 	aks_error *e = NULL;
-	if (aks_provider_destroy(aks_profile_get_provider(p), sandbox_id, &call, &e) < 0)
+	int rc = aks_provider_destroy(aks_profile_get_provider(p), sandbox_id, &call, &e);
+	if (rc < 0)
 		aks__log(AKS_LOG_WARNING, "sandbox", "Error destroying sandbox %s: %s", sandbox_id,
 		         aks_error_message(e));
-	aks_error_free(e);
+	if (err && rc < 0)
+		*err = e;
+	else
+		aks_error_free(e);
+	return rc;
 }
 
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
 {
-	aks__engine_destroy_sandbox(p, s->sandbox_id);
+	aks__engine_destroy_sandbox(p, s->sandbox_id, NULL);
 	free(s->sandbox_id);
 	s->sandbox_id = NULL;
 	s->closed = true;
@@ -86,10 +96,13 @@ static int forget_gone(const aks_profile *p, const char *target, const char *ses
  * With `cached` non-NULL, the handle this process kept for the target is taken first,
  * without asking the backend (*cached then says so).
  */
-static int acquire(const aks_profile *p, const aks_session_rec *s, const aks_call *call,
-                   aks_sandbox **out, bool *recreated, bool *cached, aks_error **err)
+static int acquire(const aks_engine_op *op, const aks_session_rec *s, const aks_call *call,
+                   aks_sandbox **out, bool *recreated, bool *cached, aks_owner_claim **claim,
+                   aks_error **err)
 {
+	const aks_profile *p = op->profile;
 	aks_provider *prov = aks_profile_get_provider(p);
+	*claim = NULL;
 	const char *target = s->sandbox_id                ? s->sandbox_id
 	                     : aks__engine_is_attached(p) ? aks_profile_get_attach_to(p)
 	                                                  : NULL;
@@ -110,7 +123,7 @@ static int acquire(const aks_profile *p, const aks_session_rec *s, const aks_cal
 			return rc;
 		*recreated = true;
 	}
-	return aks_provider_create(prov, call, out, err);
+	return aks__owner_create(op->owner, p, call, out, claim, err);
 }
 
 /* Gives a handle back after its operation: kept for the session's next call, or closed. */
@@ -188,7 +201,8 @@ static void prepare_call(const aks_engine_op *op, aks_call *call)
 
 /* s takes sb's id when it is a new sandbox, recorded before it is used. On failure sb is
  * closed, and a sandbox that could not be recorded is destroyed. */
-static int adopt(const aks_engine_op *op, aks_session_rec *s, aks_sandbox *sb, aks_error **err)
+static int adopt(const aks_engine_op *op, aks_session_rec *s, aks_sandbox *sb,
+                 aks_owner_claim **claim, aks_error **err)
 {
 	const char *sid = aks_sandbox_get_id(sb);
 	if (s->sandbox_id && strcmp(s->sandbox_id, sid) == 0)
@@ -197,18 +211,25 @@ static int adopt(const aks_engine_op *op, aks_session_rec *s, aks_sandbox *sb, a
 	if (!copy) {
 		/* Unrecorded, it would be left behind: destroyed by its id (the handle's, so
 		 * first). */
-		aks__engine_destroy_sandbox(op->profile, sid);
+		aks__engine_destroy_sandbox(op->profile, sid, NULL);
 		aks_sandbox_close(sb);
+		aks__owner_release(*claim);
+		*claim = NULL;
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}
 	free(s->sandbox_id);
 	s->sandbox_id = copy;
 	s->closed = false;
-	int rc = op->record ? op->record(op->record_ctx, s, err) : AKS_OK;
+	if (!op->record)
+		return AKS_OK; /* the claim protects it until the caller destroys it */
+	int rc = op->record(op->record_ctx, s, err);
 	if (rc < 0) {
 		aks_sandbox_close(sb);
 		aks__engine_destroy(op->profile, s);
 	}
+	/* Recorded, or destroyed: either way the claim has nothing left to protect. */
+	aks__owner_release(*claim);
+	*claim = NULL;
 	return rc;
 }
 
@@ -221,9 +242,12 @@ static int take_sandbox(const aks_engine_op *op, aks_session_rec *s, bool use_ca
 	bool recreated;
 	*cached = false;
 	prepare_call(op, &call);
-	int rc = acquire(op->profile, s, &call, sb, &recreated, use_cache ? cached : NULL, err);
+	aks_owner_claim *claim = NULL;
+	int rc = acquire(op, s, &call, sb, &recreated, use_cache ? cached : NULL, &claim, err);
 	if (rc == AKS_OK)
-		rc = adopt(op, s, *sb, err);
+		rc = adopt(op, s, *sb, &claim, err);
+	if (claim) /* per_call: the caller's until its destroy */
+		out->claim = claim;
 	if (rc < 0 || !recreated)
 		return rc;
 	free(out->notice);

@@ -16,6 +16,7 @@
 
 #include "internal.h"
 #include "session/manager.h"
+#include "session/owner.h"
 #include "session/sessions.h"
 
 bool aks__engine_is_attached(const aks_profile *p);
@@ -42,6 +43,9 @@ typedef struct aks_engine_op {
 	bool keep_handle;
 	aks_engine_record_fn record; /* NULL: the session is kept nowhere (per_call) */
 	void *record_ctx;
+	/* The store that will hold what is created (session/owner.h): a create is claimed in it
+	 * first and labelled with it. NULL: created unlabelled, which gc never finds. */
+	aks_owner *owner;
 } aks_engine_op;
 
 /* What aks__engine_run tells its caller, whatever it returns. */
@@ -54,6 +58,10 @@ typedef struct aks_engine_outcome {
 	char *notice;
 	bool ran;        /* the operation was run; s->last_used_at is when it ended */
 	bool reacquired; /* a kept handle's sandbox was gone: acquired again, ran again (once) */
+	/* Without op->record (per_call): the claim of the sandbox created for the call, which the
+	 * caller releases (aks__owner_release) once it has destroyed the sandbox, so that a crash
+	 * before leaves it to gc. NULL when nothing was created. */
+	aks_owner_claim *claim;
 } aks_engine_outcome;
 
 /*
@@ -65,8 +73,10 @@ typedef struct aks_engine_outcome {
  *  - s->sandbox_id names the sandbox the session has (NULL: none; an attached profile then
  *    means its attach_to). Acquiring may give another one (recreated after it was found
  *    gone, or created): then s->sandbox_id takes the new id, s->closed is cleared, and
- *    op->record is called before the operation runs, so that no failure after it (nor a
- *    crash) leaves the new sandbox unrecorded. A failing record fails the call; the new
+ *    op->record is called before the operation runs, so that no failure after it leaves the
+ *    new sandbox unrecorded. A create is claimed in op->owner before it starts and the claim
+ *    released once op->record has succeeded (out->claim when there is no record), so a crash
+ *    in between leaves a sandbox that gc collects. A failing record fails the call; the new
  *    sandbox is then destroyed and s left closed with no sandbox_id.
  *  - A gone managed sandbox is cleaned up and created anew (out->notice says so); a gone
  *    attached environment is an AKS_EGONE error, never provisioned.
@@ -93,8 +103,12 @@ int aks__engine_run(const aks_engine_op *op, aks_session_rec *s, aks_engine_outc
  * default policy.
  */
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
-/* The backend part alone, for a sandbox no session record holds yet. */
-void aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id);
+/* The call the backend's housekeeping runs under (a destroy outside any operation, the
+ * collector's listings): the plain "agent" principal, the default policy and its timeout. */
+void aks__engine_housekeeping_call(aks_principal *principal, aks_policy *policy, aks_call *call);
+/* The backend part alone, for a sandbox no session record holds (yet): the provider's status,
+ * its error in *err (may be NULL) besides the log. */
+int aks__engine_destroy_sandbox(const aks_profile *p, const char *sandbox_id, aks_error **err);
 
 /* The notices (malloc'd; NULL on ENOMEM): an idle reset of session `id`, and a sandbox that
  * was gone and has been recreated empty. */

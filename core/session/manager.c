@@ -90,7 +90,8 @@ static void engine_op_of(const submit_state *st, bool keep_handle, aks_engine_op
 	                      .req = st->req,
 	                      .principal = st->principal,
 	                      .cancel = st->caller->cancel,
-	                      .keep_handle = keep_handle};
+	                      .keep_handle = keep_handle,
+	                      .owner = st->m->owner};
 }
 
 /* per_call: a sandbox created and destroyed around the operation, even when it fails. Its
@@ -109,6 +110,7 @@ static int run_ephemeral_here(submit_state *st, aks_mgr_outcome *out, aks_error 
 	out->result = done.result;
 	free(done.notice); /* a new sandbox has no earlier state to have lost */
 	aks__engine_destroy(st->profile, &s);
+	aks__owner_release(done.claim);
 	/* The ephemeral id is never echoed: nothing could ever find it again. */
 	if (rc == AKS_OK && !(out->session_id = strdup("")))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
@@ -382,6 +384,11 @@ int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager
 	m->settings = settings;
 	m->store = store;
 	m->flavor = flavor_named(aks_settings_get_broker_flavor(settings));
+	int rc = aks__owner_new(store, &m->owner, err);
+	if (rc < 0) {
+		free(m);
+		return rc;
+	}
 	pthread_mutex_init(&m->mu, NULL);
 	*out = m;
 	return AKS_OK;
@@ -394,6 +401,7 @@ void aks__manager_free(aks_manager *m)
 	/* First: running work still uses the store. */
 	aks__broker_pool_free(m->pool);
 	aks__queue_client_free(m->queue);
+	aks__owner_free(m->owner);
 	pthread_mutex_destroy(&m->mu);
 	for (size_t i = 0; i < m->n_unconfigured; i++)
 		free(m->unconfigured[i]);
@@ -721,6 +729,23 @@ static char **ids_with_sandbox(aks_manager *m, const char *ns)
 		return NULL;
 	}
 	return l.v ? l.v : calloc(1, sizeof(char *));
+}
+
+aks_owner *aks__manager_owner(aks_manager *m)
+{
+	return m && m->flavor->reaps ? m->owner : NULL;
+}
+
+int aks__manager_gc(aks_manager *m, bool dry_run, struct json_object **report, aks_error **err)
+{
+	*report = NULL;
+	if (!m->flavor->reaps)
+		return aks__error_set(
+		    err, AKS_ECAPABILITY,
+		    "broker flavor '%s': the sandboxes are the workers' to collect "
+		    "(each `aksandbox worker` collects those of its response store)",
+		    m->flavor->name);
+	return aks__owner_gc(m->owner, m->settings, dry_run, report, err);
 }
 
 int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)

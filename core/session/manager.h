@@ -101,6 +101,15 @@ int aks__manager_task(aks_manager *m, const aks_mgr_caller *caller, const char *
  */
 int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err);
 
+/* The garbage collector over the manager's state store (session/owner.h: aks__owner_gc).
+ * AKS_ECAPABILITY for the queue flavor, whose sandboxes its workers create and collect. */
+struct json_object;
+/* The owner of what this manager's flavor creates in this process (NULL: the queue flavor's
+ * workers create, not this process). */
+typedef struct aks_owner aks_owner;
+aks_owner *aks__manager_owner(aks_manager *m);
+int aks__manager_gc(aks_manager *m, bool dry_run, struct json_object **report, aks_error **err);
+
 /* destroy_sandbox_session (§4.6): idempotent; never calls the provider for an
  * attached profile. AKS_ENOTFOUND (err unset) when no session has that id. */
 int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, const char *id,

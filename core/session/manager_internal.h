@@ -12,12 +12,14 @@
 #include "queue/client.h"
 #include "session/broker_thread.h"
 #include "session/manager.h"
+#include "session/owner.h"
 
 typedef struct aks_mgr_flavor aks_mgr_flavor;
 
 struct aks_manager {
 	aks_settings *settings;
 	aks_state_store *store;
+	aks_owner *owner; /* what store owns: the labels and claims of what is created */
 	const aks_mgr_flavor *flavor; /* broker.flavor, chosen once by aks__manager_new */
 	pthread_mutex_t mu; /* guards pool and queue (made on first use) and the memo below */
 	aks_broker_pool *pool;

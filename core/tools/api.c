@@ -22,8 +22,10 @@
 
 #include "config/block.h"
 #include "config/settings.h"
+#include "plugin/provider.h"
 #include "plugin/result.h"
 #include "session/manager.h"
+#include "session/owner.h"
 #include "store/store.h"
 #include "tools/json.h"
 #include "util/json_fix.h"
@@ -460,6 +462,85 @@ AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err)
 	return rt->manager ? aks__manager_reap(rt->manager, NULL, err) : AKS_OK;
 }
 
+AKS_EXPORT int aks_runtime_gc(aks_runtime *rt, bool dry_run, char **report, aks_error **err)
+{
+	if (report)
+		*report = NULL;
+	if (!rt || !report)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_gc: rt and report are required");
+	if (!rt->manager)
+		return aks__error_set(err, AKS_ECONFIG,
+		                      "the sandbox is disabled: nothing to collect");
+	json_object *r = NULL;
+	int rc = aks__manager_gc(rt->manager, dry_run, &r, err);
+	if (rc < 0)
+		return rc;
+	*report = aks__json_dumps(r);
+	json_object_put(r);
+	return *report ? AKS_OK : aks__error_set(err, AKS_ENOMEM, "out of memory");
+}
+
+static void claim_free(void *claim)
+{
+	aks__owner_claim_free(claim);
+}
+
+AKS_EXPORT int aks_runtime_create_sandbox(aks_runtime *rt, const aks_profile *profile,
+                                          const aks_call *call, aks_sandbox **out, aks_error **err)
+{
+	if (out)
+		*out = NULL;
+	if (!rt || !profile || !call || !out)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_create_sandbox: missing argument");
+	/* Disabled, or the queue flavor: no store of this process records it, so no owner. */
+	aks_owner_claim *claim = NULL;
+	int rc =
+	    aks__owner_create(aks__manager_owner(rt->manager), profile, call, out, &claim, err);
+	if (rc < 0)
+		return rc;
+	if (claim)
+		aks__sandbox_attach(*out, claim, claim_free);
+	return AKS_OK;
+}
+
+AKS_EXPORT int aks_runtime_destroy_sandbox(aks_runtime *rt, const aks_profile *profile,
+                                           aks_sandbox *sb, const aks_call *call, aks_error **err)
+{
+	if (!rt || !profile || !sb || !call) {
+		aks_sandbox_close(sb);
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_destroy_sandbox: missing argument");
+	}
+	char *id = strdup(aks_sandbox_get_id(sb));
+	aks_owner_claim *claim = aks__sandbox_detach(sb);
+	aks_sandbox_close(sb);
+	if (!id) {
+		aks__owner_claim_free(claim); /* left for gc, which finds it once we are gone */
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	int rc = aks_provider_destroy(aks_profile_get_provider(profile), id, call, err);
+	if (rc == AKS_OK)
+		aks__owner_release(claim);
+	else
+		aks__owner_claim_free(claim);
+	free(id);
+	return rc;
+}
+
+/* One collection from the background reaper: logged, never fatal. A queue-flavor host has
+ * none (its workers collect). */
+static void reaper_gc(aks_runtime *rt)
+{
+	json_object *r = NULL;
+	aks_error *e = NULL;
+	int rc = aks__manager_gc(rt->manager, false, &r, &e);
+	aks__owner_gc_log("sandbox", rc, r, e);
+	json_object_put(r);
+	aks_error_free(e);
+}
+
 /* ---- the background reaper ---- */
 
 static void *reaper_main(void *arg)
@@ -489,6 +570,7 @@ static void *reaper_main(void *arg)
 			aks__log(AKS_LOG_WARNING, "sandbox", "idle reaper: %s",
 			         aks_error_message(e));
 		aks_error_free(e);
+		reaper_gc(rt);
 		pthread_mutex_lock(&rt->reaper_mu);
 	}
 	pthread_mutex_unlock(&rt->reaper_mu);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -850,6 +851,163 @@ static void *race(void *arg)
 	return NULL;
 }
 
+/* ---- gc: which creation claims protect a sandbox (docs/gc.md) ---- */
+
+/* The one claim record's path (NULL when there is not exactly one); malloc'd. */
+static char *claim_file(fixture *fx)
+{
+	char cmd[256], line[512] = "";
+	snprintf(cmd, sizeof(cmd), "ls '%s/ns/%%40owner.d/' | grep '^claim'", fx->state);
+	FILE *p = popen(cmd, "r");
+	int lines = 0;
+	while (p && fgets(line, sizeof(line), p))
+		lines++;
+	if (p)
+		pclose(p);
+	if (lines != 1)
+		return NULL;
+	line[strcspn(line, "\n")] = '\0';
+	char *path = NULL;
+	return asprintf(&path, "%s/ns/%%40owner.d/%s", fx->state, line) < 0 ? NULL : path;
+}
+
+/* Replaces the claim record: made on `machine` by `pid`, `age` seconds ago. */
+static void forge_claim(fixture *fx, const char *machine, long pid, double age)
+{
+	char *path = claim_file(fx);
+	assert_non_null(path);
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fprintf(f,
+	        "{\"profile\": \"local\", \"machine\": \"%s\", \"pid\": %ld, \"pid_start\": \"1\", "
+	        "\"created_at\": %.3f}",
+	        machine, pid, (double)time(NULL) - age);
+	assert_int_equal(fclose(f), 0);
+	free(path);
+}
+
+/* gc's report member as an integer (a list: its length). */
+static int64_t gc_member(aks_runtime *rt, const char *key, char **json)
+{
+	char *text = NULL;
+	aks_error *e = NULL;
+	if (aks_runtime_gc(rt, false, &text, &e) < 0)
+		fail_msg("gc: %s", aks_error_message(e));
+	json_object *r = json_tokener_parse(text);
+	json_object *v = json_object_object_get(r, key);
+	int64_t n = json_object_is_type(v, json_type_array) ? (int64_t)json_object_array_length(v)
+	                                                    : json_object_get_int64(v);
+	json_object_put(r);
+	if (json)
+		*json = text;
+	else
+		free(text);
+	return n;
+}
+
+static aks_sandbox *claimed_sandbox(fixture *fx, aks_profile **p)
+{
+	aks_error *e = NULL;
+	assert_int_equal(aks_settings_find_profile(fx->settings, "local", p, &e), 0);
+	aks_call call;
+	aks_call_init(&call, 30, aks_profile_get_policy(*p), NULL, NULL);
+	aks_sandbox *sb = NULL;
+	if (aks_runtime_create_sandbox(fx->rt, *p, &call, &sb, &e) < 0)
+		fail_msg("create: %s", aks_error_message(e));
+	return sb;
+}
+
+static void test_gc_claims(void **state)
+{
+	fixture *fx = *state;
+	aks_profile *p = NULL;
+	aks_sandbox *sb = claimed_sandbox(fx, &p);
+	char *dir = strdup(aks_sandbox_get_id(sb));
+	/* Alive here: its creator is this process. */
+	char *json = NULL;
+	assert_int_equal(gc_member(fx->rt, "in_creation", &json), 1);
+	/* The fake provider cannot list what it makes: said, never guessed at. */
+	assert_non_null(strstr(json, "\"profile\": \"default\", \"reason\": \"its provider cannot "
+	                             "list the sandboxes it created\""));
+	free(json);
+	assert_true(exists(dir));
+	/* Another machine's claim counts for an hour... */
+	forge_claim(fx, "another-machine/1", 1, 60);
+	assert_int_equal(gc_member(fx->rt, "in_creation", NULL), 1);
+	assert_true(exists(dir));
+	/* ... and no longer. */
+	forge_claim(fx, "another-machine/1", 1, 7200);
+	assert_int_equal(gc_member(fx->rt, "removed", NULL), 1);
+	assert_false(exists(dir));
+	assert_null(claim_file(fx)); /* the dead claim is cleared */
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_error *e = NULL;
+	assert_int_equal(aks_runtime_destroy_sandbox(fx->rt, p, sb, &call, &e), 0); /* idempotent */
+	free(dir);
+
+	/* On this machine a pid decides at once: a process that has exited... */
+	sb = claimed_sandbox(fx, &p);
+	dir = strdup(aks_sandbox_get_id(sb));
+	char *path = claim_file(fx);
+	assert_non_null(path);
+	FILE *f = fopen(path, "r");
+	char rec[1024] = "";
+	assert_non_null(f);
+	assert_true(fgets(rec, sizeof(rec), f) != NULL);
+	fclose(f);
+	free(path);
+	json_object *r = json_tokener_parse(rec);
+	char machine[128];
+	snprintf(machine, sizeof(machine), "%s",
+	         json_object_get_string(json_object_object_get(r, "machine")));
+	json_object_put(r);
+	pid_t child = fork();
+	if (child == 0)
+		_exit(0);
+	assert_true(child > 0);
+	waitpid(child, NULL, 0);
+	forge_claim(fx, machine, (long)child, 0);
+	assert_int_equal(gc_member(fx->rt, "removed", NULL), 1);
+	assert_false(exists(dir));
+	assert_int_equal(aks_runtime_destroy_sandbox(fx->rt, p, sb, &call, &e), 0);
+	free(dir);
+
+	/* ... and so does a live pid whose start time is another process's (a reused pid). */
+	sb = claimed_sandbox(fx, &p);
+	dir = strdup(aks_sandbox_get_id(sb));
+	forge_claim(fx, machine, (long)getpid(), 0); /* pid_start "1": not this process's */
+	assert_int_equal(gc_member(fx->rt, "removed", NULL), 1);
+	assert_false(exists(dir));
+	assert_int_equal(aks_runtime_destroy_sandbox(fx->rt, p, sb, &call, &e), 0);
+	free(dir);
+	/* A clean destroy releases its claim: nothing is left for gc. */
+	sb = claimed_sandbox(fx, &p);
+	assert_non_null(path = claim_file(fx));
+	free(path);
+	assert_int_equal(aks_runtime_destroy_sandbox(fx->rt, p, sb, &call, &e), 0);
+	assert_null(claim_file(fx));
+}
+
+/* The background reaper collects too: a sandbox whose creator died goes without a call. */
+static void test_reaper_collects(void **state)
+{
+	fixture *fx = *state;
+	aks_profile *p = NULL;
+	aks_sandbox *sb = claimed_sandbox(fx, &p);
+	char *dir = strdup(aks_sandbox_get_id(sb));
+	forge_claim(fx, "another-machine/1", 1, 7200); /* its creator, long gone */
+	aks_error *e = NULL;
+	assert_int_equal(aks_runtime_start_reaper(fx->rt, 0.1, &e), 0);
+	for (int i = 0; i < 100 && exists(dir); i++)
+		usleep(50000);
+	assert_false(exists(dir));
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	assert_int_equal(aks_runtime_destroy_sandbox(fx->rt, p, sb, &call, &e), 0);
+	free(dir);
+}
+
 /* Eight first calls at once on one default session (half through a second
  * runtime, as another process would): exactly one sandbox is created. */
 static void test_one_sandbox_per_session(void **state)
@@ -877,7 +1035,9 @@ static void test_one_sandbox_per_session(void **state)
 	}
 	free(first);
 	char cmd[256];
-	snprintf(cmd, sizeof(cmd), "test \"$(ls '%s/boxes' | wc -l)\" -eq 1", fx->dir);
+	snprintf(cmd, sizeof(cmd),
+	         "test \"$(find '%s/boxes' -mindepth 1 -maxdepth 1 -type d | wc -l)\" -eq 1",
+	         fx->dir);
 	assert_int_equal(system(cmd), 0);
 	aks_runtime_close(rt2);
 	aks_settings_free(s2);
@@ -911,6 +1071,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_disabled, setup_disabled, teardown),
 	    cmocka_unit_test_setup_teardown(test_schemas_and_guidance, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_one_sandbox_per_session, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_gc_claims, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reaper_collects, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

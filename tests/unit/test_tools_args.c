@@ -97,8 +97,11 @@ static void expect(fixture *fx, const char *tool, const char *args, const char *
 /* The number of entries in the sandboxes' directory: 0 while nothing was ever run. */
 static int sandboxes(fixture *fx)
 {
-	char cmd[160];
-	snprintf(cmd, sizeof(cmd), "n=$(ls -A '%s/boxes' 2>/dev/null | wc -l); exit $n", fx->dir);
+	char cmd[200];
+	snprintf(
+	    cmd, sizeof(cmd),
+	    "n=$(find '%s/boxes' -mindepth 1 -maxdepth 1 -type d 2>/dev/null | wc -l); exit $n",
+	    fx->dir);
 	int rc = system(cmd);
 	return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }

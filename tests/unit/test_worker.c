@@ -1424,8 +1424,9 @@ static int count_sandboxes(const eng_fixture *x)
 	if (!d)
 		return 0; /* local_subprocess makes it on the first create */
 	int n = 0;
+	/* Directories only: each one's "<dir>.labels" beside it is not another sandbox. */
 	for (struct dirent *de; (de = readdir(d));)
-		n += strncmp(de->d_name, "ak-sandbox-", 11) == 0;
+		n += strncmp(de->d_name, "ak-sandbox-", 11) == 0 && de->d_type == DT_DIR;
 	closedir(d);
 	return n;
 }
@@ -1487,6 +1488,43 @@ static struct json_object *inventory_of(eng_fixture *x, const char *conv)
 	free(skey);
 	struct json_object *o = NULL;
 	return aks__store_get(x->store, AKS_QUEUE_NS, ikey, &o, NULL) == AKS_OK ? o : NULL;
+}
+
+/* The collector over the response store: the inventory is what records a worker's
+ * sandboxes, so one it holds is kept and one it lost (a worker killed between the create and
+ * the inventory write) is destroyed. */
+static void test_engine_gc(void **state)
+{
+	(void)state;
+	char *dir = make_tmpdir();
+	eng_fixture x;
+	eng_open(&x, dir, false);
+	aks__wire_completion_free(eng_run(&x, wire_command("t-1", "p", "p", "c-1", "true"), NULL));
+	aks__wire_completion_free(eng_run(&x, wire_command("t-2", "p", "p", "c-2", "true"), NULL));
+	assert_int_equal(count_sandboxes(&x), 2);
+	struct json_object *report = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks__worker_engine_gc(x.e, false, &report, &err), AKS_OK);
+	assert_int_equal(json_object_get_int(json_object_object_get(report, "kept")), 2);
+	assert_int_equal(json_object_array_length(json_object_object_get(report, "removed")), 0);
+	json_object_put(report);
+	/* c-2's inventory record lost: its sandbox is an orphan */
+	char *skey = aks__queue_session_key("c-2", "default:p");
+	char ikey[256];
+	snprintf(ikey, sizeof(ikey), "%s%s", AKS_QUEUE_INVENTORY_PREFIX, skey);
+	free(skey);
+	assert_int_equal(aks__store_delete(x.store, AKS_QUEUE_NS, ikey, &err), AKS_OK);
+	assert_int_equal(aks__worker_engine_gc(x.e, false, &report, &err), AKS_OK);
+	assert_int_equal(json_object_get_int(json_object_object_get(report, "kept")), 1);
+	assert_int_equal(json_object_array_length(json_object_object_get(report, "removed")), 1);
+	json_object_put(report);
+	assert_int_equal(count_sandboxes(&x), 1);
+	struct json_object *inv = inventory_of(&x, "c-1");
+	assert_non_null(inv); /* c-1 keeps its sandbox */
+	json_object_put(inv);
+	eng_close(&x);
+	remove_tree(dir);
+	free(dir);
 }
 
 /*
@@ -1749,6 +1787,7 @@ int main(void)
 	    cmocka_unit_test(test_garbage_never_crashes),
 	    cmocka_unit_test(test_heartbeat_keeps_lease),
 	    cmocka_unit_test(test_engine_own_policy),
+	    cmocka_unit_test(test_engine_gc),
 	    cmocka_unit_test(test_engine_sweep_skips_busy),
 	    cmocka_unit_test(test_engine_sweep_rechecks_under_lock),
 	};

@@ -411,6 +411,31 @@ AKS_EXPORT char *aks_runtime_guidance(const aks_runtime *rt, const char *agent);
  */
 AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
 /*
+ * The garbage collector (docs/gc.md): every sandbox that a provider of this runtime's
+ * profiles created for its state store (labelled with the store's owner id) and that no
+ * session records is destroyed, unless the process creating it is still alive; with dry_run
+ * it is only reported. This is what a host killed between creating a sandbox and recording it
+ * leaves behind. What carries another store's label, or none (attached environments), is
+ * never touched. *report (malloc'd, the caller's) is a JSON object: owner, dry_run, removed
+ * and failed ([{profile, sandbox_id[, error]}]), kept, in_creation, not_listed ([{profile,
+ * reason}]: providers that cannot list what they made) and claims_cleared. AKS_ECONFIG when
+ * the sandbox is disabled, AKS_ECAPABILITY under the queue flavor (its workers collect), or
+ * an error reading the state store. The background reaper (aks_runtime_start_reaper) runs it
+ * after every pass.
+ */
+AKS_EXPORT int aks_runtime_gc(aks_runtime *rt, bool dry_run, char **report, aks_error **err);
+/*
+ * A sandbox of `profile` outside any session (what `aksandbox run` makes for one program):
+ * aks_provider_create, with the creation claimed in the runtime's state store and the
+ * sandbox labelled with it, so that aks_runtime_gc collects it if this process dies before
+ * aks_runtime_destroy_sandbox. A disabled runtime creates it unclaimed.
+ */
+AKS_EXPORT int aks_runtime_create_sandbox(aks_runtime *rt, const aks_profile *profile,
+                                          const aks_call *call, aks_sandbox **out, aks_error **err);
+/* Closes sb, destroys its sandbox (aks_provider_destroy) and then releases its claim. */
+AKS_EXPORT int aks_runtime_destroy_sandbox(aks_runtime *rt, const aks_profile *profile,
+                                           aks_sandbox *sb, const aks_call *call, aks_error **err);
+/*
  * Runs the idle reaper (aks_runtime_reap) on a background thread every
  * `interval_seconds` (> 0; the first pass after one interval), for hosts that
  * run long. Its errors are logged, never fatal. aks_runtime_close stops and
