@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <yaml.h>
 
@@ -408,6 +409,27 @@ out:
 	return rc;
 }
 
+/* A pod's environment: the API server's address and its service account's token. Without
+ * the token (automountServiceAccountToken: false) there is no in-cluster configuration. */
+static bool in_a_pod(const char *sa_dir)
+{
+	const char *host = getenv("KUBERNETES_SERVICE_HOST");
+	if (!host || !*host)
+		return false;
+	char *tok = NULL;
+	if (asprintf(&tok, "%s/token", sa_dir) < 0)
+		return true; /* let in_cluster() report the shortage */
+	bool found = access(tok, F_OK) == 0;
+	free(tok);
+	return found;
+}
+
+/*
+ * kubeconfig: null means, as in the seeds and the official clients' load order, the in-cluster
+ * configuration first, then KUBECONFIG, then ~/.kube/config: a worker pod that happens to
+ * carry a kubeconfig still talks to its own cluster. A broken in-cluster configuration (an
+ * empty token, an unreadable CA) is an error, not a reason to try another cluster.
+ */
 int k8s_conn_cfg_load(const char *configured, const char *context, const char *sa_dir,
                       k8s_conn_cfg *out, k8s_err *e)
 {
@@ -416,6 +438,8 @@ int k8s_conn_cfg_load(const char *configured, const char *context, const char *s
 		sa_dir = K8S_SA_DIR;
 	if (configured && *configured)
 		return load_file(configured, context, "the plugin's kubeconfig key", out, e);
+	if (in_a_pod(sa_dir))
+		return in_cluster(sa_dir, out, e);
 	const char *env = getenv("KUBECONFIG");
 	if (env && *env) {
 		/* kubectl merges the list; we use its first non-empty entry */
@@ -443,16 +467,14 @@ int k8s_conn_cfg_load(const char *configured, const char *context, const char *s
 		return rc;
 	}
 	const char *h = getenv("KUBERNETES_SERVICE_HOST");
-	if (h && *h) {
-		free(def);
-		return in_cluster(sa_dir, out, e);
-	}
 	int rc = k8s_err_set(e, AKS_ECONFIG,
 	                     "no Kubernetes configuration found: the plugin's kubeconfig key and "
 	                     "KUBECONFIG are unset, %s%s does not exist, and this is not a pod "
-	                     "(KUBERNETES_SERVICE_HOST is unset); set kubeconfig: to a kubeconfig "
-	                     "file",
-	                     def ? def : "~/.kube/config", def ? "" : " (HOME is unset)");
+	                     "(%s); set kubeconfig: to a kubeconfig file",
+	                     def ? def : "~/.kube/config", def ? "" : " (HOME is unset)",
+	                     h && *h ? "KUBERNETES_SERVICE_HOST is set but there is no service "
+	                               "account token"
+	                             : "KUBERNETES_SERVICE_HOST is unset");
 	free(def);
 	return rc;
 }

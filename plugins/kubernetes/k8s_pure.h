@@ -84,10 +84,9 @@ int k8s_kubeconfig_parse(const char *text, size_t len, const char *path, const c
                          k8s_conn_cfg *out, k8s_err *e);
 /*
  * Finds and loads the configuration: `configured` (the plugin's kubeconfig
- * key), else the first entry of KUBECONFIG, else ~/.kube/config; when none
- * of those is set and exists, the in-cluster configuration (the
- * service-account files under sa_dir, NULL = K8S_SA_DIR, and
- * KUBERNETES_SERVICE_HOST/PORT).
+ * key); else, in a pod (KUBERNETES_SERVICE_HOST set and a service-account
+ * token under sa_dir, NULL = K8S_SA_DIR), the in-cluster configuration; else
+ * the first entry of KUBECONFIG, else ~/.kube/config.
  */
 int k8s_conn_cfg_load(const char *configured, const char *context, const char *sa_dir,
                       k8s_conn_cfg *out, k8s_err *e);

@@ -67,7 +67,7 @@ static const aks_config_key k8s_config_keys[] = {
     AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
                    "existing pod, <namespace>/<pod> or <pod> (environment: attached)"),
     AKS_CONFIG_KEY("kubeconfig", AKS_CONFIG_STRING, false, NULL,
-                   "kubeconfig file; null = KUBECONFIG, ~/.kube/config, else in-cluster"),
+                   "kubeconfig file; null = in-cluster, else KUBECONFIG, else ~/.kube/config"),
     AKS_CONFIG_KEY("context", AKS_CONFIG_STRING, false, NULL,
                    "kubeconfig context; null = its current-context"),
     AKS_CONFIG_KEY("service_account", AKS_CONFIG_STRING, false, NULL,

@@ -332,6 +332,29 @@ static void test_load_order(void **state)
 	assert_int_equal(k8s_conn_cfg_load(NULL, NULL, sa, &c, &e), AKS_OK);
 	assert_string_equal(c.server, "https://[fd00::1]:443");
 	k8s_conn_cfg_free(&c);
+	/* in a pod, in-cluster comes before KUBECONFIG and ~/.kube/config (the seeds' order): a
+	 * worker pod carrying a kubeconfig still talks to its own cluster */
+	setenv("KUBECONFIG", other, 1);
+	assert_int_equal(k8s_conn_cfg_load(NULL, NULL, sa, &c, &e), AKS_OK);
+	assert_string_equal(c.source, "in-cluster configuration");
+	assert_string_equal(c.server, "https://[fd00::1]:443");
+	k8s_conn_cfg_free(&c);
+	/* ...but a pod without a mounted token (automount off) is not in-cluster: KUBECONFIG */
+	char *tokfile = NULL;
+	assert_true(asprintf(&tokfile, "%s/token", sa) > 0);
+	char *away = NULL;
+	assert_true(asprintf(&away, "%s/token.away", dir) > 0);
+	assert_int_equal(rename(tokfile, away), 0);
+	assert_int_equal(k8s_conn_cfg_load(NULL, NULL, sa, &c, &e), AKS_OK);
+	assert_string_equal(c.server, "https://other:6443");
+	k8s_conn_cfg_free(&c);
+	unsetenv("KUBECONFIG");
+	e.code = AKS_OK;
+	assert_int_equal(k8s_conn_cfg_load(NULL, NULL, sa, &c, &e), AKS_ECONFIG);
+	assert_non_null(strstr(e.msg, "KUBERNETES_SERVICE_HOST is set but there is no service"));
+	assert_int_equal(rename(away, tokfile), 0);
+	free(tokfile);
+	free(away);
 	/* in-cluster without the service-account token: says which file */
 	write_file("sa/token", "");
 	e.code = AKS_OK;
