@@ -600,7 +600,9 @@ static void test_in_progress(void **state)
 	aks_message *again = fetch1(other, 4000);
 	assert_non_null(again);
 	assert_true(body_is(again, "slow"));
-	assert_int_equal(again->receive_count, 2);
+	/* At least the second delivery: on a loaded machine a pull's answer can come after
+	 * its inbox was given up (pull_one), and that delivery is redelivered in turn. */
+	assert_true(again->receive_count >= 2);
 	must_ack(other, again);
 	ops()->consumer_close(c); /* m is stale: its copy was settled by the other */
 	ops()->consumer_close(other);
