@@ -65,6 +65,26 @@ static char *join_list(const char *const *items)
 	return s;
 }
 
+/* [{"name": "docker", "state": "valid"|"unchecked"|"invalid", "detail": ...}] */
+static struct json_object *inactive_report(const aks_profile *p)
+{
+	static const char *const states[] = {"valid", "unchecked", "invalid"};
+	struct json_object *a = json_object_new_array();
+	for (size_t i = 0; i < aks_profile_get_inactive_block_count(p); i++) {
+		int state = 0;
+		const char *detail = NULL;
+		const char *name = aks_profile_get_inactive_block(p, i, &state, &detail);
+		struct json_object *b = json_object_new_object();
+		json_object_object_add(b, "name", json_object_new_string(name));
+		json_object_object_add(
+		    b, "state",
+		    json_object_new_string(state >= 0 && state < 3 ? states[state] : "?"));
+		json_object_object_add(b, "detail", json_object_new_string(detail ? detail : ""));
+		json_object_array_add(a, b);
+	}
+	return a;
+}
+
 static struct json_object *profile_report(const aks_settings *settings, aks_profile *p)
 {
 	struct json_object *o = json_object_new_object();
@@ -188,6 +208,7 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		json_object_array_add(refusals, json_object_new_string("identity"));
 	json_object_object_add(o, "identity", identity);
 
+	json_object_object_add(o, "inactive_blocks", inactive_report(p));
 	json_object_object_add(o, "ok",
 	                       json_object_new_boolean(json_object_array_length(refusals) == 0));
 	json_object_object_add(o, "refused", refusals);
@@ -218,6 +239,7 @@ static struct json_object *build_report(const aks_settings *s)
 			                       json_object_new_string(aks_profile_get_name(p)));
 			json_object_object_add(o, "type",
 			                       json_object_new_string(aks_profile_get_type(p)));
+			json_object_object_add(o, "inactive_blocks", inactive_report(p));
 			json_object_array_add(profiles, o);
 			continue;
 		}
@@ -227,6 +249,9 @@ static struct json_object *build_report(const aks_settings *s)
 	}
 	json_object_object_add(r, "profiles", profiles);
 	struct json_object *warnings = json_object_new_array();
+	for (size_t i = 0; i < aks_settings_get_warning_count(s); i++)
+		json_object_array_add(warnings,
+		                      json_object_new_string(aks_settings_get_warning(s, i)));
 	if (!default_found) {
 		char msg[512];
 		snprintf(msg, sizeof(msg),
@@ -272,6 +297,21 @@ static void print_dimension(struct json_object *policy, const char *name)
 	printf("    %-15s %-32s %s\n", name, str(d, "value"), note);
 }
 
+/* "  inactive     docker: valid for /usr/lib/.../docker.so" per inactive block. */
+static void print_inactive(struct json_object *p)
+{
+	struct json_object *a = json_object_object_get(p, "inactive_blocks");
+	for (size_t i = 0; i < json_object_array_length(a); i++) {
+		struct json_object *b = json_object_array_get_idx(a, i);
+		const char *state = str(b, "state");
+		printf("  inactive     %s block (the type does not use it): %s%s\n", str(b, "name"),
+		       !strcmp(state, "valid")       ? "valid for "
+		       : !strcmp(state, "unchecked") ? "not checked: "
+		                                     : "INVALID: ",
+		       str(b, "detail"));
+	}
+}
+
 static void print_text(struct json_object *r)
 {
 	const char *config = str(r, "config");
@@ -294,6 +334,7 @@ static void print_text(struct json_object *r)
 		if (!json_object_object_get(p, "plugin")) {
 			printf("  type         %s (not loaded: the sandbox is disabled)\n",
 			       str(p, "type"));
+			print_inactive(p);
 			continue;
 		}
 		printf("  plugin       %s %s (%s)\n", str(p, "plugin"), str(p, "version"),
@@ -322,6 +363,7 @@ static void print_text(struct json_object *r)
 		print_dimension(policy, "filesystem");
 		print_dimension(policy, "resources");
 		print_dimension(policy, "timeout");
+		print_inactive(p);
 		printf("  verdict      %s\n",
 		       json_object_get_boolean(json_object_object_get(p, "ok"))
 		           ? "ok"

@@ -83,44 +83,80 @@ static const char *join(char *buf, size_t size, const char *path, const char *ke
 	return buf;
 }
 
-/* Refuses keys of `map` not in `known` (NULL-terminated), suggesting the
- * closest one. `extra` may accept more keys (provider blocks). */
+/* Keys of `map` not in `known` (NULL-terminated) are unknown, unless `extra` accepts them
+ * (provider blocks). */
 typedef bool (*key_filter)(const char *key, void *ctx);
 
+static bool key_known(const char *key, const char *const *known, key_filter extra, void *ctx)
+{
+	if (extra && extra(key, ctx))
+		return true;
+	for (size_t j = 0; known[j]; j++)
+		if (strcmp(known[j], key) == 0)
+			return true;
+	return false;
+}
+
+/* "unknown key 'path.k'<note>; did you mean 'x'?" (or the known keys), located; NULL on
+ * ENOMEM. */
+static char *unknown_key_message(const aks_node *k, const char *path, const char *const *known,
+                                 const char *note)
+{
+	char pos[AKS_NODE_WHERE_SIZE];
+	const char *best = NULL;
+	size_t best_d = 3;
+	for (size_t j = 0; known[j]; j++) {
+		size_t d = aks__levenshtein(k->value, known[j]);
+		if (d < best_d) {
+			best_d = d;
+			best = known[j];
+		}
+	}
+	aks_buf msg = AKS_BUF_INIT;
+	aks__buf_printf(&msg, "%s: unknown key '%s.%s'%s", where(k, pos, sizeof(pos)), path,
+	                k->value, note);
+	if (best) {
+		aks__buf_printf(&msg, "; did you mean '%s'?", best);
+	} else {
+		aks__buf_puts(&msg, " (known keys: ");
+		for (size_t j = 0; known[j]; j++)
+			aks__buf_printf(&msg, "%s%s", j ? ", " : "", known[j]);
+		aks__buf_puts(&msg, ")");
+	}
+	return msg.data; /* NULL when the buffer could not grow */
+}
+
+/* Refuses an unknown key, suggesting the closest known one. */
 static int check_keys(const aks_node *map, const char *path, const char *const *known,
                       key_filter extra, void *ctx, aks_error **err)
 {
 	for (size_t i = 0; map && i + 1 < map->count; i += 2) {
 		const aks_node *k = map->items[i];
-		bool ok = extra && extra(k->value, ctx);
-		for (size_t j = 0; known[j] && !ok; j++)
-			ok = strcmp(known[j], k->value) == 0;
-		if (ok)
+		if (key_known(k->value, known, extra, ctx))
 			continue;
-		const char *best = NULL;
-		size_t best_d = 3;
-		for (size_t j = 0; known[j]; j++) {
-			size_t d = aks__levenshtein(k->value, known[j]);
-			if (d < best_d) {
-				best_d = d;
-				best = known[j];
-			}
-		}
-		if (best)
-			return fail(err, k, NULL, "unknown key '%s.%s'; did you mean '%s'?", path,
-			            k->value, best);
-		aks_buf list = AKS_BUF_INIT;
-		for (size_t j = 0; known[j]; j++)
-			aks__buf_printf(&list, "%s%s", j ? ", " : "", known[j]);
-		int rc = fail(err, k, NULL, "unknown key '%s.%s' (known keys: %s)", path, k->value,
-		              list.data ? list.data : "");
-		aks__buf_free(&list);
-		return rc;
+		aks_autofree char *msg = unknown_key_message(k, path, known, "");
+		if (!msg)
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		return aks__error_set(err, AKS_ECONFIG, "%s", msg);
 	}
 	return AKS_OK;
 }
 
-/* A mapping value, or NULL for absent/null; anything else is an error. */
+/* Where the original allows extra keys: each unknown one is a warning, not an error. */
+static int warn_keys(aks_settings *s, const aks_node *map, const char *path,
+                     const char *const *known, key_filter extra, aks_error **err)
+{
+	for (size_t i = 0; map && i + 1 < map->count; i += 2) {
+		const aks_node *k = map->items[i];
+		if (key_known(k->value, known, extra, NULL))
+			continue;
+		aks_autofree char *msg = unknown_key_message(k, path, known, " is ignored");
+		if (!msg || aks__settings_warn(s, "%s", msg) < 0)
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	return AKS_OK;
+}
+
 static int get_map(const aks_node *parent, const char *key, const char *path, const aks_node **out,
                    aks_error **err)
 {
@@ -324,26 +360,13 @@ static const char *const environment_names[] = {"managed", "attached", NULL};
 static const char *const identity_names[] = {"agent", "user", NULL};
 static const char *const egress_names[] = {"allow", "deny", "allowlist", NULL};
 
-/* The provider blocks the original config schema knows (a profile may carry the
- * one matching its type). */
-static const char *const builtin_provider_names[] = {
-    "local_subprocess",  "docker",     "e2b",     "daytona",
-    "bedrock_agentcore", "kubernetes", "ec2_ssm", NULL};
-
-static bool is_builtin_provider(const char *name)
-{
-	for (size_t i = 0; builtin_provider_names[i]; i++)
-		if (strcmp(builtin_provider_names[i], name) == 0)
-			return true;
-	return false;
-}
-
 static void profile_free(aks_profile *p)
 {
 	if (!p)
 		return;
 	aks_provider_close(p->provider);
 	aks_config_free(p->block);
+	aks__inactive_blocks_free(p);
 	free(p->name);
 	free(p->type);
 	aks__strv_free(p->network_allow);
@@ -374,6 +397,7 @@ AKS_EXPORT void aks_settings_free(aks_settings *s)
 	free(s->broker.flavor);
 	free(s->broker.queue_json);
 	free(s->broker.response_store_json);
+	aks__strv_free(s->warnings);
 	free(s);
 }
 
@@ -519,8 +543,9 @@ static bool removed_broker_key(const char *key, void *ctx)
 	return strcmp(key, "request_queue_url") == 0 || strcmp(key, "object_store_bucket") == 0;
 }
 
-static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **err)
+static int parse_broker(aks_settings *s, const aks_node *sb, aks_error **err)
 {
+	aks_broker_settings *b = &s->broker;
 	static const char *const keys[] = {"flavor",
 	                                   "wait_timeout",
 	                                   "wait_poll_interval",
@@ -535,18 +560,27 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 	char sub[256];
 	const aks_node *n = NULL;
 	int rc = get_map(sb, "broker", path, &n, err);
-	if (rc < 0 || (rc = check_keys(n, path, keys, removed_broker_key, NULL, err)) < 0)
+	/* The original allows extra keys here: an unknown one is a warning. */
+	if (rc < 0 || (rc = warn_keys(s, n, path, keys, removed_broker_key, err)) < 0)
 		return rc;
 	if ((rc = get_string(n, "flavor", join(sub, sizeof(sub), path, "flavor"), false, &b->flavor,
 	                     err)) < 0)
 		return rc;
+	/* The original's dotted path to a broker class has no counterpart here: this build
+	 * defines no broker plugin kind. Refused now, not at the first call, and nothing runs
+	 * in this process instead of where the operator meant it to. */
+	if (strchr(b->flavor, '/') || strchr(b->flavor, '.'))
+		return fail(err, aks__node_get(n, "flavor"), sub,
+		            "'%s': broker plugins are not supported by this build; use flavor "
+		            "'thread', 'embedded' or 'queue' (a queue transport or response store "
+		            "may be a plugin: see sandbox.broker.queue.type)",
+		            b->flavor);
 	if (strcmp(b->flavor, "embedded") && strcmp(b->flavor, "thread") &&
-	    strcmp(b->flavor, "queue") && !strchr(b->flavor, '/'))
-		return fail(
-		    err, aks__node_get(n, "flavor"), sub,
-		    "unknown sandbox broker flavor '%s'; expected one of ['embedded', 'queue', "
-		    "'thread'] or a path to a broker plugin",
-		    b->flavor);
+	    strcmp(b->flavor, "queue"))
+		return fail(err, aks__node_get(n, "flavor"), sub,
+		            "unknown sandbox broker flavor '%s'; expected one of ['embedded', "
+		            "'queue', 'thread']",
+		            b->flavor);
 	double v;
 	bool set;
 	if ((rc = get_number(n, "wait_timeout", join(sub, sizeof(sub), path, "wait_timeout"), false,
@@ -600,8 +634,11 @@ static int parse_broker(const aks_node *sb, aks_broker_settings *b, aks_error **
 
 /* ---- profiles ---- */
 
-static const char *const profile_keys[] = {"type",     "scope",  "environment", "idle_timeout",
-                                           "identity", "policy", "params",      NULL};
+/* With the original's provider blocks, so that a misspelt one gets a suggestion. */
+static const char *const profile_keys[] = {
+    "type",     "scope",  "environment", "idle_timeout",
+    "identity", "policy", "params",      AKS_BUILTIN_PROVIDER_BLOCKS,
+    NULL};
 
 /* The types whose plugins' blocks a mapping may hold besides its own keys. */
 struct block_names {
@@ -609,12 +646,14 @@ struct block_names {
 	const char *resolver; /* top level: `principal_resolver: TYPE` */
 };
 
+/* A block for the profile's own type, the sugar's resolver, or another installed provider
+ * (an inactive block). */
 static bool provider_block_key(const char *key, void *ctx)
 {
 	const struct block_names *names = ctx;
-	return is_builtin_provider(key) ||
-	       (names && names->own && type_names_block(names->own, key)) ||
-	       (names && names->resolver && type_names_block(names->resolver, key));
+	return (names && names->own && type_names_block(names->own, key)) ||
+	       (names && names->resolver && type_names_block(names->resolver, key)) ||
+	       aks__is_provider_block_name(key);
 }
 
 /* The plugin name a `type` stands for: itself, or a path's base name less ".so"; its
@@ -741,17 +780,7 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 	const char *name = aks_plugin_get_descriptor(p->plugin)->name;
 	const aks_node *block = aks__node_get(pn, name);
 	const aks_node *params = aks__node_get(pn, "params");
-	/* A block for another built-in provider does nothing: say so. */
-	for (size_t i = 0; pn && i + 1 < pn->count; i += 2) {
-		const char *k = pn->items[i]->value;
-		if (is_builtin_provider(k) && strcmp(k, name) != 0)
-			return fail(
-			    err, pn->items[i], NULL,
-			    "%s.%s: this block does not apply: the profile's type is '%s' (its "
-			    "block is '%s')",
-			    path, k, p->type, name);
-	}
-	if (!block && is_builtin_provider(name))
+	if (!block && aks__is_builtin_provider(name))
 		return fail(
 		    err, type_node, NULL,
 		    "sandbox profile '%s' selects built-in provider '%s' but its '%s' config "
@@ -759,7 +788,7 @@ static int bind_provider(aks_profile *p, const aks_node *pn, const char *path, a
 		    p->name, name, name);
 	if (!block && params && !aks__node_is_null(params))
 		block = params; /* bring-your-own plugins read `params`, as in the original */
-	else if (block && params && !aks__node_is_null(params) && !is_builtin_provider(name))
+	else if (block && params && !aks__node_is_null(params) && !aks__is_builtin_provider(name))
 		return fail(err, params, NULL,
 		            "%s: set the plugin's options in either '%s' or 'params', not both",
 		            path, name);
@@ -811,10 +840,24 @@ static int check_profile_name(const aks_node *at, const char *name, aks_error **
 	            len, AKS_PROFILE_NAME_MAX);
 }
 
+/* The other provider blocks the profile's mapping holds: for the sugar, the sandbox block,
+ * whose resolver block (`principal_resolver: NAME` reads `NAME:`) is not one. */
+static int collect_inactive(aks_settings *s, aks_profile *p, const aks_node *pn, bool sugar,
+                            const char *path, bool load, aks_error **err)
+{
+	aks_autofree char *own = type_plugin_name(p->type), *skip = NULL;
+	const aks_node *resolver = sugar ? aks__node_get(pn, "principal_resolver") : NULL;
+	bool named = resolver && resolver->kind == AKS_NODE_SCALAR && !aks__node_is_null(resolver);
+	if (!own || (named && !(skip = type_plugin_name(resolver->value))))
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	const char *active = p->plugin ? aks_plugin_get_descriptor(p->plugin)->name : own;
+	return aks__inactive_blocks_collect(s, p, pn, path, active, skip, load, err);
+}
+
 /* `sugar`: the node is the sandbox block itself, read only for type, scope,
  * environment and the provider blocks. */
-static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool load,
-                         aks_profile **out, aks_error **err)
+static int parse_profile(aks_settings *s, const char *name, const aks_node *pn, bool sugar,
+                         bool load, aks_profile **out, aks_error **err)
 {
 	char path[256], sub[320];
 	if (sugar)
@@ -891,6 +934,8 @@ static int parse_profile(const char *name, const aks_node *pn, bool sugar, bool 
 	}
 	if (rc == AKS_OK && load)
 		rc = bind_provider(p, pn, sugar ? "sandbox" : path, err);
+	if (rc == AKS_OK)
+		rc = collect_inactive(s, p, pn, sugar, sugar ? "sandbox" : path, load, err);
 	if (rc < 0) {
 		profile_free(p);
 		return rc;
@@ -1128,6 +1173,7 @@ static const char *const sandbox_keys[] = {"enabled",
                                            "scope",
                                            "environment",
                                            "state_store",
+                                           AKS_BUILTIN_PROVIDER_BLOCKS,
                                            NULL};
 
 int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings **out,
@@ -1184,7 +1230,7 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 	                     false, false, &chars, NULL, err)) == AKS_OK)
 		s->tool_output_max_chars = (int64_t)chars;
 	if (rc == AKS_OK)
-		rc = parse_broker(sb, &s->broker, err);
+		rc = parse_broker(s, sb, err);
 	/* Plugins are loaded only for an enabled sandbox: a disabled one is inert. */
 	bool load = s->enabled;
 	if (rc == AKS_OK)
@@ -1200,8 +1246,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		aks_profile *p = NULL;
 		rc = check_profile_name(profiles->items[i], profiles->items[i]->value, err);
 		if (rc == AKS_OK)
-			rc = parse_profile(profiles->items[i]->value, profiles->items[i + 1], false,
-			                   load, &p, err);
+			rc = parse_profile(s, profiles->items[i]->value, profiles->items[i + 1],
+			                   false, load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}
@@ -1211,7 +1257,7 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		rc = check_profile_name(aks__node_get(sb, "default_profile"), s->default_profile,
 		                        err);
 		if (rc == AKS_OK)
-			rc = parse_profile(s->default_profile, sb, true, load, &p, err);
+			rc = parse_profile(s, s->default_profile, sb, true, load, &p, err);
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}

@@ -36,6 +36,14 @@ typedef struct aks_broker_settings {
 	unsigned batch_size;                            /* messages per fetch */
 } aks_broker_settings;
 
+/* A provider block in a profile for another type than the profile's: inert until the type
+ * selects it (`AK_SANDBOX__TYPE=docker`), checked against its own plugin when installed. */
+typedef struct aks_inactive_block {
+	char *name;   /* the key: a provider plugin's name */
+	int state;    /* aks_block_state */
+	char *detail; /* VALID: the plugin's file; UNCHECKED: why not; INVALID: the located error */
+} aks_inactive_block;
+
 struct aks_profile {
 	char *name;
 	char *type;           /* as written: a plugin name or a path */
@@ -54,6 +62,8 @@ struct aks_profile {
 	aks_provider *provider; /* the instance */
 	unsigned unenforced;    /* AKS_DIM_* the provider cannot enforce */
 	atomic_bool warned;     /* the strict: false warning was logged */
+	aks_inactive_block *inactive;
+	size_t inactive_count;
 };
 
 struct aks_settings {
@@ -80,11 +90,37 @@ struct aks_settings {
 	aks_config *response_block;
 	aks_profile **profiles;
 	size_t profile_count;
+	char **warnings; /* what loads but is likely a mistake, each located; NULL-terminated */
+	size_t warning_count;
 };
 
 /* Builds the model from a parsed document (env overrides already applied). */
 int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings **out,
                             aks_error **err);
+
+/* Records a warning (also logged): what the original accepts and we load, but is likely a
+ * mistake. AKS_ENOMEM when it cannot be kept. */
+int aks__settings_warn(aks_settings *s, const char *fmt, ...) AKS_PRINTF(2, 3);
+
+/* The provider blocks of the original's schema: accepted in any profile, installed or not. */
+#define AKS_BUILTIN_PROVIDER_BLOCKS                                                                \
+	"local_subprocess", "docker", "e2b", "daytona", "bedrock_agentcore", "kubernetes", "ec2_ssm"
+
+/* Whether `name` is one of the original's provider blocks (local_subprocess, docker, e2b,
+ * daytona, bedrock_agentcore, kubernetes, ec2_ssm). */
+bool aks__is_builtin_provider(const char *name);
+
+/* Whether a profile key may be a provider block: a built-in provider's name (the original's
+ * schema), or an installed plugin's. */
+bool aks__is_provider_block_name(const char *key);
+
+/* Records the profile mapping pn's provider blocks other than `own` (and `skip`, another
+ * block the mapping holds for itself, or NULL) as inactive; with `load`, checks each against
+ * its plugin's schema, and warns (aks__settings_warn) about one its plugin refuses. */
+int aks__inactive_blocks_collect(aks_settings *s, aks_profile *p, const aks_node *pn,
+                                 const char *path, const char *own, const char *skip, bool load,
+                                 aks_error **err);
+void aks__inactive_blocks_free(aks_profile *p);
 
 /* The policy dimensions the profile's provider cannot enforce, in gate order. */
 unsigned aks__policy_unenforced(const aks_policy *policy, const aks_capabilities *caps);

@@ -15,14 +15,12 @@
 
 extern char **environ;
 
-/* What runs when there is no config file at all: the local_subprocess
- * provider, in process. */
+/* What runs when there is no config file at all: the local_subprocess provider, with the
+ * seeds' default broker (thread: a call longer than wait_timeout becomes a task). */
 static const char embedded_default[] = "sandbox:\n"
                                        "  enabled: true\n"
                                        "  type: local_subprocess\n"
-                                       "  local_subprocess: {}\n"
-                                       "  broker:\n"
-                                       "    flavor: embedded\n";
+                                       "  local_subprocess: {}\n";
 
 AKS_EXPORT char *aks_settings_find_file(const char *explicit_path)
 {
@@ -273,4 +271,31 @@ AKS_EXPORT int aks_profile_check_principal(const aks_profile *p, const aks_princ
 		    "agent-mode principal; no user identity is available on the session",
 		    p->name);
 	return AKS_OK;
+}
+
+AKS_EXPORT size_t aks_settings_get_warning_count(const aks_settings *s)
+{
+	return s ? s->warning_count : 0;
+}
+
+AKS_EXPORT const char *aks_settings_get_warning(const aks_settings *s, size_t index)
+{
+	return s && index < s->warning_count ? s->warnings[index] : NULL;
+}
+
+AKS_EXPORT size_t aks_profile_get_inactive_block_count(const aks_profile *p)
+{
+	return p ? p->inactive_count : 0;
+}
+
+AKS_EXPORT const char *aks_profile_get_inactive_block(const aks_profile *p, size_t index,
+                                                      int *state, const char **detail)
+{
+	if (!p || index >= p->inactive_count)
+		return NULL;
+	if (state)
+		*state = p->inactive[index].state;
+	if (detail)
+		*detail = p->inactive[index].detail;
+	return p->inactive[index].name;
 }

@@ -553,6 +553,17 @@ static int resolve(const char *type, char **out_file, aks_error **err)
 	return rc;
 }
 
+bool aks__plugin_installed(const char *name)
+{
+	if (!name || strchr(name, '/') || !valid_name(name))
+		return false;
+	char *file = NULL;
+	if (resolve(name, &file, NULL) < 0)
+		return false;
+	free(file);
+	return true;
+}
+
 static int check_kind(const struct aks_plugin *p, int kind, aks_error **err)
 {
 	if (kind == 0 || p->desc->kind == (uint32_t)kind)

@@ -12,4 +12,8 @@ const char *aks__plugin_kind_name(uint32_t kind);
 /* The package that ships an in-tree plugin ("aksandbox-plugin-docker"), or NULL. */
 const char *aks__plugin_package(const char *name, char *buf, size_t size);
 
+/* Whether a plugin of that name is on the search path (found, not loaded): a config key may
+ * name one. */
+bool aks__plugin_installed(const char *name);
+
 #endif /* AKS_CORE_PLUGIN_LOADER_H */

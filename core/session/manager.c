@@ -314,7 +314,6 @@ static int dispatch_inline(submit_state *st, aks_resolved_principal **principal,
 /* `embedded` runs inline and never promotes. */
 static const aks_mgr_flavor embedded_flavor = {
     .name = "embedded",
-    .runs = true,
     .dispatch = dispatch_inline,
     .run_ephemeral = run_ephemeral_here,
     .run_stored = run_stored_here,
@@ -325,7 +324,6 @@ static const aks_mgr_flavor embedded_flavor = {
 /* `thread` (the default) runs on the pool (manager_thread.c). */
 static const aks_mgr_flavor thread_flavor = {
     .name = "thread",
-    .runs = true,
     .dispatch = aks__mgr_thread_dispatch,
     .run_ephemeral = run_ephemeral_here,
     .run_stored = run_stored_here,
@@ -337,7 +335,6 @@ static const aks_mgr_flavor thread_flavor = {
  * workers' to reap (their idle sweep). */
 static const aks_mgr_flavor queue_flavor = {
     .name = "queue",
-    .runs = true,
     .dispatch = dispatch_inline,
     .run_ephemeral = aks__mgr_queue_ephemeral,
     .run_stored = aks__mgr_queue_stored,
@@ -346,9 +343,6 @@ static const aks_mgr_flavor queue_flavor = {
     .reaps = false,
 };
 
-/* Any other flavor names a broker plugin (a .so), which would run the work somewhere else. */
-static const aks_mgr_flavor plugin_flavor = {.name = "plugin", .runs = false};
-
 static const aks_mgr_flavor *flavor_named(const char *name)
 {
 	static const aks_mgr_flavor *const built_in[] = {&thread_flavor, &embedded_flavor,
@@ -356,23 +350,7 @@ static const aks_mgr_flavor *flavor_named(const char *name)
 	for (size_t i = 0; i < sizeof(built_in) / sizeof(*built_in); i++)
 		if (strcmp(name, built_in[i]->name) == 0)
 			return built_in[i];
-	return &plugin_flavor;
-}
-
-/*
- * This build cannot load a broker plugin, and running the work in this process instead would
- * put it where the operator chose not to (and with credentials it should not need): refuse,
- * saying so.
- */
-static int refuse_plugin_broker(const aks_manager *m, aks_error **err)
-{
-	if (m->flavor->runs)
-		return AKS_OK;
-	return aks__error_set(
-	    err, AKS_EBROKER,
-	    "sandbox.broker.flavor '%s': broker plugins are not supported by this "
-	    "build; nothing was run: use flavor 'thread', 'embedded' or 'queue'",
-	    aks_settings_get_broker_flavor(m->settings));
+	return NULL; /* the settings accept no other (broker plugins are refused at load) */
 }
 
 int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager **out,
@@ -384,6 +362,11 @@ int aks__manager_new(aks_settings *settings, aks_state_store *store, aks_manager
 	m->settings = settings;
 	m->store = store;
 	m->flavor = flavor_named(aks_settings_get_broker_flavor(settings));
+	if (!m->flavor) {
+		free(m);
+		return aks__error_set(err, AKS_EINVAL, "unknown broker flavor '%s'",
+		                      aks_settings_get_broker_flavor(settings));
+	}
 	int rc = aks__owner_new(store, &m->owner, err);
 	if (rc < 0) {
 		free(m);
@@ -517,21 +500,25 @@ int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_
 	if (rc == AKS_OK)
 		rc = check_request(req, err);
 	if (rc == AKS_OK)
-		rc = refuse_plugin_broker(m, err);
-	if (rc == AKS_OK)
 		rc = resolve_profile(m, caller, req, &st.profile, err);
 	if (rc < 0)
 		return rc;
 	aks_resolved_principal *principal = NULL;
 	aks_autofree char *def = NULL;
-	rc = pass_gates(&st, &principal, err);
+	/* The session first, so that a refusal by a gate still names it. */
+	rc = place_session(&st, &def, err);
 	if (rc == AKS_OK)
-		rc = place_session(&st, &def, err);
+		rc = pass_gates(&st, &principal, err);
 	if (rc == AKS_OK)
 		rc = m->flavor->dispatch(&st, &principal, out, err);
 	aks_resolved_principal_free(principal);
-	if (rc < 0)
+	if (rc < 0) {
 		aks__mgr_outcome_clear(out);
+		/* Every result carries the session the call used (the guidance says so), a
+		 * failure too: a timeout on the default session echoes "default:<profile>". */
+		if (st.id && !st.ephemeral && !(out->session_id = strdup(st.id)))
+			aks__log(AKS_LOG_ERROR, "sandbox", "out of memory");
+	}
 	return rc;
 }
 
@@ -541,8 +528,6 @@ int aks__manager_destroy_session(aks_manager *m, const aks_mgr_caller *caller, c
                                  aks_error **err)
 {
 	int rc = aks__manager_check_conversation(caller->conversation, err);
-	if (rc == AKS_OK)
-		rc = refuse_plugin_broker(m, err);
 	if (rc < 0)
 		return rc;
 	if (!id)

@@ -80,7 +80,8 @@ void aks__manager_free(aks_manager *m);
 /* AKS_EINVAL unless `conversation` is a usable conversation id. */
 int aks__manager_check_conversation(const char *conversation, aks_error **err);
 
-/* execute / upload / download (§4.4). */
+/* execute / upload / download (§4.4). On failure *out holds only the session_id the call
+ * used, when one was resolved; clear it either way. */
 int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
                         aks_mgr_outcome *out, aks_error **err);
 

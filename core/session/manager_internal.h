@@ -57,10 +57,6 @@ typedef struct stored_run {
  */
 struct aks_mgr_flavor {
 	const char *name;
-	/* false: a broker plugin, which this build cannot load. Every operation is refused,
-	 * never run in this process instead (see refuse_plugin_broker in manager.c); the
-	 * function pointers below are then NULL. */
-	bool runs;
 	/* Hands a prepared submission to where it runs and waits as the flavor does (inline:
 	 * aks__mgr_execute; the thread pool: a job that may be promoted). *principal (what
 	 * st->principal points into) may be taken over; else the caller frees it. */

@@ -211,8 +211,12 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 	int rc = aks__manager_submit(tc->rt->manager, &tc->caller, &req, &o, &e);
 	aks__output_tap_detach(req.output);
 	aks__output_tap_unref(req.output);
-	if (rc < 0)
-		return fail_json(e, req.session_id, out, err);
+	if (rc < 0) {
+		/* The session the manager resolved (the default one, when none was named). */
+		rc = fail_json(e, o.session_id ? o.session_id : req.session_id, out, err);
+		aks__mgr_outcome_clear(&o);
+		return rc;
+	}
 	char *json;
 	if (o.task_id) {
 		json = aks__tool_json_pending(o.task_id, o.session_id, o.notice);

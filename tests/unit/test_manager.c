@@ -196,7 +196,8 @@ static void test_default_session_files(void **state)
 	/* a missing file is an error, not empty content */
 	char *got = call(fx, "read_sandbox_file", "{\"path\": \"missing.txt\"}");
 	assert_non_null(strstr(got, "\"error\": "));
-	assert_non_null(strstr(got, "\"sandbox_session_id\": \"\""));
+	/* an error names the session the call used, as every result does */
+	assert_non_null(strstr(got, "\"sandbox_session_id\": \"default:default\""));
 	free(got);
 }
 
@@ -717,7 +718,8 @@ static void test_policy_gate(void **state)
 	fixture *fx = *state;
 	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"strictp\"}",
 	       "{\"error\": \"provider 'fake' cannot enforce policy dimensions ['network_egress'] "
-	       "(strict); relax the policy or set strict=false\", \"sandbox_session_id\": \"\"}");
+	       "(strict); relax the policy or set strict=false\", \"sandbox_session_id\": "
+	       "\"default:strictp\"}");
 	/* refused before anything was created or stored */
 	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
 }
@@ -731,7 +733,7 @@ static void test_timeout(void **state)
 	int64_t t0 = aks__now_ms();
 	expect(fx, "run_command", "{\"command\": \"sleep 30\", \"profile\": \"slow\"}",
 	       "{\"error\": \"sandbox operation 'execute_command' exceeded timeout 0.5s\", "
-	       "\"sandbox_session_id\": \"\"}");
+	       "\"sandbox_session_id\": \"default:slow\"}");
 	assert_true(aks__now_ms() - t0 < 10000);
 	char *got = call(fx, "read_sandbox_file", "{\"path\": \"k\", \"profile\": \"slow\"}");
 	assert_non_null(strstr(got, "\"content\": \"v\""));

@@ -660,7 +660,8 @@ static void test_ceiling(void **state)
 	fixture *fx = *state;
 	const char *refusal =
 	    "{\"error\": \"policy timeout 300.0s exceeds the provisioned worker's timeout ceiling "
-	    "(sandbox.broker.worker_timeout_ceiling=200.0s)\", \"sandbox_session_id\": \"\"}";
+	    "(sandbox.broker.worker_timeout_ceiling=200.0s)\", \"sandbox_session_id\": "
+	    "\"default:long\"}";
 	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"long\"}", refusal);
 	expect(fx, "write_sandbox_file",
 	       "{\"path\": \"f\", \"content\": \"x\", \"profile\": \"long\"}", refusal);
@@ -685,7 +686,7 @@ static void test_size_guard(void **state)
 		fail_msg("%.300s", got);
 	assert_non_null(
 	    strstr(got, " bytes, over sandbox.broker.inline_payload_max_bytes=2097152; "));
-	assert_non_null(strstr(got, "\"sandbox_session_id\": \"\"}"));
+	assert_non_null(strstr(got, "\"sandbox_session_id\": \"default:default\"}"));
 	free(got);
 	/* the same for an execution */
 	k = sprintf(args, "{\"code\": \"");
@@ -768,11 +769,12 @@ static void test_typed_errors(void **state)
 		assert_non_null(strstr(q, "\"error\": "));
 		if (i == 0)
 			assert_string_equal(
-			    q, "{\"error\": \"sandbox operation 'execute_command' "
-			       "exceeded timeout 0.5s\", \"sandbox_session_id\": \"\"}");
+			    q,
+			    "{\"error\": \"sandbox operation 'execute_command' "
+			    "exceeded timeout 0.5s\", \"sandbox_session_id\": \"default:slow\"}");
 		if (i == 1)
 			assert_string_equal(q, "{\"error\": \"no such file: 'missing.txt'\", "
-			                       "\"sandbox_session_id\": \"\"}");
+			                       "\"sandbox_session_id\": \"default:default\"}");
 		free(q);
 		free(t);
 	}

@@ -18,93 +18,7 @@
 
 #include <aksandbox/aksandbox.h>
 
-static char dir[] = "/tmp/aks-settings-XXXXXX";
-static char config_path[PATH_MAX];
-static const char *const no_env[] = {NULL};
-
-static int setup(void **state)
-{
-	(void)state;
-	if (!mkdtemp(dir))
-		return -1;
-	snprintf(config_path, sizeof(config_path), "%s/config.yaml", dir);
-	/* The stub providers (docker, kubernetes, ec2_ssm, ...) join the path. */
-	const char *build = getenv("AKS_TEST_BUILDDIR"), *path = getenv("AKS_PLUGIN_PATH");
-	char *joined = NULL;
-	if (!build ||
-	    asprintf(&joined, "%s/tests/plugins/stubs/.libs:%s", build, path ? path : "") < 0)
-		return -1;
-	setenv("AKS_PLUGIN_PATH", joined, 1);
-	free(joined);
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	(void)state;
-	unlink(config_path);
-	rmdir(dir);
-	return 0;
-}
-
-static void write_config(const char *yaml)
-{
-	FILE *f = fopen(config_path, "w");
-	assert_non_null(f);
-	fputs(yaml, f);
-	fclose(f);
-}
-
-static aks_settings *load_ok_env(const char *yaml, const char *const *env)
-{
-	write_config(yaml);
-	aks_settings *s = NULL;
-	aks_error *err = NULL;
-	if (aks_settings_load(config_path, env, &s, &err) != AKS_OK)
-		fail_msg("unexpected error: %s", aks_error_message(err));
-	return s;
-}
-
-static aks_settings *load_ok(const char *yaml)
-{
-	return load_ok_env(yaml, no_env);
-}
-
-/* The error text, with the config file's path replaced by "config.yaml". */
-static char *load_err_env(const char *yaml, const char *const *env, int code)
-{
-	write_config(yaml);
-	aks_settings *s = NULL;
-	aks_error *err = NULL;
-	int rc = aks_settings_load(config_path, env, &s, &err);
-	if (rc != code)
-		fail_msg("expected %d, got %d: %s", code, rc, err ? aks_error_message(err) : "");
-	assert_null(s);
-	const char *msg = aks_error_message(err);
-	char *out = calloc(1, strlen(msg) + 1);
-	const char *p = strstr(msg, config_path);
-	if (p) {
-		memcpy(out, msg, (size_t)(p - msg));
-		strcat(out, "config.yaml");
-		strcat(out, p + strlen(config_path));
-	} else {
-		strcpy(out, msg);
-	}
-	aks_error_free(err);
-	return out;
-}
-
-static char *load_err(const char *yaml)
-{
-	return load_err_env(yaml, no_env, AKS_ECONFIG);
-}
-
-#define EXPECT_ERROR(yaml, expected)                                                               \
-	do {                                                                                       \
-		char *msg_ = load_err(yaml);                                                       \
-		assert_string_equal(msg_, expected);                                               \
-		free(msg_);                                                                        \
-	} while (0)
+#include "settings_fixture.h"
 
 static void test_defaults(void **state)
 {
@@ -150,7 +64,8 @@ static void test_embedded_default(void **state)
 	assert_int_equal(aks_settings_load(NULL, no_env, &s, &err), AKS_OK);
 	assert_true(aks_settings_is_enabled(s));
 	assert_null(aks_settings_get_file(s));
-	assert_string_equal(aks_settings_get_broker_flavor(s), "embedded");
+	/* the seeds' default broker: a call longer than wait_timeout becomes a task */
+	assert_string_equal(aks_settings_get_broker_flavor(s), "thread");
 	aks_profile *p = NULL;
 	assert_int_equal(aks_settings_find_profile(s, NULL, &p, &err), AKS_OK);
 	assert_string_equal(aks_profile_get_name(p), "default");
@@ -279,7 +194,7 @@ static void test_key_and_type_errors(void **state)
 	EXPECT_ERROR(
 	    "sandbox:\n  broker: {flavor: fast}\n",
 	    "config.yaml:2:20: sandbox.broker.flavor: unknown sandbox broker flavor 'fast'; "
-	    "expected one of ['embedded', 'queue', 'thread'] or a path to a broker plugin");
+	    "expected one of ['embedded', 'queue', 'thread']");
 	EXPECT_ERROR("sandbox:\n  broker: {wait_timeout: -1}\n",
 	             "config.yaml:2:26: sandbox.broker.wait_timeout: must be at least 0, got -1");
 	EXPECT_ERROR("sandbox:\n  broker: {flavor: queue}\n",
@@ -344,10 +259,11 @@ static void test_profile_errors(void **state)
 	EXPECT_ERROR(PROFILE("      type: local_subprocess\n"),
 	             "config.yaml:5:13: sandbox profile 'p' selects built-in provider "
 	             "'local_subprocess' but its 'local_subprocess' config block is missing");
+	/* a misspelt provider block: the original's block names are suggested */
 	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      local_subprocess: {}\n"
-	                     "      docker: {image: x}\n"),
-	             "config.yaml:7:7: sandbox.profiles.p.docker: this block does not apply: the "
-	             "profile's type is 'local_subprocess' (its block is 'local_subprocess')");
+	                     "      dokcer: {image: x}\n"),
+	             "config.yaml:7:7: unknown key 'sandbox.profiles.p.dokcer'; did you mean "
+	             "'docker'?");
 	EXPECT_ERROR(
 	    PROFILE("      type: local_subprocess\n      local_subprocess: {wrkdir: /x}\n"),
 	    "config.yaml:6:26: unknown key 'wrkdir' in the "
@@ -498,7 +414,7 @@ static void test_environment_matrix(void **state)
 static char *capture_stderr(void (*fn)(void *), void *arg)
 {
 	char path[PATH_MAX];
-	snprintf(path, sizeof(path), "%s/stderr.txt", dir);
+	snprintf(path, sizeof(path), "%s/stderr.txt", settings_dir);
 	fflush(stderr);
 	int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
 	dup2(fd, 2);
@@ -671,5 +587,5 @@ int main(void)
 	    cmocka_unit_test(test_principal_gate),
 	    cmocka_unit_test(test_instance_capabilities_decide),
 	};
-	return cmocka_run_group_tests_name("settings", tests, setup, teardown);
+	return cmocka_run_group_tests_name("settings", tests, settings_setup, settings_teardown);
 }

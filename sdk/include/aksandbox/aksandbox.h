@@ -276,6 +276,13 @@ AKS_EXPORT aks_resolver *aks_settings_get_resolver(const aks_settings *settings)
 AKS_EXPORT const char *aks_settings_get_resolver_type(const aks_settings *settings);
 AKS_EXPORT size_t aks_settings_get_profile_count(const aks_settings *settings);
 AKS_EXPORT aks_profile *aks_settings_get_profile(const aks_settings *settings, size_t index);
+/*
+ * What the load accepted but is likely a mistake, each with its place: an unknown key where the
+ * original allows extra ones (sandbox.broker), an inactive provider block its plugin refuses.
+ * Also logged at warning level when loading. Valid as long as the settings.
+ */
+AKS_EXPORT size_t aks_settings_get_warning_count(const aks_settings *settings);
+AKS_EXPORT const char *aks_settings_get_warning(const aks_settings *settings, size_t index);
 /* `name` NULL: the default profile. Unknown: "unknown sandbox profile 'x';
  * configured profiles: ['default']". */
 AKS_EXPORT int aks_settings_find_profile(const aks_settings *settings, const char *name,
@@ -295,6 +302,23 @@ AKS_EXPORT const char *aks_profile_get_params(const aks_profile *profile);
 AKS_EXPORT aks_provider *aks_profile_get_provider(const aks_profile *profile);
 /* AKS_POLICY_* dimensions the profile sets but its provider cannot enforce. */
 AKS_EXPORT unsigned aks_profile_get_unenforced(const aks_profile *profile);
+
+/* The state of an inactive block (aks_profile_get_inactive_block). */
+typedef enum aks_block_state {
+	AKS_BLOCK_VALID = 0,     /* its plugin accepts it; detail: the plugin's file */
+	AKS_BLOCK_UNCHECKED = 1, /* its plugin is not installed or not loaded; detail: why */
+	AKS_BLOCK_INVALID = 2    /* its plugin refuses it; detail: where and why (a warning) */
+} aks_block_state;
+
+/*
+ * The provider blocks a profile holds for other types than its own (`docker:` beside
+ * `local_subprocess:`, for a deployment that sets AK_SANDBOX__TYPE=docker): inert, but checked
+ * against their own plugins when installed. Returns the block's name (NULL past the end) and
+ * sets *state (aks_block_state) and *detail, either of which may be NULL.
+ */
+AKS_EXPORT size_t aks_profile_get_inactive_block_count(const aks_profile *profile);
+AKS_EXPORT const char *aks_profile_get_inactive_block(const aks_profile *profile, size_t index,
+                                                      int *state, const char **detail);
 
 /*
  * The gates every request passes, fail closed. The policy gate refuses
