@@ -1267,8 +1267,8 @@ static int probe_as_nobody(const char *base, const char *agent)
 		return 12;
 	/* a control the probe must be able to read and write: a dumpable process of ours whose
 	 * stdout is a pipe, as an MCP server's is */
-	int pfd[2];
-	if (pipe(pfd) < 0)
+	int pfd[2], exec_seen[2];
+	if (pipe(pfd) < 0 || pipe2(exec_seen, O_CLOEXEC) < 0)
 		return 15;
 	pid_t control = fork();
 	if (control == 0) {
@@ -1276,6 +1276,13 @@ static int probe_as_nobody(const char *base, const char *agent)
 		execl("/bin/sleep", "sleep", "30", (char *)NULL);
 		_exit(127);
 	}
+	/* Until its exec the control is a fork of this (non-dumpable) host, closed to the
+	 * probe like the host itself: wait for the exec, which closes exec_seen's write end. */
+	close(exec_seen[1]);
+	char byte;
+	while (read(exec_seen[0], &byte, 1) < 0 && errno == EINTR)
+		;
+	close(exec_seen[0]);
 	char *probe = proc_probe(getpid(), control);
 	int rc = aks_sandbox_execute_command(sb, probe, &call, &r, &err);
 	kill(control, SIGKILL);
