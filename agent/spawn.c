@@ -38,6 +38,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aks_signals.h"
+
 extern char **environ;
 
 extern int agent_fd_hwm; /* the highest fd the agent has open (aksandbox-agent.c) */
@@ -250,8 +252,9 @@ run_program(char *const argv[], char *const envp[], const char *cwd)
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
-	/* Dispositions set to ignore survive exec: give the program the defaults. */
-	signal(SIGPIPE, SIG_DFL);
+	/* Dispositions set to ignore survive exec (ours of SIGPIPE, and whatever the agent
+	 * inherited): give the program the defaults. */
+	aks__signals_default_all();
 	setpgid(0, 0);
 	if (cwd && chdir(cwd) < 0) {
 		dprintf(2, "aksandbox-agent: cannot enter %s: %s\n", cwd, strerror(errno));

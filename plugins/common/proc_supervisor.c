@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "aks_signals.h"
 #include "proc_internal.h"
 
 /* ---- small async-signal-safe helpers ------------------------------------- */
@@ -400,13 +401,10 @@ void aks__proc_supervise(const aks__proc_sup_args *a)
 {
 	/* The caller blocked every signal before fork(), so none of the host's
 	 * handlers can run here. Reset them all before unblocking anything. */
+	aks__signals_default_all();
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
 	sigemptyset(&sa.sa_mask);
-	for (int sig = 1; sig < NSIG; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			sigaction(sig, &sa, NULL); /* fails harmlessly for libc-internal signals */
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGPIPE, &sa, NULL);
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "aks_agent.h"
+#include "aks_signals.h"
 #include "ls_internal.h"
 
 /* How long close waits for the agent to exit on its own before killing it. */
@@ -69,6 +70,12 @@ static int ls_agent_open(void *vsb, const char *path, const aks_call *call, void
 	char *const argv[] = {(char *)path, "--kill-leftovers", NULL};
 	pid_t pid = fork();
 	if (pid == 0) {
+		/* The agent starts clean, not with this (host) thread's blocked mask and ignored
+		 * signals: it and everything it runs must be stoppable by signals. */
+		sigset_t none;
+		sigemptyset(&none);
+		aks__signals_default_all();
+		sigprocmask(SIG_SETMASK, &none, NULL);
 		if (chdir(sb->dir) < 0 || dup2(to[0], 0) < 0 || dup2(from[1], 1) < 0)
 			_exit(127);
 		execve(path, argv, env);
