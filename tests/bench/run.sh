@@ -100,6 +100,13 @@ hyperfine_pair "Process: aksandbox check -c profiles.yaml vs aksandbox --version
 	"aksandbox check (2 profiles)" "$AKS check -c $S/contrib/examples/profiles.yaml --json" \
 	"aksandbox --version" "$AKS --version"
 
+echo
+# What inactive blocks cost: multi-backend.yaml's docker and kubernetes blocks are checked
+# against their plugins (two more plugins loaded), next to the same profile without them.
+hyperfine_pair "Process: check -c multi-backend.yaml vs check -c basic.yaml" "$T/inactive.json" \
+	"aksandbox check (2 inactive blocks)" "$AKS check -c $S/contrib/examples/multi-backend.yaml --json" \
+	"aksandbox check (none)" "$AKS check -c $S/contrib/examples/basic.yaml --json"
+
 # Memory: the peak resident size of the aksandbox process (wait4's ru_maxrss,
 # measured by bench_exec rss). Output beyond the per-stream cap (4 MiB) is
 # counted and dropped, so a program printing 256 MiB must not make the host
