@@ -4,7 +4,10 @@
  * directory; code and commands run there as child processes of the host, in
  * their own process group, under the call's deadline.
  *
- * It isolates nothing: declare the truth (AKS_ISOLATION_NONE).
+ * It isolates nothing: declare the truth (AKS_ISOLATION_NONE). What it does give
+ * the child is a clean world of its own (see run()): stdin from /dev/null, an
+ * empty signal mask with default dispositions, a minimal environment, and its
+ * own process group, killed whole at the end. Copy those parts as they are.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,8 +27,6 @@
 #include <aksandbox/provider.h>
 
 #define PREFIX "example-shell-"
-
-extern char **environ;
 
 struct aks_provider_impl {
 	const aks_host_api *host;
@@ -148,6 +149,22 @@ static int destroy(aks_provider_impl *prov, const char *id, const aks_call *call
 	return AKS_OK; /* idempotent: an unknown id is not an error */
 }
 
+/*
+ * The child's environment: a fixed minimal one, never the host's. The host's
+ * holds its secrets (API keys, tokens, AWS credentials), which sandboxed code
+ * must not see; PATH finds the usual tools, HOME is the sandbox.
+ */
+static int child_env(const aks_sandbox_impl *sb, char *home, size_t size, char *envp[4])
+{
+	if ((size_t)snprintf(home, size, "HOME=%s", sb->dir) >= size)
+		return -1;
+	envp[0] = "PATH=/usr/local/bin:/usr/bin:/bin";
+	envp[1] = home;
+	envp[2] = "LANG=C.UTF-8";
+	envp[3] = NULL;
+	return 0;
+}
+
 /* Runs `prog -c text` in the sandbox directory, in a new process group,
  * collecting its output until it closes both streams, the deadline passes, or
  * the call is cancelled. posix_spawn, unlike fork, is safe in a threaded host. */
@@ -156,10 +173,15 @@ static int run(aks_sandbox_impl *sb, const char *prog, const char *text, const a
 {
 	const aks_host_api *host = sb->prov->host;
 	char *argv[] = {(char *)prog, "-c", (char *)text, NULL};
+	char home[4200], *envp[4];
 	int o[2], e[2], status = 0, rc = AKS_OK;
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
+	sigset_t none, all;
 	pid_t pid;
+
+	if (child_env(sb, home, sizeof(home), envp) != 0)
+		return host->error_set(err, AKS_EINVAL, "sandbox path too long: %s", sb->dir);
 
 	if (pipe2(o, O_CLOEXEC) != 0)
 		return host->error_set(err, AKS_EIO, "pipe: %s", strerror(errno));
@@ -168,12 +190,24 @@ static int run(aks_sandbox_impl *sb, const char *prog, const char *text, const a
 		return host->error_set(err, AKS_EIO, "pipe: %s", strerror(errno));
 	}
 	posix_spawn_file_actions_init(&fa);
+	/* stdin is /dev/null, never the host's: under `aksandbox mcp` the host's stdin is the
+	 * protocol channel, and a program reading it would steal the client's requests. */
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, o[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, e[1], 2);
 	posix_spawn_file_actions_addchdir_np(&fa, sb->dir);
 	posix_spawnattr_init(&attr);
-	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP); /* pgroup 0: its own */
-	int spawn_error = posix_spawnp(&pid, prog, &fa, &attr, argv, environ);
+	/* The host calls us on threads that block every signal, and may ignore some (SIGPIPE):
+	 * a child would inherit both, and `sleep 2 & wait` or a SIGTERM would never end. Give
+	 * it an empty mask and every signal's default action. */
+	sigemptyset(&none);
+	sigfillset(&all);
+	posix_spawnattr_setsigmask(&attr, &none);
+	posix_spawnattr_setsigdefault(&attr, &all);
+	/* Its own process group (pgroup 0), so that the end of the call can kill all of it. */
+	posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
+	                                    POSIX_SPAWN_SETSIGDEF);
+	int spawn_error = posix_spawnp(&pid, prog, &fa, &attr, argv, envp);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(o[1]), close(e[1]);

@@ -238,6 +238,32 @@ static int missing_op(const char *file, const char *op, aks_error **err)
 	                      op);
 }
 
+int aks__provider_slots_check(const char *who, const aks_capabilities *caps,
+                              const aks_sandbox_ops *sb, aks_error **err)
+{
+	/* What the host would advertise to agents and then call: a declared capability with
+	 * no operation behind it is a lie the loader can see. */
+	const struct {
+		bool declared;
+		const void *slot;
+		const char *capability, *op;
+	} need[] = {
+	    {caps->shell, (const void *)sb->execute_command, "shell", "execute_command"},
+	    {caps->files, (const void *)sb->upload_file, "files", "upload_file"},
+	    {caps->files, (const void *)sb->download_file, "files", "download_file"},
+	    {caps->package_install, (const void *)sb->install_packages, "package_install",
+	     "install_packages"},
+	};
+	for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+		if (need[i].declared && !need[i].slot)
+			return aks__error_set(
+			    err, AKS_EPLUGIN,
+			    "plugin '%s' declares the %s capability but has no '%s' "
+			    "operation; implement it or do not declare %s",
+			    who, need[i].capability, need[i].op, need[i].capability);
+	return AKS_OK;
+}
+
 static int check_provider(const char *file, const aks_provider_ops *ops, aks_error **err)
 {
 	if (!ops)
@@ -275,7 +301,7 @@ static int check_provider(const char *file, const aks_provider_ops *ops, aks_err
 		return missing_op(file, "execute_code", err);
 	if (!sb->close)
 		return missing_op(file, "close", err);
-	return AKS_OK;
+	return aks__provider_slots_check(file, ops->capabilities, sb, err);
 }
 
 static int check_resolver(const char *file, const aks_resolver_ops *ops, aks_error **err)
@@ -404,6 +430,13 @@ static int check_descriptor(const char *file, const aks_plugin_descriptor *d, ak
 	if (!d->license || !*d->license)
 		return aks__error_set(err, AKS_EPLUGIN, "plugin '%s': descriptor has no license",
 		                      file);
+	/* The rule for names, whatever the path it is loaded by: `type: NAME`, config blocks and
+	 * packages all spell it. */
+	if (!valid_name(d->name))
+		return aks__error_set(err, AKS_EPLUGIN,
+		                      "plugin '%s' declares the name '%s', which is not a plugin "
+		                      "name: lowercase letters, digits and '_', at most 64",
+		                      file, d->name);
 	aks_autofree char *expected = name_from_file(file);
 	if (!expected)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");

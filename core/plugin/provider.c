@@ -20,6 +20,7 @@
 #include "config/block.h"
 #include "plugin/handle_cache.h"
 #include "plugin/host_api.h"
+#include "plugin/loader.h"
 #include "plugin/provider.h"
 #include "plugin/result.h"
 #include "util/util.h"
@@ -157,6 +158,11 @@ AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *con
 		const aks_capabilities *mine = prov->ops->instance_capabilities(prov->impl);
 		if (mine && mine->struct_version >= 1 && mine->struct_size >= sizeof(*mine))
 			prov->caps = mine;
+	}
+	rc = aks__provider_slots_check(prov->name, prov->caps, prov->sandbox_ops, err);
+	if (rc < 0) {
+		aks_provider_close(prov);
+		return rc;
 	}
 	*out = prov;
 	return AKS_OK;

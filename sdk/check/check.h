@@ -57,6 +57,7 @@ void aks_check_close_is_idempotent(void **state);
 void aks_check_destroy_is_idempotent(void **state);
 void aks_check_attach_honesty(void **state);
 void aks_check_deadline_and_cancel_are_honoured(void **state);
+void aks_check_child_world(void **state);
 void aks_check_provider_reopens(void **state);
 
 /* The store contract (checks_store.c), for plugins of kind AKS_PLUGIN_STORE. */
@@ -84,6 +85,8 @@ aks_provider *aks_check_need_provider(void);
 
 /* A new sandbox, tracked: closed and destroyed by the teardown. */
 aks_sandbox *aks_check_create(void);
+/* Tracks a sandbox made without aks_check_create (and its id, for the teardown). */
+void aks_check_track(aks_sandbox *sb);
 /* Attaches to `id` and tracks the handle; returns the status (the handle is
  * stored in *out on success, and the error, if any, in *err). */
 int aks_check_attach(const char *id, aks_sandbox **out, aks_error **err);

@@ -83,6 +83,7 @@ int main(int argc, char **argv)
 	    CHECK(destroy_is_idempotent),
 	    CHECK(attach_honesty),
 	    CHECK(deadline_and_cancel_are_honoured),
+	    CHECK(child_world),
 	    CHECK(provider_reopens),
 	};
 	const struct CMUnitTest store_checks[] = {

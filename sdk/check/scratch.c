@@ -97,6 +97,14 @@ aks_sandbox *aks_check_create(void)
 	return sb;
 }
 
+void aks_check_track(aks_sandbox *sb)
+{
+	track(scratch.sandboxes, sb);
+	const char *id = aks_sandbox_get_id(sb);
+	if (id && *id)
+		aks_check_keep_id(id);
+}
+
 int aks_check_attach(const char *id, aks_sandbox **out, aks_error **err)
 {
 	aks_call call;

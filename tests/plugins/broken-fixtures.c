@@ -261,6 +261,26 @@ static void test_extra_export(void **state)
 	dlclose(h);
 }
 
+static void test_declared_no_slot(void **state)
+{
+	(void)state;
+	void *h = open_plugin("declared_no_slot", RTLD_NOW);
+	const aks_plugin_descriptor *d = entry_of(h);
+	assert_valid_except(d, "declared_no_slot", "");
+	const aks_provider_ops *ops = d->ops;
+	assert_true(ops->capabilities->package_install);
+	assert_null(ops->sandbox->install_packages);
+	dlclose(h);
+}
+
+static void test_mixed_case(void **state)
+{
+	(void)state;
+	void *h = open_plugin("Mixed_Case", RTLD_NOW);
+	assert_valid_except(entry_of(h), "Mixed_Case", ""); /* valid but for its name's case */
+	dlclose(h);
+}
+
 static void test_contract_liar(void **state)
 {
 	(void)state;
@@ -275,6 +295,19 @@ static void test_contract_liar(void **state)
 	dlclose(h);
 }
 
+static void test_leaky_child(void **state)
+{
+	(void)state;
+	void *h = open_plugin("leaky_child", RTLD_NOW);
+	const aks_plugin_descriptor *d = entry_of(h);
+	assert_valid_except(d, "leaky_child", "");
+	/* A loader sees a valid provider: the leak is in what its programs get. */
+	const aks_provider_ops *ops = d->ops;
+	assert_non_null(ops->sandbox->execute_code);
+	assert_null(dlsym(h, "leaky_run"));
+	dlclose(h);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,7 +318,8 @@ int main(void)
 	    cmocka_unit_test(test_transport_kind),   cmocka_unit_test(test_missing_dep),
 	    cmocka_unit_test(test_undefined_symbol), cmocka_unit_test(test_no_execute_code),
 	    cmocka_unit_test(test_no_python),        cmocka_unit_test(test_extra_export),
-	    cmocka_unit_test(test_contract_liar),
+	    cmocka_unit_test(test_contract_liar),    cmocka_unit_test(test_leaky_child),
+	    cmocka_unit_test(test_declared_no_slot), cmocka_unit_test(test_mixed_case),
 	};
 	return cmocka_run_group_tests_name("broken-fixtures", tests, NULL, NULL);
 }

@@ -243,6 +243,24 @@ static void test_missing_mandatory_op(void **state)
 	              "plugin '%s': provider is missing the mandatory operation 'execute_code'");
 }
 
+/* A declared capability with no operation behind it is refused, naming both. */
+static void test_declared_without_slot(void **state)
+{
+	(void)state;
+	expect_broken("declared_no_slot",
+	              "plugin '%s' declares the package_install capability but has no "
+	              "'install_packages' operation; implement it or do not declare "
+	              "package_install");
+}
+
+/* The name rule holds whatever the path: a file Mixed_Case.so declaring "Mixed_Case". */
+static void test_name_rule_by_path(void **state)
+{
+	(void)state;
+	expect_broken("Mixed_Case", "plugin '%s' declares the name 'Mixed_Case', which is not a "
+	                            "plugin name: lowercase letters, digits and '_', at most 64");
+}
+
 /* Every slot of a store is mandatory; the loader names the first one missing, before any
  * plugin code runs. */
 static void test_store_missing_op(void **state)
@@ -372,6 +390,8 @@ int main(void)
 	    cmocka_unit_test(test_missing_library),
 	    cmocka_unit_test(test_undefined_symbol),
 	    cmocka_unit_test(test_missing_mandatory_op),
+	    cmocka_unit_test(test_declared_without_slot),
+	    cmocka_unit_test(test_name_rule_by_path),
 	    cmocka_unit_test(test_store_missing_op),
 	    cmocka_unit_test(test_no_python),
 	    cmocka_unit_test(test_group_writable_refused),

@@ -279,6 +279,21 @@ static void test_profile_errors(void **state)
 #undef PROFILE
 }
 
+/* An instance that declares a capability it has no operation for is refused when it opens
+ * (the loader checks the declared table; this is the instance's own). */
+static void test_instance_capability_without_slot(void **state)
+{
+	(void)state;
+	char *msg = load_err_env("sandbox:\n  enabled: true\n  type: fake\n"
+	                         "  fake: {claim_package_install: true}\n",
+	                         no_env, AKS_EPLUGIN);
+	assert_string_equal(msg, "config.yaml:3:9: sandbox profile 'default': provider 'fake' "
+	                         "failed to start: plugin 'fake' declares the package_install "
+	                         "capability but has no 'install_packages' operation; implement "
+	                         "it or do not declare package_install");
+	free(msg);
+}
+
 /* A plugin's own check of its block is reported where the value it names is written. */
 static void test_plugin_error_located(void **state)
 {
@@ -579,6 +594,7 @@ int main(void)
 	    cmocka_unit_test(test_key_and_type_errors),
 	    cmocka_unit_test(test_profile_errors),
 	    cmocka_unit_test(test_plugin_error_located),
+	    cmocka_unit_test(test_instance_capability_without_slot),
 	    cmocka_unit_test(test_profile_name_bounded),
 	    cmocka_unit_test(test_disabled_is_inert),
 	    cmocka_unit_test(test_env_overrides),

@@ -90,6 +90,7 @@ struct fake_box {
 struct aks_provider_impl {
 	const aks_host_api *host;
 	bool attaches_external; /* config: declare it, and accept "ext-" ids */
+	bool claim_packages;    /* config: the instance declares package_install (a lie) */
 	double create_delay;    /* config: seconds create takes */
 	char *destroy_log;      /* config: where destroy calls are recorded, or NULL */
 	char *create_log;       /* config: where created ids are recorded, or NULL */
@@ -437,6 +438,8 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 	/* Absent when the descriptor declares no keys (contract_liar). */
 	if (host->config_bool(config, "attaches_external", &prov->attaches_external) != AKS_OK)
 		prov->attaches_external = false;
+	if (host->config_bool(config, "claim_package_install", &prov->claim_packages) != AKS_OK)
+		prov->claim_packages = false;
 	if (host->config_double(config, "create_delay", &prov->create_delay) != AKS_OK)
 		prov->create_delay = 0;
 	const char *log = NULL;
@@ -665,8 +668,24 @@ static const aks_capabilities fake_capabilities_external = {
     .provisions = true,
 };
 
+/* For claim_package_install: true, an instance that declares what it has no operation for. */
+static const aks_capabilities fake_capabilities_claiming = {
+    .struct_version = AKS_CAPABILITIES_VERSION,
+    .struct_size = sizeof(aks_capabilities),
+    .isolation = AKS_ISOLATION_NONE,
+    .languages = fake_languages,
+    .shell = true,
+    .files = true,
+    .package_install = true, /* the lie: install_packages is NULL */
+    .stateful = true,
+    .attach = true,
+    .provisions = true,
+};
+
 static const aks_capabilities *fake_instance_capabilities(const aks_provider_impl *prov)
 {
+	if (prov->claim_packages)
+		return &fake_capabilities_claiming;
 	return prov->attaches_external ? &fake_capabilities_external : &fake_capabilities;
 }
 
@@ -676,6 +695,9 @@ static const aks_config_key fake_config_keys[] = {
                    "environments"),
     AKS_CONFIG_KEY("attach_to", AKS_CONFIG_STRING, false, NULL,
                    "the external environment of an environment: attached profile"),
+    AKS_CONFIG_KEY("claim_package_install", AKS_CONFIG_BOOL, false, "false",
+                   "the instance declares package_install without its operation (for the "
+                   "host's check)"),
     AKS_CONFIG_KEY("create_delay", AKS_CONFIG_DOUBLE, false, "0",
                    "seconds create takes (it gives up at the call's deadline)"),
     AKS_CONFIG_KEY("destroy_log", AKS_CONFIG_STRING, false, NULL,

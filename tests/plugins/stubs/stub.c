@@ -207,6 +207,26 @@ static int stub_execute_command(aks_sandbox_impl *sb, const char *command, const
 	return AKS_EPROVISION;
 }
 
+/* The slots of what the stubs declare: the loader refuses a capability without its
+ * operation. They run nothing (this is a stub). */
+static int stub_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
+                            const aks_call *call, aks_error **err)
+{
+	return AKS_EPROVISION;
+}
+
+static int stub_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call,
+                              aks_result *out, aks_error **err)
+{
+	return AKS_EPROVISION;
+}
+
+static int stub_install_packages(aks_sandbox_impl *sb, const char *const *packages,
+                                 const aks_call *call, aks_result *out, aks_error **err)
+{
+	return AKS_EPROVISION;
+}
+
 static void stub_close(aks_sandbox_impl *sb)
 {
 }
@@ -217,6 +237,9 @@ static const aks_sandbox_ops stub_sandbox_ops = {
     .id = stub_id,
     .execute_code = stub_execute_code,
     .execute_command = stub_execute_command,
+    .upload_file = stub_upload_file,
+    .download_file = stub_download_file,
+    .install_packages = stub_install_packages,
     .close = stub_close,
 };
 
