@@ -116,9 +116,11 @@ void aks_check_child_world(void **state)
 		fail_msg("create returned AKS_OK but no sandbox");
 	aks_check_track(sb);
 	aks_check_keep(r);
-	if (rc == AKS_ETIMEOUT)
+	if (rc == AKS_ETIMEOUT) {
+		aks_error_free(err);
 		fail_msg("the program did not finish within 15 s: it is reading the host's stdin "
 		         "(give it /dev/null) or cannot run");
+	}
 	aks_check_expect("execute_code(the child-world probe)", rc, AKS_OK, err);
 	size_t len = 0;
 	const char *out = r ? aks_result_get_stdout(r, &len) : NULL;
