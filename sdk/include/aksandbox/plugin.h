@@ -190,7 +190,8 @@ typedef struct aks_host_api {
 	/* Typed config accessors. The host validated the block against the
 	 * descriptor's schema before init, so a key of the right type always
 	 * answers: with its value, its schema default, or (for strings) NULL.
-	 * Returned pointers are borrowed from the config and live until fini.
+	 * Returned pointers are borrowed from the config, which is itself borrowed
+	 * for the call it is passed to (init; rule 2 above): copy what you keep.
 	 * Lists are NULL-terminated; maps are NULL-terminated key, value pairs.
 	 * Each returns AKS_OK, or AKS_EINVAL for a key not in the schema or of
 	 * another type. */

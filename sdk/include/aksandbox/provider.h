@@ -6,10 +6,15 @@
  * capabilities honestly: under-declaring is safe (the host refuses the
  * operation with a clear capability error), over-declaring is a security bug.
  *
- * Mandatory slots: init, create, destroy, sandbox->id, sandbox->execute_code
- * (language "python"), sandbox->close. Every other slot may be NULL; the host
- * turns a NULL slot into a capability error in one place. A slot whose
- * capability is declared false is never called.
+ * Mandatory slots (the loader refuses a plugin without them): capabilities,
+ * init, destroy, sandbox (the table), sandbox->id, sandbox->execute_code
+ * (language "python"), sandbox->close; create unless capabilities->provisions
+ * is false; attach when attach or attaches_external is declared; and the slot
+ * of each declared capability: execute_command for shell, upload_file and
+ * download_file for files, install_packages for package_install (checked for
+ * the class's capabilities at load and an instance's own at open). Every other
+ * slot may be NULL; the host turns a NULL slot into a capability error in one
+ * place. A slot whose capability is declared false is never called.
  *
  * Threading: calls are blocking and may come from several threads at once for
  * different sandboxes of one provider instance; the host never calls two
