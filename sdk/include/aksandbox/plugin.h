@@ -213,8 +213,17 @@ typedef struct aks_host_api {
 	 * until the operation returns. */
 	int (*result_write)(aks_result *r, int stream, const void *data, size_t len,
 	                    aks_error **err);
+	/* The program's exit status: 0..255 for an exit, 128 + N for death by
+	 * signal N (as a shell reports it). NULL r: nothing. */
 	void (*result_set_exit_code)(aks_result *r, int exit_code);
+	/* Marks the result as cut short by the deadline (return AKS_ETIMEOUT too);
+	 * a cancelled call is AKS_ECANCELLED and is not marked. NULL r: nothing. */
 	void (*result_set_timed_out)(aks_result *r);
+	/* Each copies its strings. result_set_notice: NULL clears it; AKS_EINVAL for
+	 * a NULL r, AKS_ENOMEM. result_add_file: a file whose bytes the next
+	 * AKS_STREAM_FILE writes hold; mime_type NULL = application/octet-stream;
+	 * AKS_EINVAL for a NULL r or path, AKS_ENOMEM. result_set_provider_data: one
+	 * JSON object (AKS_EINVAL for anything else, or a NULL r), NULL clears it. */
 	int (*result_set_notice)(aks_result *r, const char *notice);
 	int (*result_add_file)(aks_result *r, const char *path, const char *mime_type);
 	int (*result_set_provider_data)(aks_result *r, const char *json_object);
