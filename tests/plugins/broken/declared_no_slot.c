@@ -13,15 +13,6 @@ static const aks_capabilities capabilities = {
     .provisions = true,
 };
 
-static const aks_sandbox_ops sandbox_ops = {
-    .struct_version = AKS_SANDBOX_OPS_VERSION,
-    .struct_size = sizeof(aks_sandbox_ops),
-    .id = broken_id,
-    .execute_code = broken_execute_code,
-    .install_packages = NULL,
-    .close = broken_close,
-};
-
 static const aks_provider_ops ops = {
     .struct_version = AKS_PROVIDER_OPS_VERSION,
     .struct_size = sizeof(aks_provider_ops),
@@ -30,7 +21,7 @@ static const aks_provider_ops ops = {
     .fini = broken_fini,
     .create = broken_create,
     .destroy = broken_destroy,
-    .sandbox = &sandbox_ops,
+    .sandbox = &broken_sandbox_ops, /* no install_packages */
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, "declared_no_slot", "1.0", "MIT",
