@@ -61,11 +61,9 @@ struct aks__mcp_server {
 	bool peer_gone;
 
 	/* The read thread's own state. */
-	bool initialized;          /* a legacy initialize was answered */
-	const char *version;       /* the negotiated legacy revision */
-	struct json_object *tools; /* the tools/list array */
-	char **names;              /* every tool's name (also when filtered out) */
-	size_t n_names;
+	bool initialized;    /* a legacy initialize was answered */
+	const char *version; /* the negotiated legacy revision */
+	bool offered;        /* the agents filter lets this agent see the tools */
 	char *instructions;
 };
 
@@ -685,10 +683,41 @@ void aks__mcp_server_shutdown(aks__mcp_server *s)
 
 /* ---- methods ---------------------------------------------------------------------- */
 
-static bool tool_known(const aks__mcp_server *s, const char *name)
+/* ---- the tool catalog: one per process ------------------------------------------------- */
+
+/*
+ * The tools as MCP lists them, built on the first server's start and kept, read-only, until
+ * the process exits: the schemas do not depend on the configuration (aks_runtime_tool_schemas),
+ * so every server of the process (one per stdio client, one per HTTP session) shares them
+ * rather than rendering and parsing them again. Readers only deep-copy it, which changes
+ * nothing in it, so they need no lock once it is built.
+ */
+static pthread_mutex_t catalog_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct json_object *catalog_tools; /* the tools/list array, every tool */
+static char **catalog_names;              /* every tool's name */
+static size_t catalog_n_names;
+
+static void catalog_free(void)
 {
-	for (size_t i = 0; i < s->n_names; i++) {
-		if (strcmp(s->names[i], name) == 0)
+	for (size_t i = 0; i < catalog_n_names; i++)
+		free(catalog_names[i]);
+	free(catalog_names);
+	json_object_put(catalog_tools);
+	catalog_names = NULL;
+	catalog_n_names = 0;
+	catalog_tools = NULL;
+}
+
+/* At exit, so a leak checker sees the catalog returned like everything else. */
+__attribute__((destructor)) static void catalog_at_exit(void)
+{
+	catalog_free();
+}
+
+static bool tool_known(const char *name)
+{
+	for (size_t i = 0; i < catalog_n_names; i++) {
+		if (strcmp(catalog_names[i], name) == 0)
 			return true;
 	}
 	return false;
@@ -770,7 +799,8 @@ static void do_tools_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
 		return;
 	}
 	struct json_object *r = json_object_new_object(), *tools = NULL;
-	if (json_object_deep_copy(s->tools, &tools, NULL) != 0)
+	/* The agents filter: a filtered-out agent is offered no tools. */
+	if (!s->offered || json_object_deep_copy(catalog_tools, &tools, NULL) != 0)
 		tools = json_object_new_array();
 	json_object_object_add(r, "tools", tools);
 	if (modern) {
@@ -793,7 +823,7 @@ static void do_tools_call(aks__mcp_server *s, aks__mcp_message *m, bool modern, 
 		return;
 	}
 	const char *tool = json_object_get_string(name);
-	if (strlen(tool) != (size_t)json_object_get_string_len(name) || !tool_known(s, tool)) {
+	if (strlen(tool) != (size_t)json_object_get_string_len(name) || !tool_known(tool)) {
 		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL, "Unknown tool: %.200s", tool);
 		return;
 	}
@@ -980,35 +1010,28 @@ static struct json_object *annotations(const char *tool)
 	return NULL;
 }
 
-/* The runtime's schemas ({name, description, parameters}) as MCP tools. */
-static int build_tools(aks__mcp_server *s)
+/* The runtime's schemas ({name, description, parameters}) as MCP tools, into the catalog.
+ * Called with catalog_lock held and the catalog empty; on failure it stays empty. */
+static int catalog_build(aks_runtime *rt)
 {
-	char *schemas = aks_runtime_tool_schemas(s->rt);
+	char *schemas = aks_runtime_tool_schemas(rt);
 	struct json_object *list = schemas ? json_tokener_parse(schemas) : NULL;
 	free(schemas);
 	if (!list || !json_object_is_type(list, json_type_array)) {
 		json_object_put(list);
 		return AKS_ENOMEM;
 	}
-	bool offered = aks_settings_agent_allowed(s->settings, s->agent);
 	size_t n = json_object_array_length(list);
-	s->tools = json_object_new_array();
-	s->names = calloc(n ? n : 1, sizeof(*s->names));
-	if (!s->tools || !s->names) {
-		json_object_put(list);
-		return AKS_ENOMEM;
-	}
-	for (size_t i = 0; i < n; i++) {
+	catalog_tools = json_object_new_array();
+	catalog_names = calloc(n ? n : 1, sizeof(*catalog_names));
+	for (size_t i = 0; catalog_tools && catalog_names && i < n; i++) {
 		struct json_object *t = json_object_array_get_idx(list, i), *v;
 		if (!json_object_object_get_ex(t, "name", &v))
 			continue;
 		const char *name = json_object_get_string(v);
-		if (!(s->names[s->n_names] = strdup(name)))
+		if (!(catalog_names[catalog_n_names] = strdup(name)))
 			break;
-		s->n_names++;
-		/* The agents filter: a filtered-out agent is offered no tools. */
-		if (!offered)
-			continue;
+		catalog_n_names++;
 		struct json_object *tool = json_object_new_object(), *copy = NULL;
 		json_object_object_add(tool, "name", json_object_new_string(name));
 		if (json_object_object_get_ex(t, "description", &v))
@@ -1019,10 +1042,22 @@ static int build_tools(aks__mcp_server *s)
 		struct json_object *a = annotations(name);
 		if (a)
 			json_object_object_add(tool, "annotations", a);
-		json_object_array_add(s->tools, tool);
+		json_object_array_add(catalog_tools, tool);
 	}
 	json_object_put(list);
-	return s->n_names == n ? AKS_OK : AKS_ENOMEM;
+	if (!catalog_tools || !catalog_names || catalog_n_names != n) {
+		catalog_free();
+		return AKS_ENOMEM;
+	}
+	return AKS_OK;
+}
+
+static int catalog_ensure(aks_runtime *rt)
+{
+	pthread_mutex_lock(&catalog_lock);
+	int rc = catalog_tools ? AKS_OK : catalog_build(rt);
+	pthread_mutex_unlock(&catalog_lock);
+	return rc;
 }
 
 int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
@@ -1043,8 +1078,9 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
 	s->agent = opt->agent ? strdup(opt->agent) : NULL;
 	s->calls = calloc(s->max_calls, sizeof(*s->calls));
 	s->instructions = aks_runtime_guidance(s->rt, s->agent);
+	s->offered = aks_settings_agent_allowed(s->settings, s->agent);
 	if (!s->conversation || (opt->agent && !s->agent) || !s->calls || !s->instructions ||
-	    build_tools(s) != AKS_OK) {
+	    catalog_ensure(s->rt) != AKS_OK) {
 		aks__mcp_server_free(s);
 		return AKS_ENOMEM;
 	}
@@ -1060,10 +1096,6 @@ void aks__mcp_server_free(aks__mcp_server *s)
 		aks__mcp_server_shutdown(s);
 	pthread_mutex_destroy(&s->lock);
 	pthread_mutex_destroy(&s->write_lock);
-	for (size_t i = 0; i < s->n_names; i++)
-		free(s->names[i]);
-	free(s->names);
-	json_object_put(s->tools);
 	free(s->instructions);
 	free(s->calls);
 	free(s->conversation);
