@@ -116,6 +116,50 @@ static json_object *container_security_context(json_object *over, bool read_only
 	return sc;
 }
 
+/*
+ * The pod's emptyDir volumes and the container's mounts of them: /workspace under a
+ * filesystem policy, /.aksandbox for the agent, and under a filesystem policy read-only
+ * covers over the runtime's world-writable mounts that a read-only root leaves writable
+ * (/dev/shm, a 64 MB tmpfs, and /dev/mqueue): nothing but the allowed paths may take a
+ * write. /dev itself stays the runtime's tmpfs, writable by root only: a pod spec has no
+ * way to make it read-only that keeps the device nodes (docs/plugins/kubernetes.md).
+ */
+static void add_volumes(json_object *spec, json_object *c, bool fs, bool agent_dir)
+{
+	static const struct {
+		const char *name, *path;
+		bool read_only, fs_only;
+	} volumes[] = {
+	    {"workspace", K8S_WORKSPACE, false, true},
+	    {"aksandbox", K8S_AGENT_DIR, false, false},
+	    {"no-dev-shm", "/dev/shm", true, true},
+	    {"no-dev-mqueue", "/dev/mqueue", true, true},
+	};
+	json_object *mounts = json_object_new_array(), *vols = json_object_new_array();
+	for (size_t i = 0; i < sizeof(volumes) / sizeof(*volumes); i++) {
+		bool wanted = volumes[i].fs_only ? fs : agent_dir;
+		if (!wanted)
+			continue;
+		json_object *m = json_object_new_object();
+		add(m, "name", str(volumes[i].name));
+		add(m, "mountPath", str(volumes[i].path));
+		if (volumes[i].read_only)
+			add(m, "readOnly", json_object_new_boolean(1));
+		json_object_array_add(mounts, m);
+		json_object *v = json_object_new_object();
+		add(v, "name", str(volumes[i].name));
+		add(v, "emptyDir", json_object_new_object());
+		json_object_array_add(vols, v);
+	}
+	if (json_object_array_length(mounts)) {
+		add(c, "volumeMounts", mounts);
+		add(spec, "volumes", vols);
+	} else {
+		json_object_put(mounts);
+		json_object_put(vols);
+	}
+}
+
 json_object *k8s_pod_manifest(const k8s_pod_params *pp, const aks_policy *pol, k8s_err *e)
 {
 	json_object *pod_sc = NULL, *ctr_sc = NULL;
@@ -186,42 +230,10 @@ json_object *k8s_pod_manifest(const k8s_pod_params *pp, const aks_policy *pol, k
 		add(res, "limits", lim);
 		add(c, "resources", res);
 	}
-	if (fs || pp->agent_dir) {
-		json_object *mounts = json_object_new_array();
-		if (fs) {
-			json_object *m = json_object_new_object();
-			add(m, "name", str("workspace"));
-			add(m, "mountPath", str(K8S_WORKSPACE));
-			json_object_array_add(mounts, m);
-		}
-		if (pp->agent_dir) {
-			json_object *m = json_object_new_object();
-			add(m, "name", str("aksandbox"));
-			add(m, "mountPath", str(K8S_AGENT_DIR));
-			json_object_array_add(mounts, m);
-		}
-		add(c, "volumeMounts", mounts);
-	}
 	json_object *containers = json_object_new_array();
 	json_object_array_add(containers, c);
 	add(spec, "containers", containers);
-
-	if (fs || pp->agent_dir) {
-		json_object *vols = json_object_new_array();
-		if (fs) {
-			json_object *v = json_object_new_object();
-			add(v, "name", str("workspace"));
-			add(v, "emptyDir", json_object_new_object());
-			json_object_array_add(vols, v);
-		}
-		if (pp->agent_dir) {
-			json_object *v = json_object_new_object();
-			add(v, "name", str("aksandbox"));
-			add(v, "emptyDir", json_object_new_object());
-			json_object_array_add(vols, v);
-		}
-		add(spec, "volumes", vols);
-	}
+	add_volumes(spec, c, fs, pp->agent_dir);
 	if (pp->service_account && *pp->service_account)
 		add(spec, "serviceAccountName", str(pp->service_account));
 	if (pp->image_pull_secrets && pp->image_pull_secrets[0]) {

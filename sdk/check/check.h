@@ -3,22 +3,20 @@
  * provider contract suite (the seeds' SandboxProviderContract) as a program.
  *
  * The checks run in order in one process and share what the earlier ones set
- * up (the loaded plugin, its config block, the provider instance). A check
- * whose prerequisite failed fails too, naming the check to look at: nothing is
- * skipped, so a broken plugin can never pass by omission.
+ * up (the loaded plugin, its config block, the provider instance). When a gate
+ * (the plugin loads, the instance opens) fails, what needs it is reported once as
+ * not run; a check that cannot prove its point here is NOT VERIFIED; a broken
+ * plugin never passes by omission.
  */
 #ifndef AKS_CHECK_CHECK_H
 #define AKS_CHECK_CHECK_H
 
-/* cmocka.h needs these first. */
-#include <setjmp.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include <cmocka.h>
-
 #include <aksandbox/aksandbox.h>
+
+#include "harness.h"
 
 /* Every sandbox call gets this many seconds. */
 #define AKS_CHECK_CALL_TIMEOUT 30
@@ -41,42 +39,46 @@ struct aks_check_state {
 
 extern struct aks_check_state aks_check;
 
-/* ---- checks (each a cmocka test) ---- */
-void aks_check_plugin_loads(void **state);
-void aks_check_exports_only_entry(void **state);
-void aks_check_descriptor_is_valid(void **state);
-void aks_check_unknown_config_key_is_refused(void **state);
-void aks_check_provider_opens(void **state);
-void aks_check_execute_python(void **state);
-void aks_check_undeclared_language(void **state);
-void aks_check_honesty_shell(void **state);
-void aks_check_honesty_files(void **state);
-void aks_check_honesty_package_install(void **state);
-void aks_check_program_failure_is_result(void **state);
-void aks_check_close_is_idempotent(void **state);
-void aks_check_destroy_is_idempotent(void **state);
-void aks_check_attach_honesty(void **state);
-void aks_check_deadline_and_cancel_are_honoured(void **state);
-void aks_check_child_world(void **state);
-void aks_check_provider_reopens(void **state);
+/* ---- checks (each an aks_check_case: harness.h) ---- */
+void aks_check_plugin_loads(void);
+void aks_check_exports_only_entry(void);
+void aks_check_descriptor_is_valid(void);
+void aks_check_unknown_config_key_is_refused(void);
+void aks_check_provider_opens(void);
+void aks_check_execute_python(void);
+void aks_check_undeclared_language(void);
+void aks_check_honesty_shell(void);
+void aks_check_honesty_files(void);
+void aks_check_honesty_package_install(void);
+void aks_check_program_failure_is_result(void);
+void aks_check_close_is_idempotent(void);
+void aks_check_destroy_is_idempotent(void);
+void aks_check_attach_honesty(void);
+void aks_check_deadline_and_cancel_are_honoured(void);
+void aks_check_child_world(void);
+void aks_check_policy_network(void);
+void aks_check_policy_resources(void);
+void aks_check_policy_filesystem(void);
+void aks_check_stateful(void);
+void aks_check_provider_reopens(void);
 
 /* The store contract (checks_store.c), for plugins of kind AKS_PLUGIN_STORE. */
-void aks_check_store_opens(void **state);
-void aks_check_store_round_trip(void **state);
-void aks_check_store_failed_update_writes_nothing(void **state);
-void aks_check_store_names_apart(void **state);
-void aks_check_store_namespaces(void **state);
-void aks_check_store_updates_are_atomic(void **state);
-void aks_check_store_lock(void **state);
-void aks_check_store_expiring_records(void **state);
-void aks_check_store_reopens(void **state);
+void aks_check_store_opens(void);
+void aks_check_store_round_trip(void);
+void aks_check_store_failed_update_writes_nothing(void);
+void aks_check_store_names_apart(void);
+void aks_check_store_namespaces(void);
+void aks_check_store_updates_are_atomic(void);
+void aks_check_store_lock(void);
+void aks_check_store_expiring_records(void);
+void aks_check_store_reopens(void);
 /* Closes the store if a check failed before store_reopens. */
 void aks_check_store_close(void);
 
 /* ---- helpers (scratch.c) ----
  * Objects a check creates are tracked so that the check's teardown releases
  * them even when an assertion jumps out of the check half-way. */
-int aks_check_teardown(void **state);
+void aks_check_teardown(void);
 
 /* The plugin and the provider instance, or fail the check naming the earlier
  * check that should have set them up. */

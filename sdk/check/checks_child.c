@@ -57,7 +57,7 @@ static void hostile_enter(struct hostile_host *h)
 {
 	int p[2];
 	if (pipe(p) != 0)
-		fail_msg("pipe: cannot set up the check");
+		aks_check_fail("pipe: cannot set up the check");
 	h->saved_stdin = dup(0);
 	dup2(p[0], 0);
 	close(p[0]);
@@ -88,9 +88,8 @@ static void hostile_leave(struct hostile_host *h)
 	close(h->pipe_w);
 }
 
-void aks_check_child_world(void **state)
+void aks_check_child_world(void)
 {
-	(void)state;
 	struct hostile_host h;
 	aks_result *r = NULL;
 	aks_error *err = NULL;
@@ -113,13 +112,14 @@ void aks_check_child_world(void **state)
 	if (!sb)
 		aks_check_expect("create (from a thread blocking every signal)", rc, AKS_OK, err);
 	if (!sb)
-		fail_msg("create returned AKS_OK but no sandbox");
+		aks_check_fail("create returned AKS_OK but no sandbox");
 	aks_check_track(sb);
 	aks_check_keep(r);
 	if (rc == AKS_ETIMEOUT) {
 		aks_error_free(err);
-		fail_msg("the program did not finish within 15 s: it is reading the host's stdin "
-		         "(give it /dev/null) or cannot run");
+		aks_check_fail(
+		    "the program did not finish within 15 s: it is reading the host's stdin "
+		    "(give it /dev/null) or cannot run");
 	}
 	aks_check_expect("execute_code(the child-world probe)", rc, AKS_OK, err);
 	size_t len = 0;
@@ -129,25 +129,29 @@ void aks_check_child_world(void **state)
 	if (aks_result_get_exit_code(r) == 0 && !strstr(out ? out : "", "blocked=")) {
 		/* A fake that echoes its input runs no program: nothing to verify, and that is
 		 * said, never counted as a pass. */
-		print_message("NOT VERIFIED: child_world: the provider printed no probe line, so "
-		              "it runs no program whose world could be checked\n");
-		skip();
+		aks_check_note("NOT VERIFIED: child_world: the provider printed no probe line, so "
+		               "it runs no program whose world could be checked\n");
+		aks_check_skip();
 	}
 	if (aks_result_get_exit_code(r) != 0 || strncmp(line, "blocked=", 8) != 0)
-		fail_msg("the probe failed (exit %d): %s%s", aks_result_get_exit_code(r), line,
-		         aks_result_get_stderr(r, NULL) ? aks_result_get_stderr(r, NULL) : "");
+		aks_check_fail(
+		    "the probe failed (exit %d): %s%s", aks_result_get_exit_code(r), line,
+		    aks_result_get_stderr(r, NULL) ? aks_result_get_stderr(r, NULL) : "");
 	if (!strstr(line, "blocked=[] "))
-		fail_msg("the program starts with signals blocked (%s): give it an empty mask "
-		         "(posix_spawnattr_setsigmask, or sigprocmask before exec)",
-		         line);
+		aks_check_fail(
+		    "the program starts with signals blocked (%s): give it an empty mask "
+		    "(posix_spawnattr_setsigmask, or sigprocmask before exec)",
+		    line);
 	if (!strstr(line, "ignored=[] "))
-		fail_msg("the program starts with signals ignored (%s): reset them to SIG_DFL "
-		         "(posix_spawnattr_setsigdefault)",
-		         line);
+		aks_check_fail(
+		    "the program starts with signals ignored (%s): reset them to SIG_DFL "
+		    "(posix_spawnattr_setsigdefault)",
+		    line);
 	if (!strstr(line, "secret=False "))
-		fail_msg("the host's environment reached the program (%s is set in it): give it "
-		         "a minimal environment of its own",
-		         SECRET_NAME);
+		aks_check_fail(
+		    "the host's environment reached the program (%s is set in it): give it "
+		    "a minimal environment of its own",
+		    SECRET_NAME);
 	if (!strstr(line, "stdin=0"))
-		fail_msg("the program's stdin is not empty (%s): give it /dev/null", line);
+		aks_check_fail("the program's stdin is not empty (%s): give it /dev/null", line);
 }

@@ -51,41 +51,39 @@ static aks_result *run_code(aks_sandbox *sb, const char *code, const char *langu
 	snprintf(what, sizeof(what), "execute_code(\"%s\", %s)", code, language);
 	aks_check_expect(what, rc, want, err);
 	if (want == AKS_OK && !r)
-		fail_msg("%s returned AKS_OK without a result", what);
+		aks_check_fail("%s returned AKS_OK without a result", what);
 	return r;
 }
 
-void aks_check_execute_python(void **state)
+void aks_check_execute_python(void)
 {
-	(void)state;
 	aks_sandbox *sb = aks_check_create();
 	aks_result *r = run_code(sb, "print('hi')", "python", AKS_OK);
 	int code = aks_result_get_exit_code(r);
 	if (code != 0)
-		fail_msg("print('hi') exited with %d (stderr: %s)", code,
-		         aks_result_get_stderr(r, NULL) ? aks_result_get_stderr(r, NULL) : "");
+		aks_check_fail("print('hi') exited with %d (stderr: %s)", code,
+		               aks_result_get_stderr(r, NULL) ? aks_result_get_stderr(r, NULL)
+		                                              : "");
 	if (!strstr(out_of(r), "hi"))
-		fail_msg("print('hi') printed '%s', which lacks 'hi'", out_of(r));
+		aks_check_fail("print('hi') printed '%s', which lacks 'hi'", out_of(r));
 }
 
-void aks_check_undeclared_language(void **state)
+void aks_check_undeclared_language(void)
 {
 	static const char lang[] = "definitely-not-a-language";
 
-	(void)state;
 	if (declares_language(lang))
-		fail_msg("the provider declares the language '%s'", lang);
+		aks_check_fail("the provider declares the language '%s'", lang);
 	aks_sandbox *sb = aks_check_create();
 	run_code(sb, "noop", lang, AKS_ECAPABILITY);
 }
 
-void aks_check_honesty_shell(void **state)
+void aks_check_honesty_shell(void)
 {
 	aks_result *r = NULL;
 	aks_error *err = NULL;
 	aks_call call;
 
-	(void)state;
 	bool shell = caps()->shell;
 	aks_sandbox *sb = aks_check_create();
 	aks_check_call(&call);
@@ -98,20 +96,19 @@ void aks_check_honesty_shell(void **state)
 	}
 	aks_check_expect("execute_command(\"echo hi\") with the shell capability", rc, AKS_OK, err);
 	if (!r)
-		fail_msg("execute_command returned AKS_OK without a result");
+		aks_check_fail("execute_command returned AKS_OK without a result");
 	if (aks_result_get_exit_code(r) != 0)
-		fail_msg("echo hi exited with %d", aks_result_get_exit_code(r));
+		aks_check_fail("echo hi exited with %d", aks_result_get_exit_code(r));
 	if (!strstr(out_of(r), "hi"))
-		fail_msg("echo hi printed '%s', which lacks 'hi'", out_of(r));
+		aks_check_fail("echo hi printed '%s', which lacks 'hi'", out_of(r));
 }
 
-void aks_check_honesty_files(void **state)
+void aks_check_honesty_files(void)
 {
 	aks_result *r = NULL;
 	aks_error *err = NULL;
 	aks_call call;
 
-	(void)state;
 	bool files = caps()->files;
 	aks_sandbox *sb = aks_check_create();
 	aks_check_call(&call);
@@ -129,26 +126,25 @@ void aks_check_honesty_files(void **state)
 	if (!files)
 		return;
 	if (!r || aks_result_get_file_count(r) != 1)
-		fail_msg("download_file returned %zu files, not 1",
-		         r ? aks_result_get_file_count(r) : (size_t)0);
+		aks_check_fail("download_file returned %zu files, not 1",
+		               r ? aks_result_get_file_count(r) : (size_t)0);
 	size_t len = 0;
 	const char *path = NULL;
 	const unsigned char *data = aks_result_get_file(r, 0, &path, NULL, &len);
 	if (!data || len != 4 || memcmp(data, "data", 4) != 0)
-		fail_msg("download_file(\"f.txt\") returned %zu bytes '%.*s', not the 4 bytes "
-		         "'data' uploaded",
-		         len, data ? (int)(len > 64 ? 64 : len) : 0,
-		         data ? (const char *)data : "");
+		aks_check_fail(
+		    "download_file(\"f.txt\") returned %zu bytes '%.*s', not the 4 bytes "
+		    "'data' uploaded",
+		    len, data ? (int)(len > 64 ? 64 : len) : 0, data ? (const char *)data : "");
 }
 
-void aks_check_honesty_package_install(void **state)
+void aks_check_honesty_package_install(void)
 {
 	static const char *const packages[] = {"pip-noop", NULL};
 	aks_result *r = NULL;
 	aks_error *err = NULL;
 	aks_call call;
 
-	(void)state;
 	bool declared = caps()->package_install;
 	aks_sandbox *sb = aks_check_create();
 	aks_check_call(&call);
@@ -159,26 +155,24 @@ void aks_check_honesty_package_install(void **state)
 	                          : "install_packages without the package_install capability",
 	                 rc, declared ? AKS_OK : AKS_ECAPABILITY, err);
 	if (declared && !r)
-		fail_msg("install_packages returned AKS_OK without a result");
+		aks_check_fail("install_packages returned AKS_OK without a result");
 }
 
-void aks_check_program_failure_is_result(void **state)
+void aks_check_program_failure_is_result(void)
 {
-	(void)state;
 	aks_sandbox *sb = aks_check_create();
 	aks_result *r = run_code(sb, AKS_CHECK_FAIL_MARKER, "python", AKS_OK);
 	if (aks_result_get_exit_code(r) == 0)
-		fail_msg("the failing program %s exited with 0", AKS_CHECK_FAIL_MARKER);
+		aks_check_fail("the failing program %s exited with 0", AKS_CHECK_FAIL_MARKER);
 }
 
 /* close releases the handle only: the sandbox stays attachable, and (with
  * files) keeps its workspace. Closing the re-attached handle works as well. */
-void aks_check_close_is_idempotent(void **state)
+void aks_check_close_is_idempotent(void)
 {
 	aks_error *err = NULL;
 	aks_call call;
 
-	(void)state;
 	const aks_capabilities *c = caps();
 	aks_sandbox *sb = aks_check_create();
 	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
@@ -208,19 +202,18 @@ void aks_check_close_is_idempotent(void **state)
 		                                ? aks_result_get_file(r, 0, NULL, NULL, &len)
 		                                : NULL;
 		if (!data || len != 4 || memcmp(data, "kept", 4) != 0)
-			fail_msg("a file uploaded before close was not kept");
+			aks_check_fail("a file uploaded before close was not kept");
 	}
 	aks_check_close(again);
 }
 
 /* destroy twice and destroy of an unknown id succeed; after destroy the
  * sandbox is gone for attach. */
-void aks_check_destroy_is_idempotent(void **state)
+void aks_check_destroy_is_idempotent(void)
 {
 	aks_error *err = NULL;
 	aks_call call;
 
-	(void)state;
 	aks_provider *prov = aks_check_need_provider();
 	aks_sandbox *sb = aks_check_create();
 	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
@@ -244,12 +237,11 @@ void aks_check_destroy_is_idempotent(void **state)
 	}
 }
 
-void aks_check_attach_honesty(void **state)
+void aks_check_attach_honesty(void)
 {
 	aks_sandbox *again = NULL;
 	aks_error *err = NULL;
 
-	(void)state;
 	if (!caps()->attach) {
 		int rc = aks_check_attach("whatever", &again, &err);
 		aks_check_expect("attach without the attach capability", rc, AKS_ECAPABILITY, err);
@@ -261,11 +253,11 @@ void aks_check_attach_honesty(void **state)
 	aks_check_expect("attach to a live sandbox", rc, AKS_OK, err);
 	err = NULL;
 	if (!again)
-		fail_msg("attach returned AKS_OK without a sandbox");
+		aks_check_fail("attach returned AKS_OK without a sandbox");
 	const char *again_id = aks_sandbox_get_id(again);
 	if (!again_id || strcmp(again_id, id) != 0)
-		fail_msg("attach('%s') returned a sandbox with id '%s'", id,
-		         again_id ? again_id : "(null)");
+		aks_check_fail("attach('%s') returned a sandbox with id '%s'", id,
+		               again_id ? again_id : "(null)");
 	run_code(again, "print('hi')", "python", AKS_OK);
 
 	aks_sandbox *none = NULL;
@@ -299,7 +291,7 @@ static double seconds_since(const struct timespec *start)
  * deadline (AKS_ETIMEOUT, result marked timed out) or when the call is
  * cancelled (AKS_ECANCELLED), well before the program would have ended. A
  * provider that does not really run code (a fake) may answer AKS_OK at once. */
-void aks_check_deadline_and_cancel_are_honoured(void **state)
+void aks_check_deadline_and_cancel_are_honoured(void)
 {
 	static const char code[] = "import time\ntime.sleep(60)\n";
 	const double grace = 10.0;
@@ -308,7 +300,6 @@ void aks_check_deadline_and_cancel_are_honoured(void **state)
 	aks_call call;
 	struct timespec start;
 
-	(void)state;
 	aks_sandbox *sb = aks_check_create();
 	aks_call_init(&call, 1.0, NULL, NULL, NULL);
 	clock_gettime(CLOCK_MONOTONIC, &start);
@@ -316,17 +307,17 @@ void aks_check_deadline_and_cancel_are_honoured(void **state)
 	double took = seconds_since(&start);
 	aks_check_keep(r);
 	if (took > 1.0 + grace)
-		fail_msg("a 1 s deadline returned after %.1f s", took);
+		aks_check_fail("a 1 s deadline returned after %.1f s", took);
 	if (rc != AKS_OK) {
 		aks_check_expect("a program past its 1 s deadline", rc, AKS_ETIMEOUT, err);
 		if (!r || !aks_result_timed_out(r))
-			fail_msg("AKS_ETIMEOUT without a result marked timed out");
+			aks_check_fail("AKS_ETIMEOUT without a result marked timed out");
 	}
 
 	aks_cancel *cancel = NULL;
 	err = NULL;
 	if (aks_cancel_new(&cancel, &err) < 0)
-		fail_msg("aks_cancel_new: %s", aks_error_message(err));
+		aks_check_fail("aks_cancel_new: %s", aks_error_message(err));
 	struct delayed_cancel d = {cancel, 500};
 	pthread_t thread;
 	pthread_create(&thread, NULL, cancel_later, &d);
@@ -339,7 +330,7 @@ void aks_check_deadline_and_cancel_are_honoured(void **state)
 	aks_cancel_free(cancel);
 	aks_check_keep(r);
 	if (took > 0.5 + grace)
-		fail_msg("a call cancelled after 0.5 s returned after %.1f s", took);
+		aks_check_fail("a call cancelled after 0.5 s returned after %.1f s", took);
 	if (rc != AKS_OK)
 		aks_check_expect("a cancelled program", rc, AKS_ECANCELLED, err);
 }

@@ -37,7 +37,7 @@ static const aks_store_ops *store_ops(void)
 static aks_store_impl *need_store(void)
 {
 	if (!st.impl)
-		fail_msg("the store is not open (see the check store_opens)");
+		aks_check_fail("the store is not open (see the check store_opens)");
 	return st.impl;
 }
 
@@ -127,14 +127,13 @@ static int get(const char *n, const char *key, got *g)
 
 /* ---- the checks ---- */
 
-void aks_check_store_opens(void **state)
+void aks_check_store_opens(void)
 {
-	(void)state;
 	aks_check_need_plugin();
 	st.ops = store_ops();
 	unsigned char r[8];
 	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
-		fail_msg("cannot read random bytes");
+		aks_check_fail("cannot read random bytes");
 	snprintf(st.run, sizeof(st.run), "aks-check-%02x%02x%02x%02x%02x%02x", r[0], r[1], r[2],
 	         r[3], r[4], r[5]);
 	aks_error *err = NULL;
@@ -154,27 +153,27 @@ void aks_check_store_opens(void **state)
 
 /* Values are bytes: NUL and 0xFF survive; KEEP keeps, DELETE deletes, get of a missing
  * record is AKS_ENOTFOUND without calling back. */
-void aks_check_store_round_trip(void **state)
+void aks_check_store_round_trip(void)
 {
-	(void)state;
 	char n[64];
 	static const char bytes[] = {'{', 0, (char)0xFF, '\n', '}'};
 	ns("rt", n, sizeof(n));
 	got g;
 	if (get(n, "k", &g) != AKS_ENOTFOUND || g.count != 0)
-		fail_msg("get of a record never written did not return AKS_ENOTFOUND");
+		aks_check_fail("get of a record never written did not return AKS_ENOTFOUND");
 	put(n, "k", bytes, sizeof(bytes));
 	if (get(n, "k", &g) != AKS_OK || g.len != sizeof(bytes) || memcmp(g.value, bytes, g.len))
-		fail_msg("get did not return the exact bytes written (NUL and 0xFF included)");
+		aks_check_fail(
+		    "get did not return the exact bytes written (NUL and 0xFF included)");
 	put_ctx keep = {"x", 1, AKS_STORE_KEEP, 0};
 	aks_error *err = NULL;
 	aks_check_expect("update (keep)", st.ops->update(st.impl, n, "k", put_fn, &keep, &err),
 	                 AKS_OK, err);
 	if (get(n, "k", &g) != AKS_OK || g.len != sizeof(bytes))
-		fail_msg("AKS_STORE_KEEP changed the record");
+		aks_check_fail("AKS_STORE_KEEP changed the record");
 	del(n, "k");
 	if (get(n, "k", &g) != AKS_ENOTFOUND)
-		fail_msg("a deleted record is still there");
+		aks_check_fail("a deleted record is still there");
 	del(n, "k"); /* deleting what is absent is fine */
 }
 
@@ -188,29 +187,27 @@ static int failing_fn(void *ctx, const char *value, size_t len, int *action, con
 }
 
 /* A function's error is passed back unchanged and nothing is written. */
-void aks_check_store_failed_update_writes_nothing(void **state)
+void aks_check_store_failed_update_writes_nothing(void)
 {
-	(void)state;
 	char n[64];
 	ns("fail", n, sizeof(n));
 	put(n, "k", "before", 6);
 	aks_error *err = NULL;
 	int rc = st.ops->update(st.impl, n, "k", failing_fn, NULL, &err);
 	if (rc != AKS_EPOLICY || !err)
-		fail_msg("update returned %d (want the function's AKS_EPOLICY, with its error)",
-		         rc);
+		aks_check_fail(
+		    "update returned %d (want the function's AKS_EPOLICY, with its error)", rc);
 	aks_error_free(err);
 	got g;
 	if (get(n, "k", &g) != AKS_OK || g.len != 6 || memcmp(g.value, "before", 6) != 0)
-		fail_msg("a failed update changed the record");
+		aks_check_fail("a failed update changed the record");
 	del(n, "k");
 }
 
 /* Distinct names stay distinct, whatever bytes they hold, and a scan sees its own namespace
  * and key prefix only. */
-void aks_check_store_names_apart(void **state)
+void aks_check_store_names_apart(void)
 {
-	(void)state;
 	char a[300], b[300], c[300], longn[300];
 	ns("x", a, sizeof(a));
 	ns("x:y", b, sizeof(b));
@@ -233,20 +230,20 @@ void aks_check_store_names_apart(void **state)
 		got g;
 		if (get(want[i].n, want[i].k, &g) != AKS_OK || g.len != 1 ||
 		    g.value[0] != want[i].v[0])
-			fail_msg("record '%s' of '%s' does not read back as written", want[i].k,
-			         want[i].n);
+			aks_check_fail("record '%s' of '%s' does not read back as written",
+			               want[i].k, want[i].n);
 	}
 	got g = {0};
 	aks_error *err = NULL;
 	aks_check_expect("scan", st.ops->scan(st.impl, a, "y", take, &g, &err), AKS_OK, err);
 	if (g.count != 1 || strcmp(g.keys[0], "y:z") != 0)
-		fail_msg("scan of '%s' with prefix 'y' saw %d records (want exactly 'y:z')", a,
-		         g.count);
+		aks_check_fail("scan of '%s' with prefix 'y' saw %d records (want exactly 'y:z')",
+		               a, g.count);
 	memset(&g, 0, sizeof(g));
 	aks_check_expect("scan", st.ops->scan(st.impl, a, "", take, &g, &err), AKS_OK, err);
 	if (g.count != 2)
-		fail_msg("scan of '%s' saw %d records (want 2: none of '%s' or '%s')", a, g.count,
-		         b, c);
+		aks_check_fail("scan of '%s' saw %d records (want 2: none of '%s' or '%s')", a,
+		               g.count, b, c);
 	del(a, "y:z");
 	del(b, "z");
 	del(c, "y:z");
@@ -270,9 +267,8 @@ static int note_ns(void *ctx, const char *name)
 }
 
 /* namespaces lists a namespace while it has a record, and not once its last record went. */
-void aks_check_store_namespaces(void **state)
+void aks_check_store_namespaces(void)
 {
-	(void)state;
 	char n[64];
 	ns("listed", n, sizeof(n));
 	put(n, "k", "v", 1);
@@ -281,15 +277,15 @@ void aks_check_store_namespaces(void **state)
 	aks_check_expect("namespaces", st.ops->namespaces(st.impl, note_ns, &seen, &err), AKS_OK,
 	                 err);
 	if (seen.ours != 1 || strcmp(seen.first, n) != 0)
-		fail_msg("namespaces listed %d of this run's namespaces (want exactly '%s')",
-		         seen.ours, n);
+		aks_check_fail("namespaces listed %d of this run's namespaces (want exactly '%s')",
+		               seen.ours, n);
 	del(n, "k");
 	memset(&seen, 0, sizeof(seen));
 	aks_check_expect("namespaces", st.ops->namespaces(st.impl, note_ns, &seen, &err), AKS_OK,
 	                 err);
 	if (seen.ours != 0)
-		fail_msg("namespaces still lists '%s' after its last record was deleted",
-		         seen.first);
+		aks_check_fail("namespaces still lists '%s' after its last record was deleted",
+		               seen.first);
 }
 
 /* ---- atomicity ---- */
@@ -334,9 +330,8 @@ static void *count_up(void *arg)
 }
 
 /* Concurrent read-modify-writes of one record lose nothing. */
-void aks_check_store_updates_are_atomic(void **state)
+void aks_check_store_updates_are_atomic(void)
 {
-	(void)state;
 	char n[64];
 	ns("atomic", n, sizeof(n));
 	need_store();
@@ -345,7 +340,7 @@ void aks_check_store_updates_are_atomic(void **state)
 	for (int i = 0; i < THREADS; i++) {
 		args[i] = (counter_arg){n, 0};
 		if (pthread_create(&th[i], NULL, count_up, &args[i]) != 0)
-			fail_msg("cannot start a thread");
+			aks_check_fail("cannot start a thread");
 	}
 	int failures = 0;
 	for (int i = 0; i < THREADS; i++) {
@@ -356,11 +351,12 @@ void aks_check_store_updates_are_atomic(void **state)
 	long total = get(n, "counter", &g) == AKS_OK ? strtol(g.value, NULL, 10) : -1;
 	del(n, "counter");
 	if (failures)
-		fail_msg("%d of %d updates failed", failures, THREADS * ROUNDS);
+		aks_check_fail("%d of %d updates failed", failures, THREADS * ROUNDS);
 	if (total != THREADS * ROUNDS)
-		fail_msg("%d threads made %d increments of one record; it holds %ld: updates were "
-		         "lost",
-		         THREADS, THREADS * ROUNDS, total);
+		aks_check_fail(
+		    "%d threads made %d increments of one record; it holds %ld: updates were "
+		    "lost",
+		    THREADS, THREADS * ROUNDS, total);
 }
 
 /* ---- named locks ---- */
@@ -374,9 +370,8 @@ static double mono(void)
 
 /* A held lock keeps a second taker out until its deadline (AKS_ETIMEOUT) or its
  * cancellation (AKS_ECANCELLED), and lets it in once released. */
-void aks_check_store_lock(void **state)
+void aks_check_store_lock(void)
 {
-	(void)state;
 	char n[64];
 	ns("lock", n, sizeof(n));
 	aks_store_lock *held = NULL, *second = NULL;
@@ -396,13 +391,13 @@ void aks_check_store_lock(void **state)
 		st.ops->unlock(st.impl, second);
 	if (rc != AKS_ETIMEOUT) {
 		st.ops->unlock(st.impl, held);
-		fail_msg("a second lock of a held name returned %d (want AKS_ETIMEOUT at its "
-		         "deadline)",
-		         rc);
+		aks_check_fail("a second lock of a held name returned %d (want AKS_ETIMEOUT at its "
+		               "deadline)",
+		               rc);
 	}
 	if (waited < 0.25 || waited > 10) {
 		st.ops->unlock(st.impl, held);
-		fail_msg("the lock wait ended after %.2fs; its deadline was 0.3s", waited);
+		aks_check_fail("the lock wait ended after %.2fs; its deadline was 0.3s", waited);
 	}
 	aks_cancel *cancel = NULL;
 	aks_check_expect("aks_cancel_new", aks_cancel_new(&cancel, &err), AKS_OK, err);
@@ -419,9 +414,10 @@ void aks_check_store_lock(void **state)
 		st.ops->unlock(st.impl, second);
 	if (rc != AKS_ECANCELLED || waited > 10) {
 		st.ops->unlock(st.impl, held);
-		fail_msg("a cancelled lock wait returned %d after %.2fs (want AKS_ECANCELLED, "
-		         "promptly)",
-		         rc, waited);
+		aks_check_fail(
+		    "a cancelled lock wait returned %d after %.2fs (want AKS_ECANCELLED, "
+		    "promptly)",
+		    rc, waited);
 	}
 	st.ops->unlock(st.impl, held);
 	aks_call_init(&call, 5, NULL, NULL, NULL);
@@ -431,9 +427,8 @@ void aks_check_store_lock(void **state)
 }
 
 /* put_expiring, when the store has it: the record reads back, then goes by itself. */
-void aks_check_store_expiring_records(void **state)
+void aks_check_store_expiring_records(void)
 {
-	(void)state;
 	need_store();
 	bool has = st.ops->struct_size >=
 	               offsetof(aks_store_ops, put_expiring) + sizeof(st.ops->put_expiring) &&
@@ -447,19 +442,19 @@ void aks_check_store_expiring_records(void **state)
 	                 AKS_OK, err);
 	got g;
 	if (get(n, "r", &g) != AKS_OK || g.len != 3)
-		fail_msg("a record written with put_expiring does not read back");
+		aks_check_fail("a record written with put_expiring does not read back");
 	double t0 = mono();
 	while (get(n, "r", &g) == AKS_OK) {
 		if (mono() - t0 > 10)
-			fail_msg("a record with a time to live of 1s is still there after 10s");
+			aks_check_fail(
+			    "a record with a time to live of 1s is still there after 10s");
 		usleep(100 * 1000);
 	}
 }
 
 /* After every other check: the store closes, and opens and closes again. */
-void aks_check_store_reopens(void **state)
+void aks_check_store_reopens(void)
 {
-	(void)state;
 	need_store();
 	if (st.ops->fini)
 		st.ops->fini(st.impl);

@@ -1,9 +1,9 @@
 /*
- * sdk/check/main.c - aksandbox-plugin-check PLUGIN.so [config.yaml]
+ * sdk/check/main.c - aksandbox-plugin-check [--json] PLUGIN.so [config.yaml]
  *
- * Runs the provider contract suite against one plugin file and exits with 0
- * when every check passed, 1 when any failed, 2 on a usage error. Output is
- * cmocka's (TAP with CMOCKA_MESSAGE_OUTPUT=TAP).
+ * Runs the contract suite of the plugin's kind (provider or store) against one plugin
+ * file and exits with 0 when no check failed, 1 when any did, 2 on a usage error. The
+ * report is TAP, or one JSON document with --json (harness.h).
  */
 #include "config.h"
 
@@ -13,25 +13,66 @@
 
 #include "check.h"
 
-/* A check named as its function without the aks_check_ prefix, with the
- * teardown that releases whatever it left behind. */
 // clang-format off
-#define CHECK(name) {#name, aks_check_##name, NULL, aks_check_teardown, NULL}
+#define CHECK(name) {#name, aks_check_##name, false}
+#define GATE(name) {#name, aks_check_##name, true}
 // clang-format on
+
+/* The checks run in this order; later ones use what earlier ones set up. */
+static const struct aks_check_case provider_checks[] = {
+    GATE(plugin_loads),
+    CHECK(exports_only_entry),
+    CHECK(descriptor_is_valid),
+    CHECK(unknown_config_key_is_refused),
+    GATE(provider_opens),
+    CHECK(execute_python),
+    CHECK(undeclared_language),
+    CHECK(honesty_shell),
+    CHECK(honesty_files),
+    CHECK(honesty_package_install),
+    CHECK(program_failure_is_result),
+    CHECK(close_is_idempotent),
+    CHECK(destroy_is_idempotent),
+    CHECK(attach_honesty),
+    CHECK(deadline_and_cancel_are_honoured),
+    CHECK(child_world),
+    CHECK(policy_network),
+    CHECK(policy_resources),
+    CHECK(policy_filesystem),
+    CHECK(stateful),
+    CHECK(provider_reopens),
+};
+
+static const struct aks_check_case store_checks[] = {
+    GATE(plugin_loads),
+    CHECK(exports_only_entry),
+    CHECK(descriptor_is_valid),
+    CHECK(unknown_config_key_is_refused),
+    GATE(store_opens),
+    CHECK(store_round_trip),
+    CHECK(store_failed_update_writes_nothing),
+    CHECK(store_names_apart),
+    CHECK(store_namespaces),
+    CHECK(store_updates_are_atomic),
+    CHECK(store_lock),
+    CHECK(store_expiring_records),
+    CHECK(store_reopens),
+};
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: aksandbox-plugin-check PLUGIN.so [config.yaml]\n"
+	fprintf(f, "usage: aksandbox-plugin-check [--json] PLUGIN.so [config.yaml]\n"
 	           "\n"
 	           "Runs the aksandbox contract suite of PLUGIN.so's kind (provider or store)\n"
-	           "against it, configured\n"
-	           "with the plugin's block from config.yaml (a whole config.yaml or the bare\n"
-	           "block), or with its defaults. Exits 0 when every check passes.\n");
+	           "against it, configured with the plugin's block from config.yaml (a whole\n"
+	           "config.yaml or the bare block), or with its defaults. Prints TAP, or one\n"
+	           "JSON document with --json. Exits 0 when no check fails.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static char path[4096];
+	enum aks_check_format format = AKS_CHECK_TAP;
 
 	if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
 		usage(stdout);
@@ -42,19 +83,26 @@ int main(int argc, char **argv)
 		       AKS_ABI_MAJOR, AKS_ABI_MINOR);
 		return 0;
 	}
-	if (argc < 2 || argc > 3 || !*argv[1]) {
+	int first = 1;
+	if (argc > 1 && strcmp(argv[1], "--json") == 0) {
+		format = AKS_CHECK_JSON;
+		first = 2;
+	}
+	int left = argc - first;
+	if (left < 1 || left > 2 || !*argv[first] || argv[first][0] == '-') {
 		usage(stderr);
 		return 2;
 	}
 	/* A bare name would be searched on the plugin path; the suite checks
 	 * exactly the file it was given. */
-	int n = snprintf(path, sizeof(path), "%s%s", strchr(argv[1], '/') ? "" : "./", argv[1]);
+	const char *file = argv[first];
+	int n = snprintf(path, sizeof(path), "%s%s", strchr(file, '/') ? "" : "./", file);
 	if (n < 0 || (size_t)n >= sizeof(path)) {
 		fprintf(stderr, "aksandbox-plugin-check: path too long\n");
 		return 2;
 	}
 	aks_check.plugin_path = path;
-	aks_check.config_path = argc == 3 ? argv[2] : NULL;
+	aks_check.config_path = left == 2 ? argv[first + 1] : NULL;
 
 	/* Which contract: the plugin's kind decides (a file that does not load at all
 	 * gets the provider suite, whose first check says why). */
@@ -66,46 +114,13 @@ int main(int argc, char **argv)
 		aks_check.kind = AKS_PLUGIN_STORE;
 	aks_error_free(err);
 
-	/* The checks run in this order; later ones use what earlier ones set up. */
-	const struct CMUnitTest provider_checks[] = {
-	    CHECK(plugin_loads),
-	    CHECK(exports_only_entry),
-	    CHECK(descriptor_is_valid),
-	    CHECK(unknown_config_key_is_refused),
-	    CHECK(provider_opens),
-	    CHECK(execute_python),
-	    CHECK(undeclared_language),
-	    CHECK(honesty_shell),
-	    CHECK(honesty_files),
-	    CHECK(honesty_package_install),
-	    CHECK(program_failure_is_result),
-	    CHECK(close_is_idempotent),
-	    CHECK(destroy_is_idempotent),
-	    CHECK(attach_honesty),
-	    CHECK(deadline_and_cancel_are_honoured),
-	    CHECK(child_world),
-	    CHECK(provider_reopens),
-	};
-	const struct CMUnitTest store_checks[] = {
-	    CHECK(plugin_loads),
-	    CHECK(exports_only_entry),
-	    CHECK(descriptor_is_valid),
-	    CHECK(unknown_config_key_is_refused),
-	    CHECK(store_opens),
-	    CHECK(store_round_trip),
-	    CHECK(store_failed_update_writes_nothing),
-	    CHECK(store_names_apart),
-	    CHECK(store_namespaces),
-	    CHECK(store_updates_are_atomic),
-	    CHECK(store_lock),
-	    CHECK(store_expiring_records),
-	    CHECK(store_reopens),
-	};
-	int failed = aks_check.kind == AKS_PLUGIN_STORE
-	                 ? cmocka_run_group_tests_name("aksandbox-plugin-check (store)",
-	                                               store_checks, NULL, NULL)
-	                 : cmocka_run_group_tests_name("aksandbox-plugin-check", provider_checks,
-	                                               NULL, NULL);
+	bool store = aks_check.kind == AKS_PLUGIN_STORE;
+	size_t failed = store ? aks_check_run("aksandbox-plugin-check (store)", path, store_checks,
+	                                      sizeof(store_checks) / sizeof(*store_checks),
+	                                      aks_check_teardown, format)
+	                      : aks_check_run("aksandbox-plugin-check", path, provider_checks,
+	                                      sizeof(provider_checks) / sizeof(*provider_checks),
+	                                      aks_check_teardown, format);
 
 	/* The instance is still open when a check failed before the last one. */
 	if (aks_check.provider)

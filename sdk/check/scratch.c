@@ -28,12 +28,11 @@ static void track(void **slots, void *p)
 			return;
 		}
 	}
-	fail_msg("internal: more than %d objects in one check", MAX_TRACKED);
+	aks_check_fail("internal: more than %d objects in one check", MAX_TRACKED);
 }
 
-int aks_check_teardown(void **state)
+void aks_check_teardown(void)
 {
-	(void)state;
 	for (size_t i = 0; i < MAX_TRACKED; i++) {
 		if (scratch.sandboxes[i])
 			aks_sandbox_close(scratch.sandboxes[i]);
@@ -55,20 +54,19 @@ int aks_check_teardown(void **state)
 		aks_result_free(scratch.results[i]);
 		scratch.results[i] = NULL;
 	}
-	return 0;
 }
 
 const aks_plugin *aks_check_need_plugin(void)
 {
 	if (!aks_check.plugin)
-		fail_msg("the plugin did not load (see check plugin_loads)");
+		aks_check_fail("the plugin did not load (see check plugin_loads)");
 	return aks_check.plugin;
 }
 
 aks_provider *aks_check_need_provider(void)
 {
 	if (!aks_check.provider)
-		fail_msg("no provider instance (see check provider_opens)");
+		aks_check_fail("no provider instance (see check provider_opens)");
 	return aks_check.provider;
 }
 
@@ -88,11 +86,11 @@ aks_sandbox *aks_check_create(void)
 	int rc = aks_provider_create(prov, &call, &sb, &err);
 	aks_check_expect("create", rc, AKS_OK, err);
 	if (!sb)
-		fail_msg("create returned AKS_OK but no sandbox");
+		aks_check_fail("create returned AKS_OK but no sandbox");
 	track(scratch.sandboxes, sb);
 	const char *id = aks_sandbox_get_id(sb);
 	if (!id || !*id)
-		fail_msg("a new sandbox has no id");
+		aks_check_fail("a new sandbox has no id");
 	aks_check_keep_id(id);
 	return sb;
 }
@@ -126,7 +124,7 @@ void aks_check_close(aks_sandbox *sb)
 			return;
 		}
 	}
-	fail_msg("internal: closing an untracked sandbox");
+	aks_check_fail("internal: closing an untracked sandbox");
 }
 
 aks_result *aks_check_keep(aks_result *r)
@@ -141,7 +139,7 @@ const char *aks_check_keep_id(const char *id)
 	char *copy = strdup(id);
 
 	if (!copy)
-		fail_msg("out of memory");
+		aks_check_fail("out of memory");
 	track(scratch.ids, copy);
 	return copy;
 }
@@ -159,5 +157,5 @@ void aks_check_expect(const char *what, int rc, int want, aks_error *err)
 	         rc == AKS_OK ? "success" : aks_strerror(rc), rc, err ? ": " : "",
 	         err ? aks_error_message(err) : "");
 	aks_error_free(err);
-	fail_msg("%s", msg);
+	aks_check_fail("%s", msg);
 }

@@ -6,7 +6,9 @@
  * else is done right, so that aksandbox-plugin-check's child_world fails for exactly that
  * reason (tests/plugins/runner-rejects.test).
  */
+#ifndef FAKE_PLUGIN_NAME
 #define FAKE_PLUGIN_NAME "leaky_child"
+#endif
 #define FAKE_NO_DESCRIPTOR
 #include "../fake/fake.c"
 
@@ -21,6 +23,10 @@ extern char **environ;
 
 static bool leaks(const char *what)
 {
+#ifdef LEAKY_CHILD_LEAKS_NOTHING
+	(void)what;
+	return false;
+#endif
 	const char *leak = getenv("LEAKY_CHILD_LEAK");
 	return strcmp(leak && *leak ? leak : "stdin", what) == 0;
 }
@@ -67,7 +73,7 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 		return host->error_set(err, AKS_EIO, "cannot run python3: %s", strerror(e));
 	}
 	int rc = AKS_OK;
-	struct pollfd p = {o[0], POLLIN, 0};
+	struct pollfd p[2] = {{o[0], POLLIN, 0}, {host->cancel_fd(call), POLLIN, 0}};
 	int64_t deadline = call->deadline_ms ? call->deadline_ms : host->now_ms() + 60000;
 	for (;;) {
 		int64_t left = deadline - host->now_ms();
@@ -75,8 +81,12 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 			rc = AKS_ETIMEOUT;
 			break;
 		}
-		if (poll(&p, 1, (int)left) <= 0)
+		if (poll(p, 2, (int)left) <= 0)
 			continue;
+		if (p[1].revents) {
+			rc = AKS_ECANCELLED;
+			break;
+		}
 		char buf[4096];
 		ssize_t n = read(o[0], buf, sizeof(buf));
 		if (n <= 0)
@@ -91,10 +101,13 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 		host->result_set_timed_out(out);
 		return host->error_set(err, rc, "exceeded the timeout");
 	}
+	if (rc == AKS_ECANCELLED)
+		return host->error_set(err, rc, "cancelled");
 	host->result_set_exit_code(out, WIFEXITED(status) ? WEXITSTATUS(status) : 1);
 	return AKS_OK;
 }
 
+#ifndef LEAKY_CHILD_NO_DESCRIPTOR
 static int leaky_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                               const aks_call *call, aks_result *out, aks_error **err)
 {
@@ -141,3 +154,4 @@ static const aks_provider_ops leaky_provider_ops = {
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, "leaky_child", "1.0", "Apache-2.0",
                   "hands its programs a piece of the host's world (tests only)", NULL,
                   &leaky_provider_ops);
+#endif /* LEAKY_CHILD_NO_DESCRIPTOR */
