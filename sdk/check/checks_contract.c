@@ -78,6 +78,65 @@ void aks_check_undeclared_language(void)
 	run_code(sb, "noop", lang, AKS_ECAPABILITY);
 }
 
+/* A program per language that prints 42 from a source holding no "42", so a provider
+ * that echoes the source back is told apart from one that ran it. */
+static const struct {
+	const char *language, *code;
+} language_probes[] = {
+    {"python", "print(6 * 7)"},     {"bash", "echo $((6 * 7))"},
+    {"sh", "echo $((6 * 7))"},      {"javascript", "console.log(6 * 7)"},
+    {"node", "console.log(6 * 7)"}, {"typescript", "console.log(6 * 7)"},
+    {"ruby", "puts 6 * 7"},         {"perl", "print 6 * 7, qq(\\n)"},
+    {"r", "cat(6 * 7, \"\\n\")"},
+};
+
+static const char *language_probe(const char *language)
+{
+	for (size_t i = 0; i < sizeof(language_probes) / sizeof(*language_probes); i++)
+		if (strcmp(language_probes[i].language, language) == 0)
+			return language_probes[i].code;
+	return NULL;
+}
+
+/* Every declared language really runs: its program prints 42 and exits 0. */
+void aks_check_declared_languages_run(void)
+{
+	char unknown[256] = "", echoed[256] = "";
+	aks_sandbox *sb = aks_check_create();
+	for (const char *const *l = caps()->languages; l && *l; l++) {
+		const char *code = language_probe(*l);
+		if (!code) {
+			snprintf(unknown + strlen(unknown), sizeof(unknown) - strlen(unknown),
+			         "%s%s", unknown[0] ? ", " : "", *l);
+			continue;
+		}
+		aks_result *r = run_code(sb, code, *l, AKS_OK);
+		const char *out = out_of(r);
+		if (aks_result_get_exit_code(r) == 0 && strstr(out, "42"))
+			continue;
+		if (aks_result_get_exit_code(r) == 0 && strstr(out, code)) {
+			snprintf(echoed + strlen(echoed), sizeof(echoed) - strlen(echoed), "%s%s",
+			         echoed[0] ? ", " : "", *l);
+			continue;
+		}
+		const char *e = aks_result_get_stderr(r, NULL);
+		aks_check_fail(
+		    "declares the language %s, but %s exited with %d and printed '%.200s' "
+		    "(stderr: %.200s)",
+		    *l, code, aks_result_get_exit_code(r), out, e ? e : "");
+	}
+	if (unknown[0])
+		aks_check_note("NOT VERIFIED: declared_languages_run: the runner has no program "
+		               "for %s",
+		               unknown);
+	if (echoed[0])
+		aks_check_note("NOT VERIFIED: declared_languages_run: the provider echoed the "
+		               "program back for %s: it runs none",
+		               echoed);
+	if (unknown[0] || echoed[0])
+		aks_check_skip();
+}
+
 void aks_check_honesty_shell(void)
 {
 	aks_result *r = NULL;

@@ -169,6 +169,43 @@ static char *network_probe(const struct listener *l)
 	return code;
 }
 
+/*
+ * The allowlist, when declared: the first address the control reached, as a /32, must
+ * still be reached, and no other. Needs a control that reached two addresses (the
+ * loopback and another, for a process on the host).
+ */
+static void allowlist_holds(struct listener *l, const char *code, const char *control)
+{
+	char first[INET_ADDRSTRLEN + 1], seen[512], entry[INET_ADDRSTRLEN + 4];
+	size_t n = strcspn(control, ",");
+	if (!control[n] || n >= sizeof(first)) {
+		aks_check_note(
+		    "NOT VERIFIED: policy_network: allowlist: without a policy the probe "
+		    "reached one address only (%s), so there is none to refuse beside "
+		    "the allowed one",
+		    control);
+		return;
+	}
+	snprintf(first, sizeof(first), "%.*s", (int)n, control);
+	snprintf(entry, sizeof(entry), "%s/32", first);
+	const char *allow[] = {entry, NULL};
+	aks_policy list;
+	aks_policy_init(&list);
+	list.network_egress = AKS_EGRESS_ALLOWLIST;
+	list.network_allow = allow;
+	list.strict = true;
+	aks_result *r = run(create_with(&list, "network_egress: allowlist"), code, &list);
+	listener_drain(l);
+	const char *reached = probe_value(r, "reached=", seen, sizeof(seen));
+	if (!reached)
+		aks_check_fail("the probe under network_allow: [%s] printed no line (exit %d): %s",
+		               entry, aks_result_get_exit_code(r), err_of(r));
+	if (strcmp(reached, first) != 0)
+		aks_check_fail("declares policy_network_allowlist, but under network_allow: [%s] "
+		               "the sandbox reached %s (of %s without the policy)",
+		               entry, strcmp(reached, "-") == 0 ? "nothing" : reached, control);
+}
+
 void aks_check_policy_network(void)
 {
 	if (!caps()->policy_network) {
@@ -197,18 +234,28 @@ void aks_check_policy_network(void)
 		    reached ? reached : "it printed no probe line");
 		aks_check_skip();
 	}
+	char control[512];
+	snprintf(control, sizeof(control), "%s", reached);
 	r = run(create_with(&deny, "network_egress: deny"), code, &deny);
 	int deny_accepts = listener_drain(&l);
+	reached = probe_value(r, "reached=", seen, sizeof(seen));
+	if (deny_accepts > 0 || (reached && strcmp(reached, "-") != 0)) {
+		free(code);
+		close(l.fd);
+		aks_check_fail("declares policy_network, but a sandbox under network_egress: deny "
+		               "connected to this machine (%s; %d connection(s) accepted)",
+		               reached ? reached : "?", deny_accepts);
+	}
+	if (!reached) {
+		free(code);
+		close(l.fd);
+		aks_check_fail("the probe under network_egress: deny printed no line (exit %d): %s",
+		               aks_result_get_exit_code(r), err_of(r));
+	}
+	if (caps()->policy_network_allowlist)
+		allowlist_holds(&l, code, control);
 	free(code);
 	close(l.fd);
-	reached = probe_value(r, "reached=", seen, sizeof(seen));
-	if (deny_accepts > 0 || (reached && strcmp(reached, "-") != 0))
-		aks_check_fail("declares policy_network, but a sandbox under network_egress: deny "
-		         "connected to this machine (%s; %d connection(s) accepted)",
-		         reached ? reached : "?", deny_accepts);
-	if (!reached)
-		aks_check_fail("the probe under network_egress: deny printed no line (exit %d): %s",
-		         aks_result_get_exit_code(r), err_of(r));
 }
 
 /* ---- resources: memory and cpu ------------------------------------------------------- */
@@ -225,17 +272,18 @@ static const char memory_probe[] = "b = b'\\x01' * (256 << 20)\n"
  * host's cgroup gave it half). The program's CPU share is printed too, to tell a machine
  * too busy to measure on.
  */
-static const char cpu_probe[] = "import time\n"
-                                "t0 = time.monotonic(); c0 = time.process_time(); n = 0\n"
-                                "while True:\n"
-                                "    for _ in range(10000):\n"
-                                "        pass\n"
-                                "    n += 1\n"
-                                "    t = time.monotonic() - t0\n"
-                                "    if t >= 1.0:\n"
-                                "        break\n"
-                                "print('wo' 'rk=%.1f share=%.3f' % (n / t,\n"
-                                "                                  (time.process_time() - c0) / t))\n";
+static const char cpu_probe[] =
+    "import time\n"
+    "t0 = time.monotonic(); c0 = time.process_time(); n = 0\n"
+    "while True:\n"
+    "    for _ in range(10000):\n"
+    "        pass\n"
+    "    n += 1\n"
+    "    t = time.monotonic() - t0\n"
+    "    if t >= 1.0:\n"
+    "        break\n"
+    "print('wo' 'rk=%.1f share=%.3f' % (n / t,\n"
+    "                                  (time.process_time() - c0) / t))\n";
 
 /* Rounds of limited and unlimited loops, taken in turn. */
 #define CPU_ROUNDS 3
@@ -326,11 +374,11 @@ void aks_check_policy_resources(void)
 			         "a program under memory_mb: 64 allocated and wrote 256 MiB");
 	} else {
 		aks_check_note("NOT VERIFIED: policy_resources: memory: without a policy the "
-		              "probe could not allocate 256 MiB either\n");
+		               "probe could not allocate 256 MiB either\n");
 	}
 	if (cpu_lie[0] || memory_lie[0])
 		aks_check_fail("declares policy_resources, but %s%s%s", cpu_lie,
-		         cpu_lie[0] && memory_lie[0] ? "; and " : "", memory_lie);
+		               cpu_lie[0] && memory_lie[0] ? "; and " : "", memory_lie);
 	if (!memory_control && !cpu_verified)
 		aks_check_skip();
 }
@@ -379,9 +427,9 @@ void aks_check_policy_filesystem(void)
 	aks_result *r = run(create_with(NULL, "the default policy"), cwd_probe, NULL);
 	if (!probe_value(r, "cwd=", cwd, sizeof(cwd)) || cwd[0] != '/' || !cwd[1]) {
 		aks_check_note("NOT VERIFIED: policy_filesystem: the probe printed no working "
-		              "directory other than / (%s), so there is no allowed path to set "
-		              "apart from the rest\n",
-		              cwd[0] ? cwd : "no line");
+		               "directory other than / (%s), so there is no allowed path to set "
+		               "apart from the rest\n",
+		               cwd[0] ? cwd : "no line");
 		aks_check_skip();
 	}
 	const char *writable[] = {cwd, NULL};
@@ -392,14 +440,16 @@ void aks_check_policy_filesystem(void)
 	r = run(create_with(&fs, "fs_allow_write: [its working directory]"), fs_probe, &fs);
 	if (!probe_value(r, "home=", v, sizeof(v)))
 		aks_check_fail("the filesystem probe printed no line (exit %d): %s",
-		         aks_result_get_exit_code(r), err_of(r));
+		               aks_result_get_exit_code(r), err_of(r));
 	if (strcmp(v, "True") != 0)
-		aks_check_fail("under fs_allow_write: [%s] the program cannot write in %s", cwd, cwd);
+		aks_check_fail("under fs_allow_write: [%s] the program cannot write in %s", cwd,
+		               cwd);
 	probe_value(r, "outside=", v, sizeof(v));
 	if (strcmp(v, "-") != 0)
-		aks_check_fail("declares policy_filesystem, but under fs_allow_write: [%s] the program "
-		         "wrote in %s",
-		         cwd, v);
+		aks_check_fail(
+		    "declares policy_filesystem, but under fs_allow_write: [%s] the program "
+		    "wrote in %s",
+		    cwd, v);
 }
 
 /* ---- stateful: interpreter state across calls ----------------------------------------- */
@@ -420,10 +470,10 @@ void aks_check_stateful(void)
 	const char *out = aks_result_get_stdout(r, &len);
 	if (aks_result_get_exit_code(r) == 0 && out && strstr(out, "'sta' 'te=")) {
 		aks_check_note("NOT VERIFIED: stateful: the provider echoed the program back, "
-		              "so it runs no interpreter whose state could be checked\n");
+		               "so it runs no interpreter whose state could be checked\n");
 		aks_check_skip();
 	}
 	aks_check_fail("declares stateful, but a name set in one call is gone in the next "
-	         "(exit %d): %s",
-	         aks_result_get_exit_code(r), err_of(r));
+	               "(exit %d): %s",
+	               aks_result_get_exit_code(r), err_of(r));
 }

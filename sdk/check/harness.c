@@ -107,8 +107,8 @@ static json_object *json_case(const char *name, enum outcome how, json_object *n
 	json_object_object_add(c, "result", json_object_new_string(outcome_names[how]));
 	if (message)
 		json_object_object_add(c, "message", json_object_new_string(message));
-	json_object_object_add(c, "notes", notes ? json_object_get(notes)
-	                                         : json_object_new_array());
+	json_object_object_add(c, "notes",
+	                       notes ? json_object_get(notes) : json_object_new_array());
 	return c;
 }
 
@@ -139,8 +139,8 @@ size_t aks_check_run(const char *suite, const char *plugin, const struct aks_che
 		}
 		tally[how]++;
 		if (format == AKS_CHECK_JSON)
-			json_object_array_add(report,
-			                      json_case(cases[i].name, how, cur.notes, cur.message));
+			json_object_array_add(
+			    report, json_case(cases[i].name, how, cur.notes, cur.message));
 		else if (how != NOT_RUN)
 			print_tap(i + 1, cases[i].name, how, cur.notes, cur.message);
 		json_object_put(cur.notes);
@@ -158,16 +158,17 @@ size_t aks_check_run(const char *suite, const char *plugin, const struct aks_che
 			json_object_object_add(doc, outcome_names[k],
 			                       json_object_new_int64((int64_t)tally[k]));
 		if (stopped_by)
-			json_object_object_add(doc, "stopped_by", json_object_new_string(stopped_by));
+			json_object_object_add(doc, "stopped_by",
+			                       json_object_new_string(stopped_by));
 		json_object_object_add(doc, "checks", report);
-		printf("%s\n", json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY |
-		                                                       JSON_C_TO_STRING_NOSLASHESCAPE));
+		printf("%s\n", json_object_to_json_string_ext(
+		                   doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_NOSLASHESCAPE));
 		json_object_put(doc);
 	} else {
 		json_object_put(report);
 		if (stopped_by)
-			printf("# %zu check%s not run: %s failed, and %s need%s it\n", tally[NOT_RUN],
-			       tally[NOT_RUN] == 1 ? "" : "s", stopped_by,
+			printf("# %zu check%s not run: %s failed, and %s need%s it\n",
+			       tally[NOT_RUN], tally[NOT_RUN] == 1 ? "" : "s", stopped_by,
 			       tally[NOT_RUN] == 1 ? "it" : "they", tally[NOT_RUN] == 1 ? "s" : "");
 		printf("# %s: %zu check%s passed, %zu failed, %zu not verified\n", suite,
 		       tally[PASSED], tally[PASSED] == 1 ? "" : "s", tally[FAILED],

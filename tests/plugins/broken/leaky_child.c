@@ -6,6 +6,9 @@
  * else is done right, so that aksandbox-plugin-check's child_world fails for exactly that
  * reason (tests/plugins/runner-rejects.test).
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE 1 /* posix_spawn_file_actions_addchdir_np */
+#endif
 #ifndef FAKE_PLUGIN_NAME
 #define FAKE_PLUGIN_NAME "leaky_child"
 #endif
@@ -31,12 +34,15 @@ static bool leaks(const char *what)
 	return strcmp(leak && *leak ? leak : "stdin", what) == 0;
 }
 
-/* Runs python3 -c code, its stdout into out, until it exits or the call's deadline. */
-static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *call, aks_result *out,
-                     aks_error **err)
+/* Runs python3 -c code, its stdout into out, until it exits or the call's deadline; in a
+ * network namespace of its own (unshare -rn) when no_network, in cwd when not NULL. */
+static int leaky_run_in(aks_sandbox_impl *sb, const char *code, bool no_network, const char *cwd,
+                        const aks_call *call, aks_result *out, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	char *argv[] = {"python3", "-c", (char *)code, NULL};
+	char *python[] = {"python3", "-c", (char *)code, NULL};
+	char *unshared[] = {"unshare", "-rn", "python3", "-c", (char *)code, NULL};
+	char **argv = no_network ? unshared : python;
 	char *clean_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
 	int o[2];
 	if (pipe(o) != 0)
@@ -50,6 +56,8 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 	if (!leaks("stdin"))
 		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, o[1], 1);
+	if (cwd)
+		posix_spawn_file_actions_addchdir_np(&fa, cwd);
 	posix_spawnattr_init(&attr);
 	sigemptyset(&none);
 	sigfillset(&all);
@@ -64,13 +72,13 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 	}
 	posix_spawnattr_setflags(&attr, flags);
 	pid_t pid;
-	int e = posix_spawnp(&pid, "python3", &fa, &attr, argv, leaks("env") ? environ : clean_env);
+	int e = posix_spawnp(&pid, argv[0], &fa, &attr, argv, leaks("env") ? environ : clean_env);
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&attr);
 	close(o[1]);
 	if (e) {
 		close(o[0]);
-		return host->error_set(err, AKS_EIO, "cannot run python3: %s", strerror(e));
+		return host->error_set(err, AKS_EIO, "cannot run %s: %s", argv[0], strerror(e));
 	}
 	int rc = AKS_OK;
 	struct pollfd p[2] = {{o[0], POLLIN, 0}, {host->cancel_fd(call), POLLIN, 0}};
@@ -108,6 +116,12 @@ static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 }
 
 #ifndef LEAKY_CHILD_NO_DESCRIPTOR
+static int leaky_run(aks_sandbox_impl *sb, const char *code, const aks_call *call, aks_result *out,
+                     aks_error **err)
+{
+	return leaky_run_in(sb, code, false, NULL, call, out, err);
+}
+
 static int leaky_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                               const aks_call *call, aks_result *out, aks_error **err)
 {

@@ -1,20 +1,28 @@
 /*
- * policy_liar.so - declares every policy dimension (egress, filesystem, resources) and
- * stateful interpreters, and enforces none of them: its programs are plain python3
- * processes on the host, each on its own (leaky_child's spawning, with nothing leaked).
- * aksandbox-plugin-check must fail policy_network, policy_resources, policy_filesystem and
- * stateful, each saying what the program got away with (tests/plugins/runner-rejects.test).
+ * policy_liar.so - declares every policy dimension (egress deny and allowlist, filesystem,
+ * resources), stateful interpreters and bash, and has none of it: its programs, bash's too,
+ * are plain python3 processes on the host, each on its own (leaky_child's spawning, with
+ * nothing leaked). aksandbox-plugin-check must fail declared_languages_run, policy_network,
+ * policy_resources, policy_filesystem and stateful, each saying what the program got away
+ * with; with POLICY_LIAR_DENY=honest its deny holds and policy_network fails on the
+ * allowlist (tests/plugins/runner-rejects.test).
  */
 #define FAKE_PLUGIN_NAME "policy_liar"
 #define LEAKY_CHILD_NO_DESCRIPTOR
 #define LEAKY_CHILD_LEAKS_NOTHING
 #include "leaky_child.c"
 
+/* With POLICY_LIAR_DENY=honest, egress deny holds (a network namespace of its own), so that
+ * the runner gets as far as the allowlist, which is still a lie. */
 static int liar_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
                              const aks_call *call, aks_result *out, aks_error **err)
 {
-	if (strcmp(language, "python") == 0)
-		return leaky_run(sb, code, call, out, err);
+	const char *deny = getenv("POLICY_LIAR_DENY");
+	bool no_network = deny && strcmp(deny, "honest") == 0 && call->policy &&
+	                  call->policy->network_egress == AKS_EGRESS_DENY;
+	/* bash goes to python too: it is declared but not there. */
+	if (strcmp(language, "python") == 0 || strcmp(language, "bash") == 0)
+		return leaky_run_in(sb, code, no_network, NULL, call, out, err);
 	return fake_execute_code(sb, code, language, call, out, err);
 }
 
@@ -42,6 +50,7 @@ static const aks_capabilities liar_capabilities = {
     .policy_network = true,
     .policy_filesystem = true,
     .policy_resources = true,
+    .policy_network_allowlist = true,
 };
 
 static const aks_provider_ops liar_provider_ops = {
