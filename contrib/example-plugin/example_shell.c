@@ -24,6 +24,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* It uses nothing the plugin ABI gained after 1.0 (call->labels, list_sandboxes), so it
+ * targets 1.0: every 1.x host loads it, and the headers hide what 1.0 hosts lack
+ * (<aksandbox/version.h>). */
+#define AKS_TARGET_ABI_MINOR 0
 #include <aksandbox/provider.h>
 
 #define PREFIX "example-shell-"
@@ -41,13 +45,9 @@ struct aks_sandbox_impl {
 static const char *const languages[] = {"python", NULL};
 
 static const aks_capabilities capabilities = {
-    .struct_version = AKS_CAPABILITIES_VERSION,
-    .struct_size = sizeof(aks_capabilities),
-    .isolation = AKS_ISOLATION_NONE,
-    .languages = languages,
-    .shell = true,
-    .attach = true,
-    .provisions = true,
+    AKS_CAPABILITIES_INIT,  .isolation = AKS_ISOLATION_NONE,
+    .languages = languages, .shell = true,
+    .attach = true,         .provisions = true,
 };
 
 static const aks_config_key config_keys[] = {
@@ -289,24 +289,16 @@ static void sandbox_close(aks_sandbox_impl *sb)
 }
 
 static const aks_sandbox_ops sandbox_ops = {
-    .struct_version = AKS_SANDBOX_OPS_VERSION,
-    .struct_size = sizeof(aks_sandbox_ops),
-    .id = sandbox_id,
-    .execute_code = execute_code,
-    .execute_command = execute_command,
+    AKS_SANDBOX_OPS_INIT,         .id = sandbox_id,
+    .execute_code = execute_code, .execute_command = execute_command,
     .close = sandbox_close,
 };
 
 static const aks_provider_ops provider_ops = {
-    .struct_version = AKS_PROVIDER_OPS_VERSION,
-    .struct_size = sizeof(aks_provider_ops),
-    .capabilities = &capabilities,
-    .init = init,
-    .fini = fini,
-    .create = create,
-    .attach = attach,
-    .destroy = destroy,
-    .sandbox = &sandbox_ops,
+    AKS_PROVIDER_OPS_INIT, .capabilities = &capabilities,
+    .init = init,          .fini = fini,
+    .create = create,      .attach = attach,
+    .destroy = destroy,    .sandbox = &sandbox_ops,
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_PROVIDER, "example_shell", "1.0", "MIT",

@@ -21,6 +21,12 @@
 #include <aksandbox/resolver.h>
 #include <aksandbox/version.h>
 
+/* A program that embeds the host sees every struct as the library does. */
+#if AKS_TARGET_ABI_MINOR != AKS_ABI_MINOR
+#error                                                                                             \
+    "AKS_TARGET_ABI_MINOR is for plugins: a program using libaksandbox (aksandbox.h) uses the whole ABI"
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -393,6 +399,9 @@ typedef struct aks_tool_context {
 	void *output_userdata;        /* passed to on_output */
 } aks_tool_context;
 
+#define AKS_TOOL_CONTEXT_INIT                                                                      \
+	.struct_version = AKS_TOOL_CONTEXT_VERSION, .struct_size = sizeof(aks_tool_context)
+
 /* 2 added on_output and output_userdata; a version 1 struct (struct_size up to `cancel`)
  * still works and streams nothing. */
 #define AKS_TOOL_CONTEXT_VERSION 2
@@ -486,6 +495,9 @@ typedef struct aks_worker_options {
 	                          * triggered, before they are cancelled and handed back for
 	                          * redelivery (<= 0: 30) */
 } aks_worker_options;
+
+#define AKS_WORKER_OPTIONS_INIT                                                                    \
+	.struct_version = AKS_WORKER_OPTIONS_VERSION, .struct_size = sizeof(aks_worker_options)
 
 #define AKS_WORKER_OPTIONS_VERSION 1
 

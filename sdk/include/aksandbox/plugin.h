@@ -11,9 +11,13 @@
  *  - Every transparent struct starts with `uint32_t struct_version;
  *    uint32_t struct_size;`. Structs grow only by appending; the host reads a
  *    field only if the plugin's struct_size covers it.
- *  - The descriptor carries the AKS_ABI_MAJOR/MINOR the plugin was built with.
- *    The host loads it only if the major is equal and the minor is not newer
- *    than its own.
+ *  - The descriptor carries the AKS_ABI_MAJOR the plugin was built with and the
+ *    minor it targets (AKS_TARGET_ABI_MINOR, version.h: AKS_ABI_MINOR unless
+ *    the plugin asks for an older one). The host loads it only if the major is
+ *    equal and that minor is not newer than its own.
+ *  - Fill struct_version and struct_size of the structs you hand the host with
+ *    the AKS_*_INIT designated initialisers, e.g.
+ *      static const aks_capabilities caps = {AKS_CAPABILITIES_INIT, .shell = true};
  *  - Plugins never link against libaksandbox: the host hands them its services
  *    through the aks_host_api table passed to init. Third parties need only
  *    these headers (pkg-config aksandbox-sdk).
@@ -85,6 +89,10 @@ typedef struct aks_config_key {
 	const char *help;          /* one line for `aksandbox providers` */
 } aks_config_key;
 
+/* The start of a designated initialiser of an aks_config_key: its version and size. */
+#define AKS_CONFIG_KEY_INIT                                                                        \
+	.struct_version = AKS_CONFIG_KEY_VERSION, .struct_size = sizeof(aks_config_key)
+
 #define AKS_CONFIG_KEY(name_, type_, required_, default_, help_)                                   \
 	{                                                                                          \
 		AKS_CONFIG_KEY_VERSION, sizeof(aks_config_key), (name_), (type_), (required_),     \
@@ -103,7 +111,7 @@ typedef struct aks_plugin_descriptor {
 	uint32_t struct_version;           /* AKS_DESCRIPTOR_VERSION */
 	uint32_t struct_size;              /* sizeof(aks_plugin_descriptor) */
 	uint32_t abi_major;                /* AKS_ABI_MAJOR at build time */
-	uint32_t abi_minor;                /* AKS_ABI_MINOR at build time */
+	uint32_t abi_minor;                /* AKS_TARGET_ABI_MINOR at build time */
 	uint32_t kind;                     /* aks_plugin_kind */
 	const char *name;                  /* must equal the file's base name */
 	const char *version;               /* the plugin's own version */
@@ -113,6 +121,9 @@ typedef struct aks_plugin_descriptor {
 	const void *ops;                   /* kind-specific table (provider.h) */
 	void *reserved[4];                 /* zero */
 } aks_plugin_descriptor;
+
+#define AKS_DESCRIPTOR_INIT                                                                        \
+	.struct_version = AKS_DESCRIPTOR_VERSION, .struct_size = sizeof(aks_plugin_descriptor)
 
 /* The one symbol a plugin exports. */
 typedef const aks_plugin_descriptor *(*aks_plugin_entry_fn)(void);
@@ -129,7 +140,7 @@ typedef const aks_plugin_descriptor *(*aks_plugin_entry_fn)(void);
 	    AKS_DESCRIPTOR_VERSION,                                                                \
 	    sizeof(aks_plugin_descriptor),                                                         \
 	    AKS_ABI_MAJOR,                                                                         \
-	    AKS_ABI_MINOR,                                                                         \
+	    AKS_TARGET_ABI_MINOR,                                                                  \
 	    (kind_),                                                                               \
 	    (name_),                                                                               \
 	    (version_),                                                                            \
@@ -242,6 +253,9 @@ typedef struct aks_host_api {
 	int (*principal_add_credential)(aks_principal_builder *b, const char *key,
 	                                const char *value);
 } aks_host_api;
+
+#define AKS_HOST_API_INIT                                                                          \
+	.struct_version = AKS_HOST_API_VERSION, .struct_size = sizeof(aks_host_api)
 
 /* True when the host's table is large enough to hold `member`. */
 #define AKS_HOST_HAS(host, member)                                                                 \

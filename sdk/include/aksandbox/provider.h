@@ -36,6 +36,7 @@
 
 #include <aksandbox/common.h>
 #include <aksandbox/plugin.h>
+#include <aksandbox/version.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -76,6 +77,11 @@ typedef struct aks_capabilities {
 	bool policy_network_allowlist;
 } aks_capabilities;
 
+/* The start of a designated initialiser of each transparent struct: its version and size,
+ * as in {AKS_CAPABILITIES_INIT, .shell = true}. */
+#define AKS_CAPABILITIES_INIT                                                                      \
+	.struct_version = AKS_CAPABILITIES_VERSION, .struct_size = sizeof(aks_capabilities)
+
 /* ---- policy and principal (host-owned, borrowed by the plugin) ------------ */
 
 typedef enum aks_egress {
@@ -99,6 +105,8 @@ typedef struct aks_policy {
 	bool strict;                       /* fail closed on unenforceable parts */
 } aks_policy;
 
+#define AKS_POLICY_INIT .struct_version = AKS_POLICY_VERSION, .struct_size = sizeof(aks_policy)
+
 typedef enum aks_identity_mode { AKS_IDENTITY_AGENT = 0, AKS_IDENTITY_USER = 1 } aks_identity_mode;
 
 #define AKS_PRINCIPAL_VERSION 1
@@ -112,6 +120,9 @@ typedef struct aks_principal {
 	const char *const *credentials; /* NULL-terminated key, value pairs */
 } aks_principal;
 
+#define AKS_PRINCIPAL_INIT                                                                         \
+	.struct_version = AKS_PRINCIPAL_VERSION, .struct_size = sizeof(aks_principal)
+
 /* ---- the per-call context ------------------------------------------------- */
 
 #define AKS_CALL_VERSION 1
@@ -124,6 +135,7 @@ struct aks_call {
 	const aks_principal *principal;
 	const aks_policy *policy;
 	void *host_private; /* cancellation state; plugins do not touch */
+#if AKS_TARGET_ABI_MINOR >= 1
 	/* Appended in ABI 1.1. On create: labels (NULL-terminated key, value pairs) that the
 	 * provider puts on everything it makes for the sandbox (containers, volumes, pods,
 	 * directories), so that list_sandboxes finds it again: AKS_LABEL_OWNER names the state
@@ -131,7 +143,10 @@ struct aks_call {
 	 * [A-Za-z0-9._-], at most 63 bytes. NULL outside create, and from a host that keeps no
 	 * record of what it creates. */
 	const char *const *labels;
+#endif
 };
+
+#define AKS_CALL_INIT .struct_version = AKS_CALL_VERSION, .struct_size = sizeof(aks_call)
 
 /* The labels a host gives create (call->labels). */
 #define AKS_LABEL_OWNER "io.aksandbox.owner"
@@ -184,6 +199,9 @@ typedef struct aks_sandbox_ops {
 	void (*close)(aks_sandbox_impl *sb);
 } aks_sandbox_ops;
 
+#define AKS_SANDBOX_OPS_INIT                                                                       \
+	.struct_version = AKS_SANDBOX_OPS_VERSION, .struct_size = sizeof(aks_sandbox_ops)
+
 #define AKS_PROVIDER_OPS_VERSION 1
 
 typedef struct aks_provider_ops {
@@ -233,6 +251,7 @@ typedef struct aks_provider_ops {
 	 * says nothing. */
 	const char *(*instance_description)(const aks_provider_impl *prov);
 
+#if AKS_TARGET_ABI_MINOR >= 1
 	/* Optional (appended in ABI 1.1). Every sandbox of this instance's backend that carries
 	 * the label key=value (as create got it in call->labels), including one whose creation
 	 * was cut short (a volume without its container): fn gets each one's id, which destroy
@@ -242,7 +261,11 @@ typedef struct aks_provider_ops {
 	int (*list_sandboxes)(aks_provider_impl *prov, const char *label_key,
 	                      const char *label_value, const aks_call *call, aks_sandbox_list_fn fn,
 	                      void *ctx, aks_error **err);
+#endif
 } aks_provider_ops;
+
+#define AKS_PROVIDER_OPS_INIT                                                                      \
+	.struct_version = AKS_PROVIDER_OPS_VERSION, .struct_size = sizeof(aks_provider_ops)
 
 /* The size of the provider operations table before instance_description was appended:
  * the smallest table the host accepts. */

@@ -37,6 +37,9 @@ typedef struct aks_resolve_request {
 	const char *const *attributes; /* NULL-terminated key, value pairs from the caller */
 } aks_resolve_request;
 
+#define AKS_RESOLVE_REQUEST_INIT                                                                   \
+	.struct_version = AKS_RESOLVE_REQUEST_VERSION, .struct_size = sizeof(aks_resolve_request)
+
 /* Completed privately by each resolver plugin. */
 typedef struct aks_resolver_impl aks_resolver_impl;
 
@@ -58,6 +61,9 @@ typedef struct aks_resolver_ops {
 	int (*resolve)(aks_resolver_impl *resolver, const aks_resolve_request *request,
 	               aks_principal_builder *out, aks_error **err);
 } aks_resolver_ops;
+
+#define AKS_RESOLVER_OPS_INIT                                                                      \
+	.struct_version = AKS_RESOLVER_OPS_VERSION, .struct_size = sizeof(aks_resolver_ops)
 
 #ifdef __cplusplus
 }

@@ -133,6 +133,9 @@ typedef struct aks_store_ops {
 	                    const char *value, size_t len, int64_t ttl_seconds, aks_error **err);
 } aks_store_ops;
 
+#define AKS_STORE_OPS_INIT                                                                         \
+	.struct_version = AKS_STORE_OPS_VERSION, .struct_size = sizeof(aks_store_ops)
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,6 +67,8 @@ typedef struct aks_message {
 	const char *message_id;        /* fetched: the transport's id; NULL on send */
 } aks_message;
 
+#define AKS_MESSAGE_INIT .struct_version = AKS_MESSAGE_VERSION, .struct_size = sizeof(aks_message)
+
 /* Completed privately by each transport plugin. */
 typedef struct aks_transport_impl aks_transport_impl;
 typedef struct aks_consumer aks_consumer;
@@ -111,6 +113,9 @@ typedef struct aks_transport_ops {
 	 * restarts its ack wait, so a long execution is not redelivered. */
 	int (*in_progress)(aks_consumer *c, aks_message *msg, aks_error **err);
 } aks_transport_ops;
+
+#define AKS_TRANSPORT_OPS_INIT                                                                     \
+	.struct_version = AKS_TRANSPORT_OPS_VERSION, .struct_size = sizeof(aks_transport_ops)
 
 #ifdef __cplusplus
 }

@@ -12,4 +12,21 @@
 #define AKS_ABI_MAJOR 1
 #define AKS_ABI_MINOR 1
 
+/*
+ * The oldest host minor a plugin is built to load on. A plugin that needs nothing of the
+ * later minors defines it (before it includes any aksandbox header, or with -D) to the
+ * minor it targets, say 0: AKS_PLUGIN_DEFINE then records that minor, so hosts from it on
+ * load the plugin, and the headers leave out what later minors added (in 1.1:
+ * aks_call.labels and aks_provider_ops.list_sandboxes), so the plugin cannot use, by
+ * mistake, what such a host does not have. Unset, it is AKS_ABI_MINOR: the plugin loads on
+ * hosts of this SDK's minor and later. Hosts (programs that include aksandbox.h) always
+ * use the whole ABI.
+ */
+#ifndef AKS_TARGET_ABI_MINOR
+#define AKS_TARGET_ABI_MINOR AKS_ABI_MINOR
+#endif
+#if AKS_TARGET_ABI_MINOR < 0 || AKS_TARGET_ABI_MINOR > AKS_ABI_MINOR
+#error "AKS_TARGET_ABI_MINOR must be a minor of this SDK's major: 0 to AKS_ABI_MINOR"
+#endif
+
 #endif /* AKSANDBOX_VERSION_H */
