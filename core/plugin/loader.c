@@ -29,6 +29,7 @@
 #include <aksandbox/store.h>
 #include <aksandbox/transport.h>
 
+#include "plugin/exports.h"
 #include "plugin/loader.h"
 #include "util/util.h"
 
@@ -463,6 +464,38 @@ static int check_descriptor(const char *file, const aks_plugin_descriptor *d, ak
 	return AKS_OK;
 }
 
+/*
+ * A plugin should export aks_plugin_entry alone: anything else it exports can be bound in
+ * place of a same-named symbol of the host's or of a library's, and says the plugin was
+ * built without -fvisibility=hidden. It still loads (the symbols are local to it, as
+ * plugins are opened RTLD_LOCAL), with a warning naming them; aksandbox-plugin-check fails
+ * it.
+ */
+static void warn_extra_exports(const char *file, const char *name)
+{
+	struct aks__plugin_exports ex;
+	char why[256], list[512] = "";
+	size_t extra = 0, used = 0;
+	if (aks__plugin_exports_read(file, &ex, why, sizeof(why)) != 0)
+		return; /* nothing to add to a load that worked */
+	for (size_t i = 0; i < ex.count; i++) {
+		if (strcmp(ex.names[i], "aks_plugin_entry") == 0)
+			continue;
+		if (extra++ < 4 && used < sizeof(list)) {
+			int n = snprintf(list + used, sizeof(list) - used, "%s%s", used ? ", " : "",
+			                 ex.names[i]);
+			if (n > 0)
+				used += (size_t)n;
+		}
+	}
+	aks__plugin_exports_free(&ex);
+	if (extra)
+		aks__log(AKS_LOG_WARNING, "loader",
+		         "plugin '%s' (%s) exports %zu symbol%s besides aks_plugin_entry (%s%s): "
+		         "build it with -fvisibility=hidden",
+		         name, file, extra, extra == 1 ? "" : "s", list, extra > 4 ? ", ..." : "");
+}
+
 /* Loads and validates one file; called with the registry lock held. */
 static int load_file(const char *file, struct aks_plugin **out, aks_error **err)
 {
@@ -511,6 +544,7 @@ static int load_file(const char *file, struct aks_plugin **out, aks_error **err)
 	registry = p;
 	aks__log(AKS_LOG_DEBUG, "loader", "loaded %s plugin '%s' %s from %s",
 	         aks__plugin_kind_name(desc->kind), desc->name, desc->version, file);
+	warn_extra_exports(file, desc->name);
 	*out = p;
 	return AKS_OK;
 }

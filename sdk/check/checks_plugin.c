@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "exports.h"
+#include "plugin/exports.h"
 #include "probe.h"
 
 struct aks_check_state aks_check;
@@ -36,15 +36,15 @@ void aks_check_plugin_loads(void)
 
 void aks_check_exports_only_entry(void)
 {
-	struct aks_check_exports ex;
+	struct aks__plugin_exports ex;
 	char why[512];
 	char extra[2048] = "";
 	size_t nextra = 0, used = 0;
 
 	const char *file = aks_plugin_get_file(aks_check_need_plugin());
-	if (aks_check_exports_read(file, &ex, why, sizeof(why)) != 0)
+	if (aks__plugin_exports_read(file, &ex, why, sizeof(why)) != 0)
 		aks_check_fail("cannot read the dynamic symbols of %s: %s", file, why);
-	bool has_entry = aks_check_exports_has(&ex, "aks_plugin_entry");
+	bool has_entry = aks__plugin_exports_has(&ex, "aks_plugin_entry");
 	for (size_t i = 0; i < ex.count; i++) {
 		if (strcmp(ex.names[i], "aks_plugin_entry") == 0)
 			continue;
@@ -54,7 +54,7 @@ void aks_check_exports_only_entry(void)
 		if (n > 0 && (size_t)n < sizeof(extra) - used)
 			used += (size_t)n;
 	}
-	aks_check_exports_free(&ex);
+	aks__plugin_exports_free(&ex);
 	if (!has_entry)
 		aks_check_fail("%s does not export aks_plugin_entry", file);
 	if (nextra)

@@ -165,6 +165,50 @@ static void test_abi_major(void **state)
 	                           "implements ABI 1.1; rebuild it against aksandbox-sdk 1.x");
 }
 
+/* What loading `path` writes to stderr (the loader logs there), with the load's status. */
+static char *load_stderr(const char *path, int *rc)
+{
+	FILE *tmp = tmpfile();
+	assert_non_null(tmp);
+	fflush(stderr);
+	int saved = dup(2);
+	dup2(fileno(tmp), 2);
+	const aks_plugin *p = NULL;
+	aks_error *err = NULL;
+	*rc = aks_plugin_load(path, AKS_PLUGIN_PROVIDER, &p, &err);
+	aks_error_free(err);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	char *text = calloc(1, 4096);
+	rewind(tmp);
+	size_t n = fread(text, 1, 4095, tmp);
+	text[n] = '\0';
+	fclose(tmp);
+	return text;
+}
+
+/* A plugin exporting more than its entry point loads, with a warning naming what. */
+static void test_extra_exports_warned(void **state)
+{
+	(void)state;
+	int rc;
+	char *text = load_stderr(broken("extra_export"), &rc);
+	assert_int_equal(rc, AKS_OK);
+	assert_non_null(strstr(text, "plugin 'extra_export'"));
+	assert_non_null(strstr(text, "exports 2 symbols besides aks_plugin_entry"));
+	assert_non_null(strstr(text, "extra_export_leaked_helper"));
+	assert_non_null(strstr(text, "extra_export_leaked_table"));
+	assert_non_null(strstr(text, "-fvisibility=hidden"));
+	free(text);
+	char path[PATH_MAX];
+	snprintf(path, sizeof(path), "%s/fake.so", fake_dir);
+	text = load_stderr(path, &rc);
+	assert_int_equal(rc, AKS_OK);
+	assert_null(strstr(text, "besides aks_plugin_entry"));
+	free(text);
+}
+
 static void test_abi_minor(void **state)
 {
 	(void)state;
@@ -383,6 +427,7 @@ int main(void)
 	    cmocka_unit_test(test_null_entry),
 	    cmocka_unit_test(test_abi_major),
 	    cmocka_unit_test(test_abi_minor),
+	    cmocka_unit_test(test_extra_exports_warned),
 	    cmocka_unit_test(test_old_struct),
 	    cmocka_unit_test(test_required_fields),
 	    cmocka_unit_test(test_name_mismatch),

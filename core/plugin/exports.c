@@ -1,5 +1,5 @@
 /*
- * sdk/check/exports.c - lists what a loaded plugin exports by walking its
+ * core/plugin/exports.c - lists what a loaded plugin exports by walking its
  * dynamic section in memory (link_map->l_ld): DT_SYMTAB and DT_STRTAB give
  * the symbols and their names, DT_GNU_HASH or DT_HASH their number (the
  * dynamic section does not record it directly).
@@ -69,7 +69,7 @@ static bool is_toolchain_symbol(const char *name)
 	return false;
 }
 
-static int collect(const struct link_map *lm, struct aks_check_exports *out, char *why,
+static int collect(const struct link_map *lm, struct aks__plugin_exports *out, char *why,
                    size_t why_size)
 {
 	const ElfW(Sym) *symtab = NULL;
@@ -142,8 +142,8 @@ static int collect(const struct link_map *lm, struct aks_check_exports *out, cha
 	return 0;
 }
 
-int aks_check_exports_read(const char *file, struct aks_check_exports *out, char *why,
-                           size_t why_size)
+int aks__plugin_exports_read(const char *file, struct aks__plugin_exports *out, char *why,
+                             size_t why_size)
 {
 	struct link_map *lm = NULL;
 	int rc;
@@ -163,11 +163,11 @@ int aks_check_exports_read(const char *file, struct aks_check_exports *out, char
 	rc = collect(lm, out, why, why_size);
 	dlclose(handle); /* drops only the reference RTLD_NOLOAD took */
 	if (rc != 0)
-		aks_check_exports_free(out);
+		aks__plugin_exports_free(out);
 	return rc;
 }
 
-bool aks_check_exports_has(const struct aks_check_exports *ex, const char *name)
+bool aks__plugin_exports_has(const struct aks__plugin_exports *ex, const char *name)
 {
 	for (size_t i = 0; i < ex->count; i++)
 		if (strcmp(ex->names[i], name) == 0)
@@ -175,7 +175,7 @@ bool aks_check_exports_has(const struct aks_check_exports *ex, const char *name)
 	return false;
 }
 
-void aks_check_exports_free(struct aks_check_exports *ex)
+void aks__plugin_exports_free(struct aks__plugin_exports *ex)
 {
 	for (size_t i = 0; i < ex->count; i++)
 		free(ex->names[i]);
