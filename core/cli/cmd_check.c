@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <json-c/json.h>
 
@@ -35,19 +36,54 @@ static const char *scope_name(int scope)
 	                                        : "per_session";
 }
 
-/* One policy dimension: {value, status[, reason]}. */
+/*
+ * What backs an "enforced": the proof aksandbox-plugin-check --record left for this
+ * instance on this machine ("proved", "disproved", "not_verified", with its date), or only
+ * the plugin's word ("declared").
+ */
+static void add_proof(struct json_object *d, const aks_provider *prov, const char *check)
+{
+	static const char *const words[] = {"declared", "proved", "disproved", "not_verified"};
+	int64_t at = 0;
+	int proof = aks_provider_get_proof(prov, check, &at);
+	json_object_object_add(d, "proof", json_object_new_string(words[proof]));
+	if (proof != AKS_PROOF_NONE) {
+		char day[32] = "";
+		time_t t = (time_t)at;
+		struct tm tm;
+		if (gmtime_r(&t, &tm))
+			strftime(day, sizeof(day), "%Y-%m-%d", &tm);
+		json_object_object_add(d, "proof_date", json_object_new_string(day));
+	}
+}
+
+/* One policy dimension: {value, status[, proof, proof_date]}. A declaration that
+ * aksandbox-plugin-check found false is no enforcement: it goes into `disproved`, and the
+ * profile is not ok (the host itself still goes by the declaration). */
+struct verdict {
+	struct json_object *refusals, *disproved;
+};
+
 static struct json_object *dimension(const char *value, bool set, bool enforceable, bool strict,
-                                     struct json_object *refusals, const char *name)
+                                     struct verdict *v, const char *name, const aks_provider *prov,
+                                     const char *check)
 {
 	struct json_object *d = json_object_new_object();
 	json_object_object_add(d, "value", json_object_new_string(value));
-	const char *status = !set          ? "default"
-	                     : enforceable ? "enforced"
-	                     : strict      ? "refused"
-	                                   : "warned";
+	if (set && enforceable)
+		add_proof(d, prov, check);
+	struct json_object *proof = json_object_object_get(d, "proof");
+	bool disproved = proof && !strcmp(json_object_get_string(proof), "disproved");
+	const char *status = !set                        ? "default"
+	                     : enforceable && !disproved ? "enforced"
+	                     : disproved                 ? "disproved"
+	                     : strict                    ? "refused"
+	                                                 : "warned";
 	json_object_object_add(d, "status", json_object_new_string(status));
 	if (set && !enforceable && strict)
-		json_object_array_add(refusals, json_object_new_string(name));
+		json_object_array_add(v->refusals, json_object_new_string(name));
+	if (disproved)
+		json_object_array_add(v->disproved, json_object_new_string(name));
 	return d;
 }
 
@@ -89,6 +125,7 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 {
 	struct json_object *o = json_object_new_object();
 	struct json_object *refusals = json_object_new_array();
+	struct verdict v = {refusals, json_object_new_array()};
 	const aks_provider *prov = aks_profile_get_provider(p);
 	const aks_plugin *plugin = aks_provider_get_plugin(prov);
 	const aks_plugin_descriptor *d = aks_plugin_get_descriptor(plugin);
@@ -156,16 +193,17 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	    caps->policy_network && (pol->network_egress != AKS_EGRESS_ALLOWLIST || allowlist);
 	json_object_object_add(policy, "network_egress",
 	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW, network,
-	                                 pol->strict, refusals, "network_egress"));
+	                                 pol->strict, &v, "network_egress", prov,
+	                                 "policy_network"));
 	char *rd = join_list(pol->fs_allow_read), *wr = join_list(pol->fs_allow_write);
 	bool fs = (rd && *rd) || (wr && *wr);
 	snprintf(buf, sizeof(buf), fs ? "read [%s], write [%s]" : "provider default", rd ? rd : "",
 	         wr ? wr : "");
 	free(rd);
 	free(wr);
-	json_object_object_add(
-	    policy, "filesystem",
-	    dimension(buf, fs, caps->policy_filesystem, pol->strict, refusals, "filesystem"));
+	json_object_object_add(policy, "filesystem",
+	                       dimension(buf, fs, caps->policy_filesystem, pol->strict, &v,
+	                                 "filesystem", prov, "policy_filesystem"));
 	bool res = pol->cpu > 0 || pol->memory_mb > 0;
 	if (res)
 		snprintf(buf, sizeof(buf), "cpu %s%g, memory %s%lld MB",
@@ -173,9 +211,9 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		         (long long)pol->memory_mb);
 	else
 		snprintf(buf, sizeof(buf), "unlimited");
-	json_object_object_add(
-	    policy, "resources",
-	    dimension(buf, res, caps->policy_resources, pol->strict, refusals, "resources"));
+	json_object_object_add(policy, "resources",
+	                       dimension(buf, res, caps->policy_resources, pol->strict, &v,
+	                                 "resources", prov, "policy_resources"));
 	snprintf(buf, sizeof(buf), "%g s", pol->timeout);
 	struct json_object *timeout = json_object_new_object();
 	json_object_object_add(timeout, "value", json_object_new_string(buf));
@@ -210,8 +248,10 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 
 	json_object_object_add(o, "inactive_blocks", inactive_report(p));
 	json_object_object_add(o, "ok",
-	                       json_object_new_boolean(json_object_array_length(refusals) == 0));
+	                       json_object_new_boolean(json_object_array_length(refusals) == 0 &&
+	                                               json_object_array_length(v.disproved) == 0));
 	json_object_object_add(o, "refused", refusals);
+	json_object_object_add(o, "disproved", v.disproved);
 	return o;
 }
 
@@ -286,14 +326,36 @@ static void print_dimension(struct json_object *policy, const char *name)
 {
 	struct json_object *d = json_object_object_get(policy, name);
 	const char *status = str(d, "status");
-	const char *note = !strcmp(status, "default")    ? "not set"
-	                   : !strcmp(status, "enforced") ? "enforced"
-	                   : !strcmp(status, "refused") ? "REFUSED: the provider cannot enforce it "
-	                                                  "(strict)"
-	                                                : "NOT ENFORCED: warned once and allowed "
-	                                                  "(strict: false)";
+	const char *proof = str(d, "proof");
+	char note[256];
 	if (!strcmp(name, "timeout"))
-		note = "enforced (always)";
+		snprintf(note, sizeof(note), "enforced (always)");
+	else if (!strcmp(status, "default"))
+		snprintf(note, sizeof(note), "not set");
+	else if (!strcmp(status, "enforced") && !strcmp(proof, "proved"))
+		snprintf(note, sizeof(note),
+		         "enforced, proved here by aksandbox-plugin-check on %s",
+		         str(d, "proof_date"));
+	else if (!strcmp(status, "enforced") && !strcmp(proof, "not_verified"))
+		snprintf(note, sizeof(note),
+		         "enforced as the plugin declares; aksandbox-plugin-check could not verify "
+		         "it here (%s)",
+		         str(d, "proof_date"));
+	else if (!strcmp(status, "enforced"))
+		snprintf(note, sizeof(note),
+		         "enforced as the plugin declares (not proved here: "
+		         "aksandbox-plugin-check --record)");
+	else if (!strcmp(status, "disproved"))
+		snprintf(
+		    note, sizeof(note),
+		    "DISPROVED: the plugin declares it, but aksandbox-plugin-check found it not "
+		    "enforced here on %s",
+		    str(d, "proof_date"));
+	else if (!strcmp(status, "refused"))
+		snprintf(note, sizeof(note), "REFUSED: the provider cannot enforce it (strict)");
+	else
+		snprintf(note, sizeof(note),
+		         "NOT ENFORCED: warned once and allowed (strict: false)");
 	printf("    %-15s %-32s %s\n", name, str(d, "value"), note);
 }
 
@@ -364,10 +426,13 @@ static void print_text(struct json_object *r)
 		print_dimension(policy, "resources");
 		print_dimension(policy, "timeout");
 		print_inactive(p);
+		struct json_object *refused = json_object_object_get(p, "refused");
 		printf("  verdict      %s\n",
-		       json_object_get_boolean(json_object_object_get(p, "ok"))
-		           ? "ok"
-		           : "REFUSED: requests on this profile fail");
+		       json_object_get_boolean(json_object_object_get(p, "ok")) ? "ok"
+		       : json_object_array_length(refused)
+		           ? "REFUSED: requests on this profile fail"
+		           : "DISPROVED: the plugin does not enforce here what it declares; the "
+		             "host goes by its word and runs requests: do not use this profile");
 	}
 	struct json_object *warnings = json_object_object_get(r, "warnings");
 	for (size_t i = 0; i < json_object_array_length(warnings); i++)

@@ -11,6 +11,8 @@
 
 #include <json-c/json.h>
 
+#include <aksandbox/aksandbox.h>
+
 #include "harness.h"
 
 enum outcome { PASSED, FAILED, NOT_VERIFIED, NOT_RUN };
@@ -113,8 +115,11 @@ static json_object *json_case(const char *name, enum outcome how, json_object *n
 }
 
 size_t aks_check_run(const char *suite, const char *plugin, const struct aks_check_case *cases,
-                     size_t count, void (*teardown)(void), enum aks_check_format format)
+                     size_t count, void (*teardown)(void), enum aks_check_format format,
+                     int *proofs)
 {
+	static const int as_proof[] = {AKS_PROOF_PASSED, AKS_PROOF_FAILED, AKS_PROOF_NOT_VERIFIED,
+	                               AKS_PROOF_NONE};
 	size_t tally[4] = {0};
 	json_object *report = json_object_new_array();
 	const char *stopped_by = NULL;
@@ -138,6 +143,7 @@ size_t aks_check_run(const char *suite, const char *plugin, const struct aks_che
 				stopped_by = cases[i].name;
 		}
 		tally[how]++;
+		proofs[i] = as_proof[how];
 		if (format == AKS_CHECK_JSON)
 			json_object_array_add(
 			    report, json_case(cases[i].name, how, cur.notes, cur.message));

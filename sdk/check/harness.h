@@ -38,10 +38,12 @@ __attribute__((format(printf, 1, 2))) void aks_check_note(const char *fmt, ...);
 
 /*
  * Runs `cases` in order, each followed by `teardown` (which may not fail), and prints
- * the report of a run named `suite` over `plugin` to stdout. Returns the number of
+ * the report of a run named `suite` over `plugin` to stdout. Stores each check's outcome
+ * as an aks_proof (AKS_PROOF_NONE for one not run) in proofs[i]. Returns the number of
  * checks that failed.
  */
 size_t aks_check_run(const char *suite, const char *plugin, const struct aks_check_case *cases,
-                     size_t count, void (*teardown)(void), enum aks_check_format format);
+                     size_t count, void (*teardown)(void), enum aks_check_format format,
+                     int *proofs);
 
 #endif /* AKS_CHECK_HARNESS_H */

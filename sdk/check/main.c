@@ -61,14 +61,52 @@ static const struct aks_check_case store_checks[] = {
     CHECK(store_reopens),
 };
 
+_Static_assert(sizeof(store_checks) <= sizeof(provider_checks), "proofs[] holds either suite");
+
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: aksandbox-plugin-check [--json] PLUGIN.so [config.yaml]\n"
+	fprintf(f, "usage: aksandbox-plugin-check [--json] [--record] PLUGIN.so [config.yaml]\n"
 	           "\n"
 	           "Runs the aksandbox contract suite of PLUGIN.so's kind (provider or store)\n"
 	           "against it, configured with the plugin's block from config.yaml (a whole\n"
 	           "config.yaml or the bare block), or with its defaults. Prints TAP, or one\n"
-	           "JSON document with --json. Exits 0 when no check fails.\n");
+	           "JSON document with --json. With --record, a provider's results become this\n"
+	           "machine's proof of what that instance enforces, which `aksandbox check`\n"
+	           "reports. Exits 0 when no check fails.\n");
+}
+
+/* Records the run's results as the proof of a new instance of the checked configuration
+ * (the run's own instance was closed by provider_reopens). */
+static int record(const struct aks_check_case *cases, const int *proofs, size_t count)
+{
+	const char *names[64];
+	int results[64];
+	size_t n = 0;
+	for (size_t i = 0; i < count && n < 64; i++) {
+		if (proofs[i] == AKS_PROOF_NONE)
+			continue;
+		names[n] = cases[i].name;
+		results[n++] = proofs[i];
+	}
+	aks_provider *prov = NULL;
+	aks_error *err = NULL;
+	int rc = aks_check.plugin && aks_check.config
+	             ? aks_provider_open(aks_check.plugin, aks_check.config, &prov, &err)
+	             : AKS_EINVAL;
+	if (rc == AKS_OK)
+		rc = aks_provider_record_proof(prov, names, results, n, &err);
+	if (prov)
+		aks_provider_close(prov);
+	if (rc == AKS_OK)
+		fprintf(stderr,
+		        "aksandbox-plugin-check: recorded %zu results as this machine's "
+		        "proof of %s\n",
+		        n, aks_check.plugin_path);
+	else
+		fprintf(stderr, "aksandbox-plugin-check: cannot record the results: %s\n",
+		        err ? aks_error_message(err) : "the instance never opened");
+	aks_error_free(err);
+	return rc;
 }
 
 int main(int argc, char **argv)
@@ -86,9 +124,14 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	int first = 1;
-	if (argc > 1 && strcmp(argv[1], "--json") == 0) {
-		format = AKS_CHECK_JSON;
-		first = 2;
+	bool save = false;
+	for (; first < argc; first++) {
+		if (strcmp(argv[first], "--json") == 0)
+			format = AKS_CHECK_JSON;
+		else if (strcmp(argv[first], "--record") == 0)
+			save = true;
+		else
+			break;
 	}
 	int left = argc - first;
 	if (left < 1 || left > 2 || !*argv[first] || argv[first][0] == '-') {
@@ -117,17 +160,22 @@ int main(int argc, char **argv)
 	aks_error_free(err);
 
 	bool store = aks_check.kind == AKS_PLUGIN_STORE;
+	int proofs[sizeof(provider_checks) / sizeof(*provider_checks)];
 	size_t failed = store ? aks_check_run("aksandbox-plugin-check (store)", path, store_checks,
 	                                      sizeof(store_checks) / sizeof(*store_checks),
-	                                      aks_check_teardown, format)
+	                                      aks_check_teardown, format, proofs)
 	                      : aks_check_run("aksandbox-plugin-check", path, provider_checks,
 	                                      sizeof(provider_checks) / sizeof(*provider_checks),
-	                                      aks_check_teardown, format);
+	                                      aks_check_teardown, format, proofs);
+	int recorded = AKS_OK;
+	if (save && !store)
+		recorded = record(provider_checks, proofs,
+		                  sizeof(provider_checks) / sizeof(*provider_checks));
 
 	/* The instance is still open when a check failed before the last one. */
 	if (aks_check.provider)
 		aks_provider_close(aks_check.provider);
 	aks_check_store_close();
 	aks_config_free(aks_check.config);
-	return failed ? 1 : 0;
+	return failed || recorded != AKS_OK ? 1 : 0;
 }

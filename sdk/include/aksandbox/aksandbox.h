@@ -165,6 +165,29 @@ AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provi
  * provider is open. */
 AKS_EXPORT const char *aks_provider_get_description(const aks_provider *prov);
 AKS_EXPORT const aks_plugin *aks_provider_get_plugin(const aks_provider *prov);
+
+/*
+ * Proofs: what aksandbox-plugin-check proved of an instance on this machine, which
+ * `aksandbox check` reports beside each dimension a plugin declares. A proof belongs to
+ * the instance as it is now: the plugin file (path, device, inode, size, modification
+ * time), its version, and the instance's isolation tier and description; a rebuilt or
+ * upgraded plugin, or another configuration that changes those, has none. Kept in
+ * <state directory>/proofs/<plugin>.json (the directory aks_runtime's file store uses).
+ */
+typedef enum aks_proof {
+	AKS_PROOF_NONE = 0,        /* nothing recorded for this instance and check */
+	AKS_PROOF_PASSED = 1,      /* the check proved it */
+	AKS_PROOF_FAILED = 2,      /* the check found the declaration false */
+	AKS_PROOF_NOT_VERIFIED = 3 /* the check could not tell on this machine */
+} aks_proof;
+/* Records the results (aks_proof values other than NONE) of `count` checks, by name,
+ * replacing what was recorded for the same instance. */
+AKS_EXPORT int aks_provider_record_proof(const aks_provider *prov, const char *const *checks,
+                                         const int *results, size_t count, aks_error **err);
+/* The result recorded for `check` of this instance (AKS_PROOF_NONE when none), and when
+ * it was recorded (seconds since the epoch) in *recorded_at, which may be NULL. */
+AKS_EXPORT int aks_provider_get_proof(const aks_provider *prov, const char *check,
+                                      int64_t *recorded_at);
 /* Bytes of stdout and of stderr kept per result (the rest is counted and
  * reported as cut), and the largest file a download may return. */
 AKS_EXPORT void aks_provider_set_limits(aks_provider *prov, size_t stream_cap, size_t file_cap);
