@@ -73,7 +73,8 @@ typedef struct aks_capabilities {
 	bool policy_resources;        /* enforces cpu and memory limits */
 	/* Enforces an egress allowlist (network_egress allowlist with network_allow),
 	 * not only deny. Without it an allowlist counts as the network_egress dimension
-	 * the provider cannot enforce, so it is refused at config load under strict. */
+	 * the provider cannot enforce: under strict, every request on a profile that sets
+	 * it fails with AKS_EPOLICY, and `aksandbox check` exits 1. */
 	bool policy_network_allowlist;
 } aks_capabilities;
 
