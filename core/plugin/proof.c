@@ -45,9 +45,9 @@ static json_object *instance_key(const aks_provider *prov, aks_error **err)
 	json_object_object_add(k, "device", json_object_new_int64((int64_t)st.st_dev));
 	json_object_object_add(k, "inode", json_object_new_int64((int64_t)st.st_ino));
 	json_object_object_add(k, "size", json_object_new_int64((int64_t)st.st_size));
-	json_object_object_add(k, "mtime_ns",
-	                       json_object_new_int64((int64_t)st.st_mtim.tv_sec * 1000000000 +
-	                                             st.st_mtim.tv_nsec));
+	json_object_object_add(
+	    k, "mtime_ns",
+	    json_object_new_int64((int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec));
 	json_object_object_add(k, "version",
 	                       json_object_new_string(aks_plugin_get_descriptor(plugin)->version));
 	json_object_object_add(
@@ -106,7 +106,8 @@ AKS_EXPORT int aks_provider_record_proof(const aks_provider *prov, const char *c
 	if (!prov || (!checks && count) || (!results && count))
 		return aks__error_set(err, AKS_EINVAL, "aks_provider_record_proof: NULL argument");
 	for (size_t i = 0; i < count; i++)
-		if (!checks[i] || results[i] < AKS_PROOF_PASSED || results[i] > AKS_PROOF_NOT_VERIFIED)
+		if (!checks[i] || results[i] < AKS_PROOF_PASSED ||
+		    results[i] > AKS_PROOF_NOT_VERIFIED)
 			return aks__error_set(err, AKS_EINVAL,
 			                      "aks_provider_record_proof: check %zu has no name or "
 			                      "an unknown result",
@@ -134,7 +135,8 @@ AKS_EXPORT int aks_provider_record_proof(const aks_provider *prov, const char *c
 	json_object_object_add(rec, "instance", key);
 	json_object_object_add(rec, "recorded_at", json_object_new_int64((int64_t)time(NULL)));
 	for (size_t i = 0; i < count; i++)
-		json_object_object_add(res, checks[i], json_object_new_string(proof_names[results[i]]));
+		json_object_object_add(res, checks[i],
+		                       json_object_new_string(proof_names[results[i]]));
 	json_object_object_add(rec, "checks", res);
 	json_object_array_add(all, rec);
 
