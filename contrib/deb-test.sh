@@ -4,7 +4,9 @@
 # depends only on the libraries its .so links, and what they install works:
 # the core, the CLI and only the local_subprocess plugin run a sandbox; a
 # docker profile then fails naming the package aksandbox-plugin-docker; once
-# that package is installed the same profile loads. Everything this script
+# that package is installed the same profile loads; libaksandbox-dev ships the
+# plugin author guide, the ABI policy and the example plugin, which builds and
+# passes the contract runner from the installed packages. Everything this script
 # installed (the packages and any dependency apt pulled in) is purged at the
 # end, so the machine is left as it was found. The worker's systemd units ship
 # in aksandbox: systemd-analyze verify accepts them, installing creates their
@@ -441,12 +443,61 @@ docker_loads() {
 }
 t "the same docker profile now loads (aksandbox check)" docker_loads
 
+# ---- libaksandbox-dev: the SDK, its documents and the example plugin --------------
+# A plugin author's view: the example, copied out of the package's doc directory,
+# builds with pkg-config aksandbox-sdk alone and its make check passes the
+# contract runner the pc's checker variable names (/usr/bin/aksandbox-plugin-check,
+# in aksandbox, installed above).
+devdoc=/usr/share/doc/libaksandbox-dev
+devexample=$devdoc/examples/example-plugin
+apt_fix "$(deb libaksandbox-dev)"
+t "dpkg -i libaksandbox-dev installs it" sh -c "[ '$(state libaksandbox-dev)' = ii ]"
+# dh_compress gzips documents over 4 kB (so either name is accepted), but never
+# files under examples/ (compat >= 12): the example must stay usable as is.
+dev_docs() {
+	for doc in abi.md plugin-author-guide.md; do
+		f=$devdoc/$doc
+		[ -f "$f" ] || f=$f.gz
+		[ -s "$f" ] && dpkg -S "$f" | grep -q '^libaksandbox-dev' || { echo "no $devdoc/$doc(.gz)"; return 1; }
+		echo "$f"
+	done
+}
+t "libaksandbox-dev ships the ABI policy and the plugin author guide in $devdoc" dev_docs
+dev_example() {
+	ls -l "$devexample" || return 1
+	for f in Makefile example_shell.c example.yaml README.md; do
+		[ -s "$devexample/$f" ] && dpkg -S "$devexample/$f" | grep -q '^libaksandbox-dev' ||
+			{ echo "no $devexample/$f"; return 1; }
+	done
+	! ls "$devexample" | grep '\.gz$'
+}
+t "libaksandbox-dev ships the example plugin, uncompressed, in $devexample" dev_example
+# In a clean environment (no PKG_CONFIG_PATH, CHECKER or AKS_* variables).
+example_builds() {
+	cp -R "$devexample" "$tmp/example-plugin" || return 1
+	(cd "$tmp/example-plugin" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" LANG=C.UTF-8 \
+		AKS_STATE_DIR="$tmp/state" make) || return 1
+	[ -f "$tmp/example-plugin/example_shell.so" ] && [ ! -e "$devexample/example_shell.so" ]
+}
+t "the example, copied from $devexample, builds with the installed SDK (make)" example_builds
+example_checks() {
+	c=$(pkg-config --variable=checker aksandbox-sdk); echo "checker: $c"
+	[ "$c" = /usr/bin/aksandbox-plugin-check ] || return 1
+	out=$(cd "$tmp/example-plugin" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" \
+		LANG=C.UTF-8 AKS_STATE_DIR="$tmp/state" make check 2>&1); rc=$?
+	printf 'rc=%s\n%s\n' "$rc" "$out"
+	[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "^/usr/bin/aksandbox-plugin-check \./example_shell\.so " &&
+		printf '%s\n' "$out" | grep -q '^ok [0-9]* - ' && ! printf '%s\n' "$out" | grep -q '^not ok '
+}
+t "its make check runs the pc's checker (/usr/bin/aksandbox-plugin-check) and passes" example_checks
+
 # ---- purge: the machine as it was ----------------------------------------------
 purge_new
 purged() {
 	cat "$tmp/purge.log"
 	[ -z "$(ours)" ] || { echo "left: $(ours)"; return 1; }
-	[ ! -e "/usr/lib/$ma/aksandbox" ] && [ ! -e /usr/bin/aksandbox ] && [ ! -e /usr/libexec/aksandbox ] ||
+	[ ! -e "/usr/lib/$ma/aksandbox" ] && [ ! -e /usr/bin/aksandbox ] && [ ! -e /usr/libexec/aksandbox ] &&
+		[ ! -e /usr/include/aksandbox ] && [ ! -e "$devdoc" ] ||
 		{ echo "files left"; return 1; }
 	installed | diff "$tmp/before" -
 }
