@@ -23,8 +23,29 @@ cd "$top" || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each step says when it starts and how long the one before it took, so a CI transcript
+# shows where the time goes.
+run_started=$(date +%s) step_started=$run_started step_name=
+step() {
+	now=$(date +%s)
+	[ -n "$step_name" ] && printf '=== (%s: %d s)\n' "$step_name" $((now - step_started))
+	step_started=$now step_name=$*
+	printf '\n=== %s\n' "$*"
+}
 
+# The slowest tests of a build tree's last `make check`: a test's log is created when it
+# starts (birth time) and its .trs written when it ends. Silent where the file system
+# keeps no birth time.
+slowest_tests() { # build dir
+	find "$1" -name '*.trs' -not -path '*/aksandbox-*/*' 2>/dev/null | while read -r trs; do
+		log=${trs%.trs}.log
+		born=$(stat -c %W "$log" 2>/dev/null) ended=$(stat -c %Y "$trs" 2>/dev/null)
+		case $born in '' | 0 | -) continue ;; esac
+		echo "$((ended - born)) ${log#"$1"/}"
+	done | sort -rn | head -15 | awk 'NR == 1 { print "slowest tests (seconds):" } { printf "  %5d %s\n", $1, $2 }'
+}
+
+step "build dependencies (contrib/install-deps.sh)"
 "$top/contrib/install-deps.sh" || { echo "cannot install dependencies"; exit 1; }
 [ -x configure ] || autoreconf -fi >/dev/null || exit 1
 # The docker plugin's tests need a Docker Engine (with gVisor's runsc) and the
@@ -83,6 +104,7 @@ run_suite() { # dir, configure flags...
 	  { [ -f Makefile ] || ../configure --quiet "$@" >/dev/null; } &&
 	  make -j"$jobs" >/dev/null &&
 	  make -j"$jobs" check ) || { status=1; show_failures "$dir"; }
+	slowest_tests "$dir"
 }
 
 step "source format (contrib/format.sh --check: .clang-format, clang-format 14)"
@@ -114,6 +136,7 @@ mkdir -p _deb
 "$top/contrib/deb-test.sh" "$top/_build" >_deb/deb-test.tap 2>&1 || status=1
 cat _deb/deb-test.tap
 
+step "stopping the services"
 # Stop the cluster k8s-setup.sh started (before dockerd: kubelet drives it), then the
 # dockerd docker-setup.sh started, if it started one (never another).
 "$top/tests/integration/k8s-setup.sh" stop
@@ -138,6 +161,8 @@ passed=$((passed + ${vp:-0})); failed=$((failed + ${vf:-0}))
 dp=$(grep -c '^ok ' _deb/deb-test.tap 2>/dev/null) df=$(grep -cE '^(not ok |Bail out!)' _deb/deb-test.tap 2>/dev/null)
 [ "${dp:-0}" -eq 0 ] && df=$((${df:-0} + 1)) # no packaging result at all is a failure
 passed=$((passed + ${dp:-0})); failed=$((failed + ${df:-0}))
+printf '=== (%s: %d s)\n=== the whole run: %d s\n' "$step_name" $(($(date +%s) - step_started)) \
+	$(($(date +%s) - run_started))
 echo
 if [ "$skipped" -gt 0 ]; then
 	echo "$passed passed, $failed failed, $skipped skipped"
