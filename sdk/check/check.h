@@ -101,6 +101,10 @@ aks_result *aks_check_keep(aks_result *r);
 /* Tracks a copy of a sandbox id for the teardown to destroy. */
 const char *aks_check_keep_id(const char *id);
 
+/* A new file holding `content`, readable by anyone, in a new directory of this machine's
+ * temporary directory; the teardown removes both. Returns its path. */
+const char *aks_check_plant(const char *content);
+
 /* Fails unless rc == want; the message names the call, both statuses and
  * the error's message. Frees err either way. */
 void aks_check_expect(const char *what, int rc, int want, aks_error *err);

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
@@ -285,57 +286,151 @@ static const char cpu_probe[] =
     "print('wo' 'rk=%.1f share=%.3f' % (n / t,\n"
     "                                  (time.process_time() - c0) / t))\n";
 
-/* Rounds of limited and unlimited loops, taken in turn. */
-#define CPU_ROUNDS 3
+/* Rounds of limited and unlimited loops, taken in turn: at least CPU_ROUNDS, and up to
+ * CPU_MAX_ROUNDS until an unlimited run had a free core. */
+#define CPU_ROUNDS     3
+#define CPU_MAX_ROUNDS 6
+/* Above this share of the unlimited work under cpu: 0.5, the limit did not hold. */
+#define CPU_LIE_RATIO 0.8
+/* A run during which tasks of this machine waited for a CPU longer than this share of its
+ * time was not on a free core (Linux's pressure stall information). */
+#define CPU_QUIET_STALL 0.1
+/* Without that information: unlimited runs further apart than this (the best over the
+ * worst) mean the machine's load changed while measuring. */
+#define CPU_STEADY_SPREAD 1.25
 
-/* The best work per second of one more run of the cpu probe in sb into *best, and its CPU
- * share into *best_share when it is the best so far. */
-static void cpu_sample(aks_sandbox *sb, const aks_policy *policy, double *best, double *best_share)
+typedef struct cpu_samples {
+	double best, best_share;       /* the unlimited runs' best work, and its CPU share */
+	double worst;                  /* the unlimited runs' worst work */
+	double limited, limited_share; /* the limited runs' best work, and its CPU share */
+	bool psi;                      /* the machine reports CPU pressure */
+	bool quiet_free;               /* an unlimited run had a free core */
+} cpu_samples;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Microseconds that some task of this machine has spent waiting for a CPU since boot
+ * (/proc/pressure/cpu's "some" total), or -1 without pressure stall information. */
+static double cpu_stall_us(void)
+{
+	FILE *f = fopen("/proc/pressure/cpu", "re");
+	if (!f)
+		return -1;
+	char line[256];
+	double total = -1;
+	while (fgets(line, sizeof(line), f)) {
+		const char *t = strstr(line, "total=");
+		if (strncmp(line, "some ", 5) == 0 && t)
+			total = strtod(t + 6, NULL);
+	}
+	fclose(f);
+	return total;
+}
+
+/* The work per second of one more run of the cpu probe in sb, its CPU share, and whether
+ * it ran on a free core (true when the machine cannot tell). */
+static double cpu_sample(aks_sandbox *sb, const aks_policy *policy, double *share, bool *quiet,
+                         bool *psi)
 {
 	char v[64];
+	double stall0 = cpu_stall_us(), t0 = now_s();
 	aks_result *r = run(sb, cpu_probe, policy);
+	double stall1 = cpu_stall_us(), wall = now_s() - t0;
 	if (!probe_value(r, "work=", v, sizeof(v)))
 		aks_check_fail("the cpu probe%s printed no line (exit %d): %s",
 		               policy ? " under cpu: 0.5" : "", aks_result_get_exit_code(r),
 		               err_of(r));
 	double work = atof(v);
-	if (work > *best) {
-		*best = work;
-		*best_share = probe_value(r, "share=", v, sizeof(v)) ? atof(v) : 0;
+	*share = probe_value(r, "share=", v, sizeof(v)) ? atof(v) : 0;
+	*psi = stall0 >= 0 && stall1 >= 0;
+	*quiet = !*psi || (stall1 - stall0) / 1e6 < CPU_QUIET_STALL * wall;
+	return work;
+}
+
+static void cpu_sample_free(aks_sandbox *sb, cpu_samples *s)
+{
+	double share;
+	bool quiet;
+	double work = cpu_sample(sb, NULL, &share, &quiet, &s->psi);
+	if (work > s->best) {
+		s->best = work;
+		s->best_share = share;
+	}
+	if (s->worst == 0 || work < s->worst)
+		s->worst = work;
+	s->quiet_free |= quiet;
+}
+
+/* (Whether a limited run had a free core cannot be told: the throttling of its own cgroup
+ * counts as waiting for a CPU.) */
+static void cpu_sample_limited(aks_sandbox *sb, const aks_policy *limited, cpu_samples *s)
+{
+	double share;
+	bool quiet;
+	double work = cpu_sample(sb, limited, &share, &quiet, &s->psi);
+	if (work > s->limited) {
+		s->limited = work;
+		s->limited_share = share;
 	}
 }
 
 /*
  * The cpu half: the best of a few limited loops against the best of the unlimited ones
- * taken between them. A moment of load elsewhere on the machine slows one run, not the
- * best of several, so a provider that sets no limit shows a full core in one of its runs,
- * and one that does never gets past its half in any. Writes what the provider got away
- * with to lie, or returns false for NOT VERIFIED.
+ * taken between them. A limit caps every limited run at half of what a free core does,
+ * whatever else the machine is doing, and an unlimited run on a free core does what a
+ * free core does. So the verdict needs one unlimited run on a free core (the machine's
+ * CPU pressure says whether there was one; more rounds are taken, up to CPU_MAX_ROUNDS,
+ * until one comes). Where the kernel keeps no pressure information, the unlimited runs
+ * must agree among themselves instead. A busy loop without a limit must also get most of
+ * a core by its own clock. Otherwise nothing was proved either way: returns false for
+ * NOT VERIFIED. Writes what the provider got away with to lie.
  */
 static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_policy *limited,
                             char *lie, size_t lie_size)
 {
-	double best = 0, best_share = 0, best_limited = 0, limited_share = 0;
-	cpu_sample(free_sb, NULL, &best, &best_share);
-	for (int i = 0; i < CPU_ROUNDS; i++) {
-		cpu_sample(sb, limited, &best_limited, &limited_share);
-		cpu_sample(free_sb, NULL, &best, &best_share);
+	cpu_samples s = {0};
+	cpu_sample_free(free_sb, &s);
+	for (int i = 0; i < CPU_MAX_ROUNDS; i++) {
+		cpu_sample_limited(sb, limited, &s);
+		cpu_sample_free(free_sb, &s);
+		if (i + 1 >= CPU_ROUNDS && s.quiet_free && s.best_share >= 0.8)
+			break;
 	}
 	/* Without a limit a busy loop must get most of a core, or the machine is too busy
 	 * to tell half a core apart. */
-	if (best_share < 0.8) {
+	if (s.best_share < 0.8) {
 		aks_check_note("NOT VERIFIED: policy_resources: cpu: without a policy a busy "
 		               "loop got at best %.2f of a core: the machine is too busy to "
 		               "measure cpu: 0.5 on",
-		               best_share);
+		               s.best_share);
 		return false;
 	}
-	double ratio = best_limited / best;
-	if (ratio > 0.75)
-		snprintf(lie, lie_size,
-		         "a busy loop under cpu: 0.5 did %.2f of the work it does without the "
-		         "policy (its own clock says %.2f of a core)",
-		         ratio, limited_share);
+	double ratio = s.limited / s.best;
+	bool lied = ratio > CPU_LIE_RATIO;
+	if (!s.quiet_free) {
+		aks_check_note("NOT VERIFIED: policy_resources: cpu: other tasks waited for a CPU "
+		               "during every unlimited run: the machine is too busy to measure "
+		               "cpu: 0.5 on");
+		return false;
+	}
+	if (!lied)
+		return true;
+	if (!s.psi && s.best > CPU_STEADY_SPREAD * s.worst) {
+		aks_check_note("NOT VERIFIED: policy_resources: cpu: without a policy a busy "
+		               "loop did from %.0f to %.0f rounds a second: the machine is too "
+		               "busy to measure cpu: 0.5 on",
+		               s.worst, s.best);
+		return false;
+	}
+	snprintf(lie, lie_size,
+	         "a busy loop under cpu: 0.5 did %.2f of the work it does without the "
+	         "policy (its own clock says %.2f of a core)",
+	         ratio, s.limited_share);
 	return true;
 }
 
@@ -384,10 +479,25 @@ void aks_check_policy_resources(void)
 		aks_check_skip();
 }
 
-/* ---- filesystem: writes outside fs_allow_write ---------------------------------------- */
+/* ---- filesystem: writes outside fs_allow_write, reads outside fs_allow_read ----------- */
 
-/* Where the program starts: the first line is its working directory. */
-static const char cwd_probe[] = "import os\nprint('cw' 'd=' + os.getcwd())\n";
+/* What the runner plants in a file of this machine, outside anything a policy allows. */
+#define PLANTED "aks-check-planted"
+
+/* Both probes start with `planted = '<path>'`, a file of this machine that the program
+ * must not read under fs_allow_read. */
+static const char can_read_planted[] = "def can_read(p):\n"
+                                       "    try:\n"
+                                       "        with open(p) as f:\n"
+                                       "            return f.read() == '" PLANTED "'\n"
+                                       "    except OSError:\n"
+                                       "        return False\n";
+
+/* Where the program starts (its working directory), and whether it sees the planted file
+ * without a policy (so a pass says which it was). */
+static const char cwd_probe[] = "import os\n"
+                                "print('cw' 'd=' + os.getcwd() + ' seen=%s' % "
+                                "can_read(planted))\n";
 
 /*
  * Under fs_allow_write: [its working directory], the program must be able to write there
@@ -396,6 +506,7 @@ static const char cwd_probe[] = "import os\nprint('cw' 'd=' + os.getcwd())\n";
  * Each attempt creates a new file and removes it at once. /dev itself is not probed: a
  * root-owned in-memory tmpfs that two runtimes cannot make read-only and keep their device
  * nodes (gVisor's, a Kubernetes pod's), which their providers document as what is left.
+ * Under fs_allow_read: [its working directory] too, it must not read the planted file.
  */
 static const char fs_probe[] =
     "import os\n"
@@ -416,7 +527,17 @@ static const char fs_probe[] =
     "    d = os.path.realpath(d)\n"
     "    return d == cwd or d.startswith(cwd + '/')\n"
     "out = [d for d in places if os.path.isdir(d) and not inside(d) and can_write(d)]\n"
-    "print('ho' 'me=%s outside=%s' % (can_write(cwd), ','.join(out) or '-'))\n";
+    "print('ho' 'me=%s outside=%s read=%s' % (can_write(cwd), ','.join(out) or '-',\n"
+    "                                       can_read(planted)))\n";
+
+/* `probe` preceded by the planted file's name and can_read(), in buf. */
+static const char *with_planted(char *buf, size_t size, const char *planted, const char *probe)
+{
+	int n = snprintf(buf, size, "planted = '%s'\n%s%s", planted, can_read_planted, probe);
+	if (n < 0 || (size_t)n >= size)
+		aks_check_fail("internal: a filesystem probe does not fit in %zu bytes", size);
+	return buf;
+}
 
 void aks_check_policy_filesystem(void)
 {
@@ -424,8 +545,10 @@ void aks_check_policy_filesystem(void)
 		aks_check_note("policy_filesystem: not declared, nothing to prove\n");
 		return;
 	}
-	char cwd[1024], v[1024];
-	aks_result *r = run(create_with(NULL, "the default policy"), cwd_probe, NULL);
+	char cwd[1024], v[1024], code[4096];
+	const char *planted = aks_check_plant(PLANTED);
+	aks_result *r = run(create_with(NULL, "the default policy"),
+	                    with_planted(code, sizeof(code), planted, cwd_probe), NULL);
 	if (!probe_value(r, "cwd=", cwd, sizeof(cwd)) || cwd[0] != '/' || !cwd[1]) {
 		aks_check_note("NOT VERIFIED: policy_filesystem: the probe printed no working "
 		               "directory other than / (%s), so there is no allowed path to set "
@@ -433,24 +556,43 @@ void aks_check_policy_filesystem(void)
 		               cwd[0] ? cwd : "no line");
 		aks_check_skip();
 	}
-	const char *writable[] = {cwd, NULL};
+	bool seen_without_policy = probe_value(r, "seen=", v, sizeof(v)) && !strcmp(v, "True");
+	const char *allowed[] = {cwd, NULL};
 	aks_policy fs;
 	aks_policy_init(&fs);
-	fs.fs_allow_write = writable;
+	fs.fs_allow_write = allowed;
+	fs.fs_allow_read = allowed;
 	fs.strict = true;
-	r = run(create_with(&fs, "fs_allow_write: [its working directory]"), fs_probe, &fs);
+	r = run(create_with(&fs, "fs_allow_read and fs_allow_write: [its working directory]"),
+	        with_planted(code, sizeof(code), planted, fs_probe), &fs);
 	if (!probe_value(r, "home=", v, sizeof(v)))
 		aks_check_fail("the filesystem probe printed no line (exit %d): %s",
 		               aks_result_get_exit_code(r), err_of(r));
 	if (strcmp(v, "True") != 0)
 		aks_check_fail("under fs_allow_write: [%s] the program cannot write in %s", cwd,
 		               cwd);
-	probe_value(r, "outside=", v, sizeof(v));
-	if (strcmp(v, "-") != 0)
+	char outside[1024];
+	probe_value(r, "outside=", outside, sizeof(outside));
+	bool read = probe_value(r, "read=", v, sizeof(v)) && !strcmp(v, "True");
+	if (strcmp(outside, "-") != 0 && read)
+		aks_check_fail("declares policy_filesystem, but under fs_allow_write: [%s] the "
+		               "program wrote in %s, and under fs_allow_read: [%s] it read %s",
+		               cwd, outside, cwd, planted);
+	if (strcmp(outside, "-") != 0)
 		aks_check_fail(
 		    "declares policy_filesystem, but under fs_allow_write: [%s] the program "
 		    "wrote in %s",
-		    cwd, v);
+		    cwd, outside);
+	if (read)
+		aks_check_fail("declares policy_filesystem, but under fs_allow_read: [%s] the "
+		               "program read %s, a file of this machine outside it",
+		               cwd, planted);
+	aks_check_note("policy_filesystem: %s\n",
+	               seen_without_policy
+	                   ? "a file of this machine the default policy lets the program "
+	                     "read is out of its reach under fs_allow_read"
+	                   : "the program sees no file of this machine, with or without "
+	                     "fs_allow_read");
 }
 
 /* ---- stateful: interpreter state across calls ----------------------------------------- */

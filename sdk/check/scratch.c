@@ -5,9 +5,12 @@
  */
 #include "config.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check.h"
 
@@ -18,6 +21,7 @@ static struct {
 	void *sandboxes[MAX_TRACKED]; /* aks_sandbox */
 	void *results[MAX_TRACKED];   /* aks_result */
 	void *ids[MAX_TRACKED];       /* char */
+	void *planted[MAX_TRACKED];   /* char: a file of this machine, in a directory of its own */
 } scratch;
 
 static void track(void **slots, void *p)
@@ -54,6 +58,54 @@ void aks_check_teardown(void)
 		aks_result_free(scratch.results[i]);
 		scratch.results[i] = NULL;
 	}
+	for (size_t i = 0; i < MAX_TRACKED; i++) {
+		char *file = scratch.planted[i];
+		if (!file)
+			continue;
+		unlink(file);
+		*strrchr(file, '/') = '\0';
+		rmdir(file);
+		free(file);
+		scratch.planted[i] = NULL;
+	}
+}
+
+const char *aks_check_plant(const char *content)
+{
+	const char *tmp = getenv("TMPDIR");
+	char dir[512];
+	/* The path goes into a probe's program as a quoted literal. */
+	if (!tmp || tmp[0] != '/' || strlen(tmp) > 256 || strpbrk(tmp, "'\\\n"))
+		tmp = "/tmp";
+	snprintf(dir, sizeof(dir), "%s/aks-check-XXXXXX", tmp);
+	if (!mkdtemp(dir))
+		aks_check_fail("cannot create a directory in %s to plant a file in", tmp);
+	size_t size = strlen(dir) + sizeof("/outside");
+	char *file = malloc(size);
+	if (!file) {
+		rmdir(dir);
+		aks_check_fail("out of memory");
+	}
+	snprintf(file, size, "%s/outside", dir);
+	/* Readable by anyone, so only the sandbox's confinement can keep a program from it. */
+	chmod(dir, 0755);
+	int fd = open(file, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	size_t len = strlen(content);
+	bool written = fd >= 0 && write(fd, content, len) == (ssize_t)len;
+	if (fd >= 0)
+		close(fd);
+	for (size_t i = 0; written && i < MAX_TRACKED; i++) {
+		if (!scratch.planted[i]) {
+			scratch.planted[i] = file;
+			return file;
+		}
+	}
+	unlink(file);
+	rmdir(dir);
+	free(file);
+	if (written)
+		aks_check_fail("internal: more than %d planted files in one check", MAX_TRACKED);
+	aks_check_fail("cannot write a file in %s", dir);
 }
 
 const aks_plugin *aks_check_need_plugin(void)
