@@ -266,8 +266,9 @@ static const char memory_probe[] = "b = b'\\x01' * (256 << 20)\n"
                                    "print('allo' 'cated=%d' % len(b))\n";
 
 /*
- * A busy loop for 1 s, counting its rounds: the work it got done per second of wall time.
- * The work, not the program's own CPU clock, is what a limit takes away, and it is the
+ * A busy loop for half a second (five periods of the kernel's CPU bandwidth control),
+ * counting its rounds: the work it got done per second of wall time. The work, not the
+ * program's own CPU clock, is what a limit takes away, and it is the
  * one measure every sandbox reports alike: gVisor's Sentry keeps its own accounting, in
  * which a throttled task still seems to run (0.85 of a core under cpu: 0.5, while the
  * host's cgroup gave it half). The program's CPU share is printed too, to tell a machine
@@ -281,14 +282,14 @@ static const char cpu_probe[] =
     "        pass\n"
     "    n += 1\n"
     "    t = time.monotonic() - t0\n"
-    "    if t >= 1.0:\n"
+    "    if t >= 0.5:\n"
     "        break\n"
     "print('wo' 'rk=%.1f share=%.3f' % (n / t,\n"
     "                                  (time.process_time() - c0) / t))\n";
 
 /* Rounds of limited and unlimited loops, taken in turn: at least CPU_ROUNDS, and up to
  * CPU_MAX_ROUNDS until an unlimited run had a free core. */
-#define CPU_ROUNDS     3
+#define CPU_ROUNDS     2
 #define CPU_MAX_ROUNDS 6
 /* Above this share of the unlimited work under cpu: 0.5, the limit did not hold. */
 #define CPU_LIE_RATIO 0.8
