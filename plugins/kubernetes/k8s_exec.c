@@ -37,9 +37,12 @@
 #include "k8s_internal.h"
 
 #define MARKER_VAR AKS_CTR_MARKER_VAR
-/* The request line carries the command: an argument at most this long
- * travels in the URL; a longer program text is sent on stdin instead. */
-#define MAX_URL_ARG 16384
+/* The request line carries the command: an argument at most this long once
+ * percent-encoded travels in the URL; a longer program text is sent on stdin
+ * instead. Through libwebsockets 4.1 an exec URL of about 2 KiB is answered 400
+ * by the API server (the same URL from curl is not), so the budget leaves the
+ * rest of the URL (the path, the wrapper, the marker) room under that. */
+#define MAX_URL_ARG 1024
 #define HDR_BUF     (1u << 20)
 #define STDIN_CHUNK 32768
 #define TICK_US     100000
@@ -435,13 +438,18 @@ static int explain_handshake(aks_sandbox_impl *sb, const char *path, xs *x, cons
 			          "'create') on pods/exec");
 	} else if (rc == AKS_OK && r.status == 404) {
 		rc = k8s_gone(host, sb->id, "no longer exists", err);
-	} else if (rc == AKS_OK) {
+	} else if (rc == AKS_OK && (x->http_status == 401 || x->http_status == 403)) {
 		rc = host->error_set(
 		    err, AKS_EPROVISION,
 		    "kubernetes: exec into pod '%s' failed during the WebSocket handshake (%s, "
 		    "HTTP "
 		    "%d); check that the caller's RBAC grants both 'create' and 'get' on pods/exec",
 		    sb->id, x->why, x->http_status);
+	} else if (rc == AKS_OK) {
+		rc = host->error_set(err, AKS_EPROVISION,
+		                     "kubernetes: exec into pod '%s' failed during the WebSocket "
+		                     "handshake (%s, HTTP %d)",
+		                     sb->id, x->why, x->http_status);
 	} else {
 		if (err && !*err) {
 			*err = e;
@@ -675,7 +683,7 @@ int k8s_execute_code(aks_sandbox_impl *sb, const char *code, const char *languag
 		return host->error_set(err, AKS_ECAPABILITY,
 		                       "kubernetes does not support capability: language:%s",
 		                       language);
-	if (strlen(code) > MAX_URL_ARG)
+	if (k8s_escaped_len(code) > MAX_URL_ARG)
 		return run_text(sb, "exec \"$1\" -c \"$c\"", code, call, out, err);
 	const char *argv[] = {sb->prov->python, "-c", code, NULL};
 	k8s_exec_opts o = {.argv = argv, .out = out};
@@ -689,7 +697,7 @@ int k8s_execute_command(aks_sandbox_impl *sb, const char *command, const aks_cal
 	const aks_host_api *host = sb->prov->host;
 	if (!command)
 		return host->error_set(err, AKS_EINVAL, "execute_command: no command");
-	if (strlen(command) > MAX_URL_ARG)
+	if (k8s_escaped_len(command) > MAX_URL_ARG)
 		return run_text(sb, "exec /bin/sh -c \"$c\"", command, call, out, err);
 	const char *argv[] = {"/bin/sh", "-c", command, NULL};
 	k8s_exec_opts o = {.argv = argv, .out = out};

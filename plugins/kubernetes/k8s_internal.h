@@ -106,6 +106,8 @@ int k8s_api_error(k8s_client *c, const k8s_req *r, int code, const char *what, a
  * as "Name: value" strings; the caller frees the list. NULL on no memory. */
 struct curl_slist *k8s_auth_headers(k8s_client *c, bool *ok);
 char *k8s_escape(const char *s);
+/* strlen(k8s_escape(s)), without making it. */
+size_t k8s_escaped_len(const char *s);
 /* "who" for messages: the impersonated user and groups, or the source. */
 void k8s_client_who(const k8s_client *c, char *out, size_t len);
 

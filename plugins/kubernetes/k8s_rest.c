@@ -264,6 +264,20 @@ nomem:
 
 /* ---- requests ------------------------------------------------------------------------- */
 
+static bool url_unreserved(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+	       ch == '-' || ch == '_' || ch == '.' || ch == '~';
+}
+
+size_t k8s_escaped_len(const char *s)
+{
+	size_t n = 0;
+	for (; *s; s++)
+		n += url_unreserved((unsigned char)*s) ? 1 : 3;
+	return n;
+}
+
 char *k8s_escape(const char *s)
 {
 	static const char hex[] = "0123456789ABCDEF";
@@ -272,8 +286,7 @@ char *k8s_escape(const char *s)
 		return NULL;
 	for (; *s; s++) {
 		unsigned char ch = (unsigned char)*s;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+		if (url_unreserved(ch)) {
 			*p++ = (char)ch;
 		} else {
 			*p++ = '%';

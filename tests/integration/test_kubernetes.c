@@ -547,6 +547,27 @@ static void t_exec(void **state)
 	aks_result_free(r);
 	r = NULL;
 	free(code);
+	/* and every size in between, by URL or by stdin: programs of 1.6 to 16 KB (3.2 to 32 KB
+	 * percent-encoded) were once sent in the URL, which the API server answered with a 400.
+	 * Lines of "x=N" are both Python and shell. */
+	static const size_t lines[] = {100, 200, 250, 400, 1000, 4000};
+	for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
+		for (int shell = 0; shell < 2; shell++) {
+			code = malloc(4 * lines[i] + 64);
+			char *p = code;
+			for (size_t k = 0; k < lines[i]; k++)
+				p += sprintf(p, "x=%zu\n", k % 10);
+			sprintf(p, shell ? "echo ran %zu lines\n" : "print('ran %zu lines')\n",
+			        lines[i]);
+			check_ok(run(f, shell ? NULL : "python", code, 60, &r, &err), err);
+			char want[64];
+			snprintf(want, sizeof(want), "ran %zu lines\n", lines[i]);
+			assert_string_equal(aks_result_get_stdout(r, NULL), want);
+			aks_result_free(r);
+			r = NULL;
+			free(code);
+		}
+	}
 	/* an undeclared language */
 	check_error(run(f, "ruby", "puts 1", 60, &r, &err), &err, AKS_ECAPABILITY, NULL);
 	aks_result_free(r);

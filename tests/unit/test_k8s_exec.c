@@ -85,6 +85,8 @@ typedef struct srv_state {
 	pthread_t thread;
 	bool offer_v5;    /* answer v5 when the client offers it */
 	bool forbid;      /* 403 for everything */
+	int refuse_ws;    /* refuse this many more WebSocket handshakes with a 400 */
+	int handshakes;   /* WebSocket handshakes seen */
 	int exit_code;    /* what channel 3 reports */
 	size_t stdin_len; /* v4: how many stdin bytes to wait for */
 	/* seen */
@@ -207,7 +209,10 @@ static void serve_one(int c)
 	bool is_ws = header(req, "Upgrade", upgrade, sizeof(upgrade)) != NULL;
 	if (!header(req, "Sec-WebSocket-Protocol", S.protocols, sizeof(S.protocols)))
 		S.protocols[0] = '\0';
-	if (S.forbid || !is_ws) {
+	if (is_ws)
+		S.handshakes++;
+	bool refused = is_ws && S.refuse_ws > 0 && S.refuse_ws--;
+	if (S.forbid || !is_ws || refused) {
 		const char *body =
 		    S.forbid
 		        ? "{\"kind\":\"Status\",\"status\":\"Failure\",\"message\":\"pods "
@@ -367,6 +372,8 @@ static void reset(bool v5, int code)
 {
 	S.offer_v5 = v5;
 	S.forbid = false;
+	S.refuse_ws = 0;
+	S.handshakes = 0;
 	S.exit_code = code;
 	S.half_closed = false;
 	S.stdin_got.len = 0;
@@ -498,12 +505,46 @@ static void test_handshake_refused(void **state)
 	aks_error_free(err);
 }
 
+/* A handshake refused with anything but 401 or 403 does not blame RBAC: it says what the
+ * server answered. */
+static void test_handshake_400(void **state)
+{
+	(void)state;
+	reset(true, 0);
+	S.refuse_ws = 1;
+	const char *argv[] = {"true", NULL};
+	k8s_exec_opts o = {.argv = argv};
+	int code = -1;
+	aks_error *err = NULL;
+	assert_int_equal(k8s_exec(&sb, &o, bounded(), &code, &err), AKS_EPROVISION);
+	assert_int_equal(S.handshakes, 1);
+	const char *m = aks_error_message(err);
+	if (!strstr(m, "exec into pod 'ns/p' failed during the WebSocket handshake") ||
+	    !strstr(m, "HTTP 400") || strstr(m, "RBAC"))
+		fail_msg("unexpected message: %s", m);
+	aks_error_free(err);
+}
+
+/* What a program costs in the exec URL: k8s_escape's length, without making it. */
+static void test_escaped_len(void **state)
+{
+	(void)state;
+	const char *samples[] = {"", "abc-._~XYZ09", "x=1\n", "print('é')", "a b&c=d%"};
+	for (size_t i = 0; i < sizeof(samples) / sizeof(samples[0]); i++) {
+		char *e = k8s_escape(samples[i]);
+		assert_non_null(e);
+		assert_int_equal(k8s_escaped_len(samples[i]), strlen(e));
+		free(e);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_v4_command),        cmocka_unit_test(test_v5_stdin_half_close),
 	    cmocka_unit_test(test_v4_stdin),          cmocka_unit_test(test_capture_bound),
-	    cmocka_unit_test(test_handshake_refused),
+	    cmocka_unit_test(test_handshake_refused), cmocka_unit_test(test_handshake_400),
+	    cmocka_unit_test(test_escaped_len),
 	};
 	return cmocka_run_group_tests(tests, setup, teardown);
 }
