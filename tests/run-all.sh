@@ -133,7 +133,7 @@ fuzz_result=pass
 mkdir -p _build-fuzz
 ( cd _build-fuzz &&
   { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
-  make -j"$jobs" >/dev/null && make -j"$jobs" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-20}" ) ||
+  make -j"$jobs" >/dev/null && make -j"$jobs" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-12}" ) ||
 	{ fuzz_result=fail; status=1; }
 
 step "Debian packages: make deb, lintian, install and run, purge (contrib/deb-test.sh)"
