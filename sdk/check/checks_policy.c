@@ -333,51 +333,36 @@ static double cpu_stall_us(void)
 	return total;
 }
 
-/* The work per second of one more run of the cpu probe in sb, its CPU share, and whether
- * it ran on a free core (true when the machine cannot tell). */
-static double cpu_sample(aks_sandbox *sb, const aks_policy *policy, double *share, bool *quiet,
-                         bool *psi)
+/* One more run of the cpu probe in sb, under `limited` or without a policy, into s. */
+static void cpu_sample(aks_sandbox *sb, const aks_policy *limited, cpu_samples *s)
 {
 	char v[64];
 	double stall0 = cpu_stall_us(), t0 = now_s();
-	aks_result *r = run(sb, cpu_probe, policy);
+	aks_result *r = run(sb, cpu_probe, limited);
 	double stall1 = cpu_stall_us(), wall = now_s() - t0;
 	if (!probe_value(r, "work=", v, sizeof(v)))
 		aks_check_fail("the cpu probe%s printed no line (exit %d): %s",
-		               policy ? " under cpu: 0.5" : "", aks_result_get_exit_code(r),
+		               limited ? " under cpu: 0.5" : "", aks_result_get_exit_code(r),
 		               err_of(r));
 	double work = atof(v);
-	*share = probe_value(r, "share=", v, sizeof(v)) ? atof(v) : 0;
-	*psi = stall0 >= 0 && stall1 >= 0;
-	*quiet = !*psi || (stall1 - stall0) / 1e6 < CPU_QUIET_STALL * wall;
-	return work;
-}
-
-static void cpu_sample_free(aks_sandbox *sb, cpu_samples *s)
-{
-	double share;
-	bool quiet;
-	double work = cpu_sample(sb, NULL, &share, &quiet, &s->psi);
+	double share = probe_value(r, "share=", v, sizeof(v)) ? atof(v) : 0;
+	s->psi = stall0 >= 0 && stall1 >= 0;
+	if (limited) {
+		/* (Whether a limited run had a free core cannot be told: the throttling of its
+		 * own cgroup counts as waiting for a CPU.) */
+		if (work > s->limited) {
+			s->limited = work;
+			s->limited_share = share;
+		}
+		return;
+	}
 	if (work > s->best) {
 		s->best = work;
 		s->best_share = share;
 	}
 	if (s->worst == 0 || work < s->worst)
 		s->worst = work;
-	s->quiet_free |= quiet;
-}
-
-/* (Whether a limited run had a free core cannot be told: the throttling of its own cgroup
- * counts as waiting for a CPU.) */
-static void cpu_sample_limited(aks_sandbox *sb, const aks_policy *limited, cpu_samples *s)
-{
-	double share;
-	bool quiet;
-	double work = cpu_sample(sb, limited, &share, &quiet, &s->psi);
-	if (work > s->limited) {
-		s->limited = work;
-		s->limited_share = share;
-	}
+	s->quiet_free |= !s->psi || (stall1 - stall0) / 1e6 < CPU_QUIET_STALL * wall;
 }
 
 /*
@@ -395,10 +380,10 @@ static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_pol
                             char *lie, size_t lie_size)
 {
 	cpu_samples s = {0};
-	cpu_sample_free(free_sb, &s);
+	cpu_sample(free_sb, NULL, &s);
 	for (int i = 0; i < CPU_MAX_ROUNDS; i++) {
-		cpu_sample_limited(sb, limited, &s);
-		cpu_sample_free(free_sb, &s);
+		cpu_sample(sb, limited, &s);
+		cpu_sample(free_sb, NULL, &s);
 		if (i + 1 >= CPU_ROUNDS && s.quiet_free && s.best_share >= 0.8)
 			break;
 	}
