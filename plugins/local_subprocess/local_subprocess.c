@@ -24,7 +24,7 @@
 #include <aksandbox/provider.h>
 
 #include "aks_agent.h"
-#include "aks_fsguard.h"
+#include "aks_hostdir.h"
 #include "ls_internal.h"
 
 #ifndef LS_VERSION
@@ -72,12 +72,6 @@ static const aks_config_key ls_config_keys[] = {
 };
 
 /* ---- helpers -------------------------------------------------------------------- */
-
-int ls_gone(const aks_host_api *host, const char *dir, aks_error **err)
-{
-	return host->error_set(err, AKS_EGONE, "sandbox working directory '%s' no longer exists",
-	                       dir);
-}
 
 /* An environment variable name: non-empty, no '=' (and no NUL, by C). */
 static bool valid_env_name(const char *name)
@@ -230,71 +224,22 @@ static const char *ls_instance_description(const aks_provider_impl *prov)
 
 /* ---- lifecycle ------------------------------------------------------------------------ */
 
-static bool is_dir(const char *path)
-{
-	struct stat st;
-	return path && stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static int ls_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
-                      aks_error **err);
-
-/* The directory sandboxes are made in, canonical (malloc'd): `workdir` (created), else
- * $TMPDIR, else /tmp. */
-static int sandbox_base(aks_provider_impl *prov, char **out, aks_error **err)
-{
-	const aks_host_api *host = prov->host;
-	const char *base = prov->workdir;
-	if (base) {
-		int rc = aks_fs_mkdir_p(base, 0777);
-		if (rc < 0)
-			return host->error_set(err, AKS_EPROVISION,
-			                       "cannot create workdir '%s': %s", base,
-			                       strerror(-rc));
-	} else {
-		base = getenv("TMPDIR");
-		if (!base || !is_dir(base))
-			base = "/tmp";
-	}
-	/* An absolute, canonical id, so attach works from any working directory. */
-	if (!(*out = realpath(base, NULL)))
-		return host->error_set(err, AKS_EPROVISION, "cannot use '%s' for sandboxes: %s",
-		                       base, strerror(errno));
-	return AKS_OK;
-}
-
 static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_impl **out,
                      aks_error **err)
 {
 	const aks_host_api *host = prov->host;
-	char *cbase = NULL;
-	int brc = sandbox_base(prov, &cbase, err);
-	if (brc < 0)
-		return brc;
-	const char *base = cbase;
-	size_t n = strlen(cbase);
-	char *dir = malloc(n + sizeof("/" LS_PREFIX "XXXXXX"));
-	if (!dir) {
-		free(cbase);
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	memcpy(dir, cbase, n);
-	strcpy(dir + n, strcmp(cbase, "/") == 0 ? LS_PREFIX "XXXXXX" : "/" LS_PREFIX "XXXXXX");
-	if (!mkdtemp(dir)) {
-		int e = errno;
-		int rc = host->error_set(err, AKS_EPROVISION,
-		                         "cannot create a sandbox directory in '%s': %s", base,
-		                         strerror(e));
-		free(cbase);
-		free(dir);
+	char *base = NULL, *dir = NULL;
+	int rc = aks_hostdir_base(host, prov->workdir, &base, err);
+	if (rc == AKS_OK)
+		rc = aks_hostdir_make(host, base, LS_PREFIX, &dir, err);
+	free(base);
+	if (rc != AKS_OK)
 		return rc;
-	}
-	free(cbase);
-	int rc = ls_labels_write(prov, dir, call->labels, err);
+	rc = aks_hostdir_labels_write(host, dir, call->labels, err);
 	if (rc == AKS_OK)
 		rc = new_handle(prov, dir, out, err);
 	if (rc != AKS_OK)
-		ls_destroy(prov, dir, call, NULL);
+		aks_hostdir_remove(host, LS_NAME, LS_PREFIX, dir);
 	free(dir);
 	return rc;
 }
@@ -302,40 +247,18 @@ static int ls_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 static int ls_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
                      aks_sandbox_impl **out, aks_error **err)
 {
-	if (!sandbox_id || !is_dir(sandbox_id))
-		return ls_gone(prov->host, sandbox_id ? sandbox_id : "", err);
 	(void)call;
-	return new_handle(prov, sandbox_id, out, err);
+	int rc = aks_hostdir_check(prov->host, sandbox_id, err);
+	return rc != AKS_OK ? rc : new_handle(prov, sandbox_id, out, err);
 }
 
-/* Deletes only what create() made: a directory (not a symlink to one) whose
- * base name starts with ak-sandbox-. Anything else, including an id that no
- * longer exists, is a no-op: destroy is idempotent. */
+/* Deletes only what create() made (aks_hostdir_remove): destroy is idempotent. */
 static int ls_destroy(aks_provider_impl *prov, const char *sandbox_id, const aks_call *call,
                       aks_error **err)
 {
-	if (!sandbox_id || !*sandbox_id)
-		return AKS_OK;
-	char *path = strdup(sandbox_id);
-	if (!path)
-		return prov->host->error_set(err, AKS_ENOMEM, "out of memory");
-	size_t len = strlen(path);
-	while (len > 1 && path[len - 1] == '/')
-		path[--len] = '\0';
-	const char *slash = strrchr(path, '/');
-	const char *base = slash ? slash + 1 : path;
-	struct stat st;
-	bool ours = strncmp(base, LS_PREFIX, strlen(LS_PREFIX)) == 0;
-	if (ours && lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-		int rc = aks_fs_remove_tree(path);
-		if (rc < 0) /* ignored, as the original does, but not silently */
-			prov->host->log(AKS_LOG_WARNING, LS_NAME,
-			                "destroy: could not remove all of '%s': %s", path,
-			                strerror(-rc));
-	}
-	if (ours)
-		ls_labels_remove(prov, path); /* after the directory: listed until it is gone */
-	free(path);
+	(void)call;
+	(void)err;
+	aks_hostdir_remove(prov->host, LS_NAME, LS_PREFIX, sandbox_id);
 	return AKS_OK;
 }
 
@@ -345,9 +268,10 @@ static int ls_list_sandboxes(aks_provider_impl *prov, const char *label_key,
 {
 	(void)call;
 	char *base = NULL;
-	int rc = sandbox_base(prov, &base, err);
+	int rc = aks_hostdir_base(prov->host, prov->workdir, &base, err);
 	if (rc == AKS_OK)
-		rc = ls_labels_list(prov, base, label_key, label_value, fn, ctx, err);
+		rc = aks_hostdir_labels_list(prov->host, LS_NAME, LS_PREFIX, base, label_key,
+		                             label_value, fn, ctx, err);
 	free(base);
 	return rc;
 }

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "aks_agent.h"
+#include "aks_hostdir.h"
 #include "aks_signals.h"
 #include "ls_internal.h"
 
@@ -138,10 +139,7 @@ static int ls_agent_check(void *vsb, const aks_call *call, aks_error **err)
 {
 	(void)call;
 	aks_sandbox_impl *sb = vsb;
-	struct stat st;
-	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return ls_gone(sb->prov->host, sb->dir, err);
-	return AKS_OK;
+	return aks_hostdir_check(sb->prov->host, sb->dir, err);
 }
 
 static int per_call_code(void *sb, const char *code, const char *language, const aks_call *call,
@@ -161,7 +159,8 @@ static int per_call_upload(void *sb, const char *path, const char *cpath, const 
 {
 	(void)cpath;
 	(void)call;
-	return ls_write_file(sb, path, data, len, err);
+	aks_sandbox_impl *s = sb;
+	return aks_hostdir_write(s->prov->host, s->dir, path, data, len, err);
 }
 
 static int per_call_download(void *sb, const char *path, const char *cpath, const aks_call *call,
@@ -169,7 +168,8 @@ static int per_call_download(void *sb, const char *path, const char *cpath, cons
 {
 	(void)cpath;
 	(void)call;
-	return ls_read_file(sb, path, out, err);
+	aks_sandbox_impl *s = sb;
+	return aks_hostdir_read(s->prov->host, s->dir, path, out, err);
 }
 
 const aks_agent_ops ls_agent_ops = {

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 
 #include "aks_agent.h"
+#include "aks_hostdir.h"
 #include "aks_proc.h"
 #include "ls_internal.h"
 
@@ -172,10 +173,7 @@ static const char *interpreter(const aks_sandbox_impl *sb, const char *language)
 
 static int gone_or_ok(aks_sandbox_impl *sb, aks_error **err)
 {
-	struct stat st;
-	if (stat(sb->dir, &st) < 0 || !S_ISDIR(st.st_mode))
-		return ls_gone(sb->prov->host, sb->dir, err);
-	return AKS_OK;
+	return aks_hostdir_check(sb->prov->host, sb->dir, err);
 }
 
 int ls_run_code(aks_sandbox_impl *sb, const char *code, const char *language, const aks_call *call,

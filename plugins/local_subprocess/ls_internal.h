@@ -56,26 +56,10 @@ char **ls_env_build(const aks_provider_impl *prov, const char *dir);
  * "Through aksandbox-agent"). */
 extern const aks_agent_ops ls_agent_ops;
 
-/* ls_files.c: the operations, and the per-call reads and writes. */
+/* ls_files.c: the operations (the per-call reads and writes are aks_hostdir.h's). */
 int ls_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
                    const aks_call *call, aks_error **err);
 int ls_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *call, aks_result *out,
                      aks_error **err);
-int ls_write_file(aks_sandbox_impl *sb, const char *path, const void *data, size_t len,
-                  aks_error **err);
-int ls_read_file(aks_sandbox_impl *sb, const char *path, aks_result *out, aks_error **err);
-
-/* ls_labels.c: a sandbox directory's labels (call->labels at create), kept beside it in
- * "<dir>.labels" (outside the workspace), and the listing of the directories under `base`
- * that carry key=value. */
-int ls_labels_write(aks_provider_impl *prov, const char *dir, const char *const *labels,
-                    aks_error **err);
-void ls_labels_remove(aks_provider_impl *prov, const char *dir);
-int ls_labels_list(aks_provider_impl *prov, const char *base, const char *key, const char *value,
-                   aks_sandbox_list_fn fn, void *ctx, aks_error **err);
-
-/* local_subprocess.c: the "sandbox working directory '<id>' no longer exists"
- * error (AKS_EGONE). */
-int ls_gone(const aks_host_api *host, const char *dir, aks_error **err);
 
 #endif /* LS_INTERNAL_H */
