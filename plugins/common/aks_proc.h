@@ -59,7 +59,17 @@ typedef struct aks_proc_spec {
 	aks_proc_cancelled_fn cancelled;
 	aks_proc_output_fn output; /* may be NULL: output is discarded */
 	void *ctx;                 /* passed to output and cancelled */
+	/* For a program that confines itself (bwrap): a descriptor it gets as fd 3 (its
+	 * `--seccomp 3`), 0 = none; and up to AKS_PROC_MAX_JOIN descriptors of cgroup.procs
+	 * files it writes "0" to before exec, so it and everything it starts are counted and
+	 * limited there (the supervisor stays outside). A failed join stops the program
+	 * (exit 127, the reason on its stderr): a limit is never silently dropped. */
+	int pass_fd;
+	const int *join_fds;
+	size_t n_join;
 } aks_proc_spec;
+
+#define AKS_PROC_MAX_JOIN 4
 
 typedef enum aks_proc_end {
 	AKS_PROC_EXITED = 0,    /* the program ended on its own */

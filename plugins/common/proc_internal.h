@@ -15,10 +15,13 @@ typedef struct aks__proc_sup_args {
 	const char *const *argv;
 	const char *const *envp;
 	const char *cwd;
-	const char *path; /* PATH to search argv[0] in */
-	int out_w;        /* program's stdout */
-	int err_w;        /* program's stderr */
-	int ctl;          /* supervisor's end of the control socket */
+	const char *path;                /* PATH to search argv[0] in */
+	int out_w;                       /* program's stdout */
+	int err_w;                       /* program's stderr */
+	int ctl;                         /* supervisor's end of the control socket */
+	int pass_fd;                     /* becomes the program's fd 3; 0 = none */
+	int join_fds[AKS_PROC_MAX_JOIN]; /* cgroup.procs files the program joins */
+	int n_join;
 } aks__proc_sup_args;
 
 /* Messages from the supervisor on the control socket; one write each, so they

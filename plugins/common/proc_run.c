@@ -265,7 +265,9 @@ int aks_proc_run(const aks_proc_spec *spec, aks_proc_outcome *out)
 	memset(out, 0, sizeof(*out));
 	out->end = AKS_PROC_EXITED;
 	out->exit_code = -1;
-	if (!spec || !spec->argv || !spec->argv[0] || !spec->envp)
+	if (!spec || !spec->argv || !spec->argv[0] || !spec->envp ||
+	    spec->n_join > AKS_PROC_MAX_JOIN || (spec->n_join && !spec->join_fds) ||
+	    (spec->pass_fd != 0 && spec->pass_fd < 3))
 		return -EINVAL;
 
 	run_state s;
@@ -303,7 +305,11 @@ int aks_proc_run(const aks_proc_spec *spec, aks_proc_outcome *out)
 	    .out_w = outp[1],
 	    .err_w = errp[1],
 	    .ctl = sv[1],
+	    .pass_fd = spec->pass_fd,
+	    .n_join = (int)spec->n_join,
 	};
+	for (size_t i = 0; i < spec->n_join; i++)
+		args.join_fds[i] = spec->join_fds[i];
 
 	/* Block every signal across fork(), so no handler of the host runs in
 	 * the supervisor before it has reset them all. */

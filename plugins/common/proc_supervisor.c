@@ -50,7 +50,7 @@ static void close_range_fallback(unsigned lo, unsigned hi)
 		close((int)fd);
 }
 
-/* Closes every descriptor except the n in keep[] (n <= 4, all >= 0). */
+/* Closes every descriptor except the n in keep[] (n small, all >= 0). */
 static void close_all_except(int *keep, int n)
 {
 	/* Insertion sort: tiny n, and qsort is not async-signal-safe. */
@@ -381,7 +381,25 @@ __attribute__((noreturn)) static void run_program(const aks__proc_sup_args *a, i
 	}
 	dup2(out_w, 1);
 	dup2(err_w, 2);
-	close_range_fallback(3, ~0U);
+	/* Into the cgroups first (so the limits hold from the first instruction on), then the
+	 * descriptor handed over as 3; above 2, so the dup2()s above left them alone. */
+	for (int i = 0; i < a->n_join; i++) {
+		ssize_t n;
+		do
+			n = write(a->join_fds[i], "0", 1);
+		while (n < 0 && errno == EINTR);
+		if (n != 1) {
+			report("cannot join the cgroup", "(cgroup.procs)", errno);
+			_exit(127);
+		}
+	}
+	if (a->pass_fd > 0) {
+		if (a->pass_fd == 3)
+			fcntl(3, F_SETFD, 0);
+		else
+			dup2(a->pass_fd, 3);
+	}
+	close_range_fallback(a->pass_fd > 0 ? 4 : 3, ~0U);
 	if (devnull < 0) {
 		report("cannot open", "/dev/null", errno);
 		_exit(127);
@@ -423,8 +441,18 @@ void aks__proc_supervise(const aks__proc_sup_args *a)
 	int err_w = above_stdio(a->err_w);
 	int ctl = above_stdio(a->ctl);
 	sfd = above_stdio(sfd);
-	int keep[4] = {out_w, err_w, ctl, sfd};
-	close_all_except(keep, sfd >= 0 ? 4 : 3);
+	int keep[5 + AKS_PROC_MAX_JOIN] = {out_w, err_w, ctl};
+	int nkeep = 3;
+	if (sfd >= 0)
+		keep[nkeep++] = sfd;
+	/* The program's own (a copy of the arguments: ours are const) */
+	aks__proc_sup_args mine = *a;
+	if (mine.pass_fd > 0)
+		keep[nkeep++] = mine.pass_fd = above_stdio(mine.pass_fd);
+	for (int i = 0; i < mine.n_join; i++)
+		keep[nkeep++] = mine.join_fds[i] = above_stdio(mine.join_fds[i]);
+	close_all_except(keep, nkeep);
+	a = &mine;
 
 	/* Orphans of the program become our children, not init's. Our own
 	 * process group keeps terminal signals aimed at the caller's group off
