@@ -684,6 +684,19 @@ static bool type_names_block(const char *type, const char *key)
 	return strlen(key) == len && strncmp(name, key, len) == 0;
 }
 
+/* Every entry of an fs_allow list is a path a sandbox may be shown (policy_paths.c). */
+static int check_fs_paths(const aks_node *pn, const char *key, const char *path, aks_error **err)
+{
+	const aks_node *n = aks__node_get(pn, key);
+	for (size_t i = 0; n && !aks__node_is_null(n) && i < n->count; i++) {
+		char buf[256];
+		const char *why = aks__policy_path_problem(n->items[i]->value, buf, sizeof(buf));
+		if (why)
+			return fail(err, n->items[i], path, "'%s' %s", n->items[i]->value, why);
+	}
+	return AKS_OK;
+}
+
 static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, aks_error **err)
 {
 	static const char *const keys[] = {"network_egress", "network_allow", "fs_allow_read",
@@ -706,6 +719,10 @@ static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, ak
 	    (rc = get_string_list(pn, "fs_allow_write",
 	                          join(sub, sizeof(sub), path, "fs_allow_write"), false,
 	                          &p->fs_allow_write, err)) < 0 ||
+	    (rc = check_fs_paths(pn, "fs_allow_read", join(sub, sizeof(sub), path, "fs_allow_read"),
+	                         err)) < 0 ||
+	    (rc = check_fs_paths(pn, "fs_allow_write",
+	                         join(sub, sizeof(sub), path, "fs_allow_write"), err)) < 0 ||
 	    (rc = get_number(pn, "cpu", join(sub, sizeof(sub), path, "cpu"), false, 0, true, true,
 	                     &cpu, NULL, err)) < 0 ||
 	    (rc = get_number(pn, "memory_mb", join(sub, sizeof(sub), path, "memory_mb"), true, 0,

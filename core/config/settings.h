@@ -127,4 +127,9 @@ unsigned aks__policy_unenforced(const aks_policy *policy, const aks_capabilities
 /* "['network_egress', 'filesystem']" for a mask. */
 char *aks__dims_repr(unsigned mask);
 
+/* Why a path cannot be an fs_allow_read or fs_allow_write entry (policy_paths.c): not
+ * absolute, not plain, or in or holding a place of secrets; NULL when it can. The text may be
+ * written to buf. */
+const char *aks__policy_path_problem(const char *path, char *buf, size_t len);
+
 #endif /* AKS_CORE_CONFIG_SETTINGS_H */

@@ -56,6 +56,45 @@ static void test_foreign_sections_skipped(void **state)
 	             "config.yaml:3:1: duplicate key 'sandbox' (first set at line 2)");
 }
 
+/* fs_allow entries are pieces of this host a sandbox may be shown: absolute, plain, never in
+ * nor holding a place of secrets; refused at load with the entry's position. */
+static void test_fs_allow_paths(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *entry, *says;
+	} bad[] = {
+	    {"data", "'data' is not an absolute path"},
+	    {"/srv/../etc", "has a '.' or '..' component"},
+	    {"/", "is the whole filesystem"},
+	    {"/root/project", "is in /root, a place of secrets"},
+	    {"/etc", "holds /etc/shadow"},
+	    {"/etc/ssh/ssh_host_ed25519_key", "is in /etc/ssh"},
+	    {"/home/alice", "holds /home/*/.ssh"},
+	    {"/home/alice/.ssh/id_ed25519", "is in /home/*/.ssh"},
+	    {"/var/run/docker.sock", "is in /var/run/docker.sock"},
+	    {"/proc/1/environ", "is in /proc"},
+	    {"/var/lib", "holds /var/lib/aksandbox"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (int write = 0; write < 2; write++) {
+			char yaml[512];
+			snprintf(yaml, sizeof(yaml),
+			         "sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+			         "      policy: {strict: false, %s: [/usr/share, '%s']}\n",
+			         write ? "fs_allow_write" : "fs_allow_read", bad[i].entry);
+			char *msg = load_err(yaml);
+			if (!strstr(msg, bad[i].says) || !strstr(msg, "config.yaml:5:"))
+				fail_msg("%s: %s", bad[i].entry, msg);
+			free(msg);
+		}
+	aks_settings *s =
+	    load_ok("sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+	            "      policy: {strict: false, fs_allow_read: [/usr/share, /srv/data,"
+	            " /home/alice/project], fs_allow_write: [/workspace, /tmp]}\n");
+	aks_settings_free(s);
+}
+
 static void test_embedded_default(void **state)
 {
 	(void)state;
@@ -599,6 +638,7 @@ int main(void)
 	    cmocka_unit_test(test_disabled_is_inert),
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_environment_matrix),
+	    cmocka_unit_test(test_fs_allow_paths),
 	    cmocka_unit_test(test_policy_gate),
 	    cmocka_unit_test(test_principal_gate),
 	    cmocka_unit_test(test_instance_capabilities_decide),
