@@ -6,7 +6,9 @@
  * attach, a kubernetes exec stream). It never opens a network port. It runs programs (each
  * under its own supervisor, see spawn.c), streams their output in chunks under per-request
  * credit, moves files with size and SHA-256 checks (files.c) and keeps persistent Python
- * interpreters (pysession.c). One poll(2) loop serves every request at once.
+ * interpreters (pysession.c). One poll(2) loop serves every request at once. Given
+ * --landlock-ro/--landlock-rw it first confines itself, and so all it runs, to those paths
+ * (landlock.c); given --exec it runs one program in its own place instead of the protocol.
  *
  * libc only, linked statically: it must run in any Linux image. Nothing here may call the
  * NSS functions (getpwnam and friends), which a static glibc cannot provide.
@@ -16,6 +18,7 @@
  * spawn's stdin (at most one frame).
  */
 #include "agent.h"
+#include "landlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -770,6 +773,34 @@ static void loop(agent *a)
 	}
 }
 
+static int usage(const char *argv0)
+{
+	fprintf(stderr,
+	        "usage: %s [--kill-leftovers] [--landlock-ro PATH]... [--landlock-rw PATH]...\n"
+	        "          [--exec PROGRAM [ARG...]]\n"
+	        "       %s --landlock-abi | --version\n"
+	        "Speaks the aksandbox agent protocol on stdin and stdout "
+	        "(docs/agent-protocol.md),\n"
+	        "or with --exec runs PROGRAM in its place; --landlock-* confine both (exit 125 "
+	        "when they cannot).\n",
+	        argv0, argv0);
+	return 2;
+}
+
+/* Applies the --landlock-* rules, if any. Fails closed: the caller exits without running
+ * anything unconfined. */
+static int confine(const char *const *ro, size_t nro, const char *const *rw, size_t nrw)
+{
+	if (nro == 0 && nrw == 0)
+		return 0;
+	char msg[4200];
+	if (agent_landlock_apply(ro, nro, rw, nrw, msg, sizeof(msg)) < 0) {
+		fprintf(stderr, "aksandbox-agent: landlock: %s\n", msg);
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc > 1 && strcmp(argv[1], "--version") == 0) {
@@ -777,18 +808,53 @@ int main(int argc, char **argv)
 		       AKS_AGENT_VERSION);
 		return 0;
 	}
-	int opt = 1;
-	if (argc > opt && strcmp(argv[opt], "--kill-leftovers") == 0) {
-		kill_leftovers = true;
-		opt++;
+	if (argc > 1 && strcmp(argv[1], "--landlock-abi") == 0) {
+		int abi = agent_landlock_abi();
+		if (abi < 0)
+			fprintf(stderr, "aksandbox-agent: landlock: %s: %s\n",
+			        agent_landlock_unavailable(-abi), strerror(-abi));
+		printf("%d\n", abi < 0 ? 0 : abi);
+		return 0;
 	}
-	if (argc > opt) {
-		fprintf(stderr,
-		        "usage: %s [--kill-leftovers]\n"
-		        "Speaks the aksandbox agent protocol on stdin and stdout "
-		        "(docs/agent-protocol.md).\n",
-		        argv[0]);
-		return 2;
+	/* Each --landlock-* takes one argument, so argc bounds both lists. */
+	const char **ro = calloc((size_t)argc, sizeof(*ro));
+	const char **rw = calloc((size_t)argc, sizeof(*rw));
+	if (!ro || !rw) {
+		free(ro);
+		free(rw);
+		fprintf(stderr, "aksandbox-agent: cannot start: %s\n", strerror(ENOMEM));
+		return 1;
+	}
+	size_t nro = 0, nrw = 0;
+	char **exec_argv = NULL;
+	bool bad_usage = false;
+	for (int opt = 1; opt < argc && !exec_argv && !bad_usage; opt++) {
+		bool has_value = opt + 1 < argc;
+		if (strcmp(argv[opt], "--kill-leftovers") == 0)
+			kill_leftovers = true;
+		else if (strcmp(argv[opt], "--landlock-ro") == 0 && has_value)
+			ro[nro++] = argv[++opt];
+		else if (strcmp(argv[opt], "--landlock-rw") == 0 && has_value)
+			rw[nrw++] = argv[++opt];
+		else if (strcmp(argv[opt], "--exec") == 0 && has_value)
+			exec_argv = argv + opt + 1;
+		else
+			bad_usage = true;
+	}
+	int confined = bad_usage ? 0 : confine(ro, nro, rw, nrw);
+	free(ro);
+	free(rw);
+	if (bad_usage)
+		return usage(argv[0]);
+	if (confined < 0)
+		return 125;
+	if (exec_argv) {
+		/* One program in the agent's place, under the same rules: no protocol at all. */
+		execvp(exec_argv[0], exec_argv);
+		int e = errno;
+		fprintf(stderr, "aksandbox-agent: %s: %s\n", exec_argv[0],
+		        e == ENOENT ? "command not found" : strerror(e));
+		return e == ENOENT ? 127 : 126;
 	}
 	static agent a;
 	a.window = AKS_AGENT_WINDOW;

@@ -35,7 +35,8 @@ const char *th_agent_path(void)
 	return path;
 }
 
-static void spawn_agent(th_agent *t)
+/* args: the agent's options (NULL-terminated), or NULL for none. */
+static void spawn_agent(th_agent *t, const char *const *args)
 {
 	memset(t, 0, sizeof(*t));
 	int in[2], out[2];
@@ -43,12 +44,17 @@ static void spawn_agent(th_agent *t)
 	assert_int_equal(pipe2(out, O_CLOEXEC), 0);
 	const char *path = th_agent_path();
 	assert_int_equal(access(path, X_OK), 0);
+	const char *argv[64] = {path};
+	for (size_t i = 0; args && args[i]; i++) {
+		assert_true(i + 2 < sizeof(argv) / sizeof(argv[0]));
+		argv[i + 1] = args[i];
+	}
 	t->pid = fork();
 	assert_true(t->pid >= 0);
 	if (t->pid == 0) {
 		dup2(in[0], 0);
 		dup2(out[1], 1);
-		execl(path, path, (char *)NULL);
+		execv(path, (char *const *)argv);
 		_exit(127);
 	}
 	close(in[0]);
@@ -59,7 +65,12 @@ static void spawn_agent(th_agent *t)
 
 void th_start(th_agent *t)
 {
-	spawn_agent(t);
+	th_start_args(t, NULL);
+}
+
+void th_start_args(th_agent *t, const char *const *args)
+{
+	spawn_agent(t, args);
 	aks_error *err = NULL;
 	int rc = aks__agent_start(aks__host_api(), t->from, t->to, NULL, &t->conn, &err);
 	if (rc != AKS_OK)
@@ -70,7 +81,7 @@ void th_start(th_agent *t)
 
 void th_start_raw(th_agent *t)
 {
-	spawn_agent(t);
+	spawn_agent(t, NULL);
 	assert_int_equal(aks__agent_decoder_init(&t->dec, AKS_AGENT_MAX_PAYLOAD), 0);
 }
 

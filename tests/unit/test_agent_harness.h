@@ -27,6 +27,8 @@ typedef struct th_agent {
 const char *th_agent_path(void);
 /* Starts the agent and connects the client (asserts on failure). */
 void th_start(th_agent *t);
+/* The same with the agent's options (NULL-terminated, at most 62). */
+void th_start_args(th_agent *t, const char *const *args);
 /* Starts the agent with raw pipes: the test speaks frames itself. */
 void th_start_raw(th_agent *t);
 /* Closes the connection and waits for the agent to exit; returns its wait status
