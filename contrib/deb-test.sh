@@ -198,7 +198,14 @@ own_libs() {
 	redis) echo "libc6 libhiredis" ;;
 	nats) echo "libc6 libnats" ;;
 	kubernetes) echo "libc6 libcurl libwebsockets libssl libarchive libjson-c libyaml" ;;
+	bubblewrap) echo "libc6 libseccomp" ;;
 	*) echo "UNKNOWN" ;;
+	esac
+}
+# The programs a plugin runs (not links), which its package depends on too.
+run_deps() {
+	case $1 in
+	bubblewrap) echo "bubblewrap" ;;
 	esac
 }
 lib_package() { # the package of an installed shared library of this architecture
@@ -220,13 +227,13 @@ for p in $plugins; do
 	fi
 	needed=$(objdump -p "$so" | awk '$1 == "NEEDED" {print $2}')
 	echo "# $p.so NEEDED: $(echo $needed)"
-	from_needed=$(for l in $needed; do lib_package "$l"; done | sort -u)
+	from_needed=$( (for l in $needed; do lib_package "$l"; done; for r in $(run_deps "$p"); do echo "$r"; done) | sort -u)
 	if [ "$depends" = "$from_needed" ]; then
-		ok "$pkg: Depends is exactly the packages of the libraries $p.so links ($(echo $depends))"
+		ok "$pkg: Depends is exactly the packages of the libraries $p.so links, and the programs it runs ($(echo $depends))"
 	else
-		not_ok "$pkg: Depends ($(echo $depends)) is exactly the packages of the libraries $p.so links ($(echo $from_needed))"
+		not_ok "$pkg: Depends ($(echo $depends)) is exactly the packages of the libraries $p.so links, and the programs it runs ($(echo $from_needed))"
 	fi
-	allowed=$(own_libs "$p")
+	allowed="$(own_libs "$p") $(run_deps "$p")"
 	bad="" absent=""
 	for d in $depends; do
 		m=no
@@ -258,12 +265,12 @@ agent_static() {
 t "aksandbox-agent ships $agent_path statically linked (no interpreter, no NEEDED, no Depends, Built-Using glibc)" \
 	agent_static
 recommended() {
-	for p in local-subprocess docker kubernetes; do
+	for p in local-subprocess docker kubernetes bubblewrap; do
 		r=$(dpkg-deb -f "$(deb aksandbox-plugin-$p)" Recommends); echo "aksandbox-plugin-$p Recommends: $r"
 		echo "$r" | grep -qw aksandbox-agent || return 1
 	done
 }
-t "the local-subprocess, docker and kubernetes plugin packages recommend aksandbox-agent" recommended
+t "the local-subprocess, docker, kubernetes and bubblewrap plugin packages recommend aksandbox-agent" recommended
 
 # ---- install the core, the CLI and only the local plugin ----------------------
 apt_fix() { # dpkg -i, then let apt complete the dependencies from the mirror

@@ -7,6 +7,7 @@ packages="build-essential autoconf automake libtool pkg-config autoconf-archive
   libcurl4-openssl-dev libarchive-dev libwebsockets-dev docker.io runsc debootstrap
   libhiredis-dev redis-server
   libnats-dev nats-server
+  libseccomp-dev bubblewrap
   debhelper dpkg-dev fakeroot lintian"
 # debhelper, dpkg-dev, fakeroot, lintian: `make deb` and contrib/deb-test.sh (docs/packaging.md).
 # The MCP tests drive the server with the official TypeScript SDK: Node.js and npm (the

@@ -156,6 +156,15 @@ if [ -e "$B/tests/bench/bench_docker" ]; then
 		-m "${BENCH_DOCKER_FIRST:-10}"
 fi
 
+# The bubblewrap provider (when it and docker were built): a command in an existing sandbox
+# through the agent and per call against local_subprocess through the agent, and a new
+# sandbox's first command against local_subprocess's and docker's (tests/bench/bench_bwrap.c).
+if [ -e "$B/tests/bench/bench_bwrap" ]; then
+	echo
+	TMPDIR="$T" "$(real_binary "$B/tests/bench/bench_bwrap")" -n "${BENCH_BWRAP_ITER:-100}" \
+		-m "${BENCH_BWRAP_FIRST:-10}"
+fi
+
 # The nats transport (when it was built): latency of a send+fetch+ack round
 # trip and round trips per second with 1, 2 and 4 consumer threads, against a
 # private nats-server it starts (tests/bench/bench_nats.c).
