@@ -21,12 +21,11 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "aks_agent.h"
 #include "aks_hostdir.h"
+#include "aks_hostrun.h"
 #include "aks_signals.h"
 #include "bw_internal.h"
 #include "bw_seccomp.h"
@@ -145,19 +144,7 @@ static void bw_agent_close(void *vsb, void *stream, char *said, size_t len)
 {
 	(void)vsb;
 	bw_stream *s = stream;
-	for (int waited = 0; s->pid > 0 && waited < BW_AGENT_EXIT_MS; waited += 10) {
-		pid_t r = waitpid(s->pid, NULL, WNOHANG);
-		if (r == s->pid || (r < 0 && errno != EINTR))
-			s->pid = 0;
-		struct timespec ts = {0, 10 * 1000 * 1000};
-		if (s->pid > 0)
-			nanosleep(&ts, NULL);
-	}
-	if (s->pid > 0) {
-		kill(s->pid, SIGKILL);
-		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	aks_hostrun_reap(&s->pid, BW_AGENT_EXIT_MS);
 	if (said && len) {
 		ssize_t n = pread(s->said_fd, said, len - 1, 0);
 		said[n > 0 ? n : 0] = '\0';
@@ -171,11 +158,7 @@ static void bw_agent_close(void *vsb, void *stream, char *said, size_t len)
 static bool bw_agent_running(void *vsb, void *stream)
 {
 	(void)vsb;
-	bw_stream *s = stream;
-	pid_t r = waitpid(s->pid, NULL, WNOHANG);
-	if (r == s->pid)
-		s->pid = 0; /* reaped */
-	return r <= 0;
+	return aks_hostrun_running(&((bw_stream *)stream)->pid);
 }
 
 static int bw_agent_check(void *vsb, const aks_call *call, aks_error **err)

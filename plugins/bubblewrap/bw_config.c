@@ -20,6 +20,7 @@
 
 #include "aks_agent.h"
 #include "aks_file.h"
+#include "aks_hostrun.h"
 #include "aks_proc.h"
 #include "bw_internal.h"
 #include "bw_seccomp.h"
@@ -405,42 +406,10 @@ void bw_config_free(aks_provider_impl *prov)
 
 /* ---- the sandbox's environment --------------------------------------------------------- */
 
-/* Sets name=value, replacing an earlier value of the same name. */
-static int env_set(aks_strv *e, const char *name, const char *value)
-{
-	char *entry = NULL;
-	if (asprintf(&entry, "%s=%s", name, value) < 0)
-		return -1;
-	size_t nl = strlen(name);
-	for (size_t i = 0; i < e->n; i++)
-		if (strncmp(e->v[i], name, nl) == 0 && e->v[i][nl] == '=') {
-			free(e->v[i]);
-			e->v[i] = entry;
-			return 0;
-		}
-	int rc = aks__strv_push(e, entry);
-	free(entry);
-	return rc == AKS_OK ? 0 : -1;
-}
-
 char **bw_env_build(const aks_sandbox_impl *sb)
 {
 	const aks_provider_impl *prov = sb->prov;
-	aks_strv e = {NULL, 0, 0};
 	/* TMPDIR: /tmp, unless a filesystem policy leaves it read-only */
-	const char *tmp = sb->tmp_writable ? "/tmp" : prov->workspace;
-	bool ok = env_set(&e, "PATH", "/usr/local/bin:/usr/bin:/bin") == 0 &&
-	          env_set(&e, "HOME", prov->workspace) == 0 && env_set(&e, "TMPDIR", tmp) == 0 &&
-	          env_set(&e, "LANG", "C.UTF-8") == 0 && env_set(&e, "PWD", prov->workspace) == 0;
-	for (char *const *n = prov->env_passthrough; ok && n && *n; n++) {
-		const char *v = getenv(*n);
-		ok = !v || env_set(&e, *n, v) == 0;
-	}
-	for (char *const *kv = prov->env; ok && kv && kv[0]; kv += 2)
-		ok = env_set(&e, kv[0], kv[1]) == 0;
-	if (!ok) {
-		aks__strv_free(e.v);
-		return NULL;
-	}
-	return e.v;
+	return aks_hostrun_env(prov->workspace, sb->tmp_writable ? "/tmp" : prov->workspace,
+	                       prov->workspace, prov->env_passthrough, prov->env);
 }

@@ -16,7 +16,7 @@
 
 #include "aks_agent.h"
 #include "aks_hostdir.h"
-#include "aks_proc.h"
+#include "aks_hostrun.h"
 #include "bw_internal.h"
 #include "bw_seccomp.h"
 
@@ -46,52 +46,6 @@ int bw_cgroup_enter(aks_sandbox_impl *sb, int *fds, size_t *n, aks_error **err)
 
 /* ---- running ----------------------------------------------------------------------------- */
 
-typedef struct run_ctx {
-	const aks_host_api *host;
-	const aks_call *call;
-	aks_result *out;
-	aks_error **err;
-	int write_rc;
-} run_ctx;
-
-static int on_output(void *ctx, int stream, const void *data, size_t len)
-{
-	run_ctx *c = ctx;
-	int s = stream == AKS_PROC_STDOUT ? AKS_STREAM_STDOUT : AKS_STREAM_STDERR;
-	c->write_rc = c->host->result_write(c->out, s, data, len, c->err);
-	return c->write_rc != AKS_OK;
-}
-
-static bool on_cancelled(void *ctx)
-{
-	run_ctx *c = ctx;
-	return c->host->cancelled && c->host->cancelled(c->call);
-}
-
-static int outcome(aks_sandbox_impl *sb, const aks_proc_outcome *oc, const run_ctx *ctx,
-                   const aks_call *call, aks_result *out, aks_error **err)
-{
-	const aks_host_api *host = sb->prov->host;
-	/* A program killed at its deadline has no exit code of its own: -1, as on every
-	 * provider. */
-	bool killed = oc->end == AKS_PROC_TIMED_OUT || oc->end == AKS_PROC_CANCELLED;
-	host->result_set_exit_code(out, killed ? -1 : oc->exit_code);
-	switch (oc->end) {
-	case AKS_PROC_TIMED_OUT:
-		host->result_set_timed_out(out);
-		return host->error_set(err, AKS_ETIMEOUT, "bwrap exceeded timeout %gs",
-		                       call ? call->timeout : 0.0);
-	case AKS_PROC_CANCELLED:
-		host->result_set_timed_out(out);
-		return host->error_set(err, AKS_ECANCELLED, "bwrap was cancelled");
-	case AKS_PROC_ABORTED:
-		return ctx->write_rc != AKS_OK ? ctx->write_rc
-		                               : host->error_set(err, AKS_ERROR, "output failed");
-	default:
-		return AKS_OK;
-	}
-}
-
 /* One supervised bwrap running argv in the sandbox. */
 static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
                const aks_call *call, aks_result *out, aks_error **err)
@@ -106,12 +60,6 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
 			    "passes it as one argument, which Linux limits to %d "
 			    "bytes",
 			    what, strlen(*a), BW_MAX_ARG);
-	run_ctx ctx = {host, call, out, err, AKS_OK};
-	if (on_cancelled(&ctx)) {
-		host->result_set_timed_out(out);
-		return host->error_set(err, AKS_ECANCELLED,
-		                       "execution cancelled before it started");
-	}
 	int rc = aks_hostdir_check(host, sb->dir, err);
 	if (rc != AKS_OK)
 		return rc;
@@ -132,26 +80,17 @@ static int run(aks_sandbox_impl *sb, const char *const *argv, const char *what,
 		rc = host->error_set(err, AKS_EIO, "bubblewrap: cannot read the seccomp filter: %s",
 		                     strerror(-sfd));
 	if (rc == AKS_OK) {
-		aks_proc_spec spec = {
-		    .argv = (const char *const *)cmd.v,
-		    .envp = (const char *const *)env,
-		    .cwd = "/",
-		    .deadline_ms = call ? call->deadline_ms : 0,
-		    .cancel_fd = AKS_HOST_HAS(host, cancel_fd) && host->cancel_fd
-		                     ? host->cancel_fd(call)
-		                     : -1,
-		    .cancelled = on_cancelled,
-		    .output = on_output,
-		    .ctx = &ctx,
-		    .pass_fd = sfd,
-		    .join_fds = join,
-		    .n_join = njoin,
-		};
-		aks_proc_outcome oc;
-		int prc = aks_proc_run(&spec, &oc);
-		rc = prc < 0
-		         ? host->error_set(err, AKS_EIO, "cannot start bwrap: %s", strerror(-prc))
-		         : outcome(sb, &oc, &ctx, call, out, err);
+		/* (bwrap's own working directory: the workspace on this host, so a sandbox
+		 * removed meanwhile fails to start) */
+		aks_hostrun_spec spec = {.argv = (const char *const *)cmd.v,
+		                         .envp = (const char *const *)env,
+		                         .cwd = sb->dir,
+		                         .subject = "bwrap",
+		                         .provider = BW_NAME,
+		                         .pass_fd = sfd,
+		                         .join_fds = join,
+		                         .n_join = njoin};
+		rc = aks_hostrun(host, &spec, call, out, err);
 	}
 	if (sfd >= 0)
 		close(sfd);

@@ -18,12 +18,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "aks_agent.h"
 #include "aks_hostdir.h"
+#include "aks_hostrun.h"
 #include "aks_signals.h"
 #include "ls_internal.h"
 
@@ -106,19 +105,7 @@ static void ls_agent_close(void *vsb, void *stream, char *said, size_t len)
 	(void)said;
 	(void)len;
 	ls_stream *s = stream;
-	for (int waited = 0; s->pid > 0 && waited < LS_AGENT_EXIT_MS; waited += 10) {
-		pid_t r = waitpid(s->pid, NULL, WNOHANG);
-		if (r == s->pid || (r < 0 && errno != EINTR))
-			s->pid = 0;
-		struct timespec ts = {0, 10 * 1000 * 1000};
-		if (s->pid > 0)
-			nanosleep(&ts, NULL);
-	}
-	if (s->pid > 0) {
-		kill(s->pid, SIGKILL);
-		while (waitpid(s->pid, NULL, 0) < 0 && errno == EINTR)
-			;
-	}
+	aks_hostrun_reap(&s->pid, LS_AGENT_EXIT_MS);
 	free(s);
 }
 
@@ -127,12 +114,7 @@ static void ls_agent_close(void *vsb, void *stream, char *said, size_t len)
 static bool ls_agent_running(void *vsb, void *stream)
 {
 	(void)vsb;
-	ls_stream *s = stream;
-	pid_t r = waitpid(s->pid, NULL, WNOHANG);
-	if (r == s->pid)
-		s->pid = 0; /* reaped */
-	/* running, or not ours to wait for (a host that reaps its children itself) */
-	return r <= 0;
+	return aks_hostrun_running(&((ls_stream *)stream)->pid);
 }
 
 static int ls_agent_check(void *vsb, const aks_call *call, aks_error **err)
