@@ -814,11 +814,11 @@ static void freeze_server(pid_t pid)
 	fail_msg("nats-server %d did not stop", (int)pid);
 }
 
-/* fetch(max > 1) gathers from several partitions in one call. */
-static void test_batch_fetch(void **state)
+/* One try of the batch: two groups' messages and a third behind the first. Whether one
+ * fetch(max 5) gathered both heads (it never hands out "three" before "one" is acked). */
+static bool batch_once(const char *stream)
 {
-	(void)state;
-	aks_transport_impl *t = must_open(g_url, "BF", "auto_provision: true\npartitions: 16\n");
+	aks_transport_impl *t = must_open(g_url, stream, "auto_provision: true\npartitions: 16\n");
 	aks_consumer *c = must_consumer(t, AKS_QUEUE_INPUT);
 	char a[64], b[64];
 	distinct_groups(16, "bf", a, b, sizeof(a));
@@ -829,17 +829,47 @@ static void test_batch_fetch(void **state)
 	size_t n = 0;
 	aks_error *err = NULL;
 	assert_int_equal(ops()->fetch(c, out, 5, &n, 3000, NULL, &err), AKS_OK);
-	assert_int_equal(n, 2);
-	assert_true((body_is(out[0], "one") && body_is(out[1], "two")) ||
-	            (body_is(out[0], "two") && body_is(out[1], "one")));
-	must_ack(c, out[0]);
-	must_ack(c, out[1]);
-	aks_message *m = fetch1(c, 3000);
-	assert_non_null(m);
-	assert_true(body_is(m, "three"));
-	must_ack(c, m);
+	assert_in_range(n, 1, 2);
+	bool gathered = n == 2;
+	if (gathered)
+		assert_true((body_is(out[0], "one") && body_is(out[1], "two")) ||
+		            (body_is(out[0], "two") && body_is(out[1], "one")));
+	else
+		assert_true(body_is(out[0], "one") || body_is(out[0], "two"));
+	bool one_acked = false;
+	for (size_t i = 0; i < n; i++) {
+		one_acked = one_acked || body_is(out[i], "one");
+		must_ack(c, out[i]);
+	}
+	/* the rest, one at a time: "three" only after "one" */
+	for (size_t left = 3 - n; left > 0; left--) {
+		aks_message *m = fetch1(c, 3000);
+		assert_non_null(m);
+		if (body_is(m, "three"))
+			assert_true(one_acked);
+		one_acked = one_acked || body_is(m, "one");
+		must_ack(c, m);
+	}
 	ops()->consumer_close(c);
 	ops()->fini(t);
+	return gathered;
+}
+
+/* fetch(max > 1) gathers from several partitions in one call. A partition whose answer is
+ * late (a loaded server: past the pull's expiry and grace) is left for the next call, so
+ * one try may gather one message; of three tries one must gather both. */
+static void test_batch_fetch(void **state)
+{
+	(void)state;
+	bool gathered = false;
+	for (int i = 0; i < 3 && !gathered; i++) {
+		char stream[16];
+		snprintf(stream, sizeof(stream), "BF%d", i);
+		if (!(gathered = batch_once(stream)))
+			print_message("batch fetch: try %d gathered one message (a late answer)\n",
+			              i + 1);
+	}
+	assert_true(gathered);
 }
 
 struct canceller {
