@@ -39,6 +39,14 @@
 #define BW_TEST_AGENT "false"
 #endif
 
+/* The agent: the build's, or a copy of it (AKS_BW_TEST_AGENT: bubblewrap-unprivileged.test
+ * runs these tests as a user who may not reach the build tree). */
+static const char *test_agent(void)
+{
+	const char *copy = getenv("AKS_BW_TEST_AGENT");
+	return strcmp(BW_TEST_AGENT, "false") != 0 && copy && *copy ? copy : BW_TEST_AGENT;
+}
+
 static bool with_agent(void)
 {
 	return strcmp(BW_TEST_AGENT, "false") != 0;
@@ -88,7 +96,7 @@ static aks_provider *open_provider(fixture *f, const char *extra)
 	char *yaml = xasprintf("%s/config.yaml", f->base);
 	char *text = xasprintf("sandbox:\n  enabled: true\n  type: bubblewrap\n  bubblewrap:\n"
 	                       "    workdir: %s/work\n    agent: %s\n    landlock: %s\n%s",
-	                       f->base, BW_TEST_AGENT, with_agent() ? "required" : "'off'",
+	                       f->base, test_agent(), with_agent() ? "required" : "'off'",
 	                       extra ? extra : "");
 	write_text(yaml, text);
 	free(text);
