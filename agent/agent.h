@@ -22,6 +22,7 @@
 enum req_kind { REQ_FREE = 0, REQ_SPAWN, REQ_WRITE, REQ_READ };
 
 struct pysession;
+struct netconn;
 
 /* A running program: the supervisor the agent forked and the pipes of the program it runs.
  * A spawn owns one; a Python session keeps one across its runs. */
@@ -66,6 +67,11 @@ typedef struct agent {
 	int sigfd;
 	req reqs[AGENT_MAX_REQUESTS];
 	struct pysession *sessions;
+	/* the egress proxy (netproxy.c): -1 until the host sends NET_LISTEN */
+	int net_fd;
+	uint16_t net_port;
+	uint32_t net_next; /* the next stream's id, less AKS_AGENT_NET_ID */
+	struct netconn *net;
 } agent;
 
 /* ---- the event loop (aksandbox-agent.c) ---- */
@@ -117,6 +123,19 @@ size_t pysession_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, 
 /* Handles the events of the fds pysession_add_fds added, and ends finished runs. */
 void pysession_events(agent *a, struct pollfd *pfd, size_t n);
 void pysession_close_all(agent *a);
+
+/* ---- the egress proxy (netproxy.c) ---- */
+/* NET_LISTEN: listens on 127.0.0.1 and puts the proxy settings into the environment every
+ * program inherits from now on. */
+void netproxy_listen(agent *a, const aks_agent_frame *f);
+/* The NET_* frames the host sends for a stream. */
+void netproxy_frame(agent *a, const aks_agent_frame *f);
+/* The proxy's variables ("NAME=value", NULL-terminated), or NULL before NET_LISTEN: a
+ * spawn's environment gets them last, so they win. */
+char *const *netproxy_env(const agent *a);
+size_t netproxy_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, int *timeout);
+void netproxy_events(agent *a, struct pollfd *pfd, size_t n);
+void netproxy_close_all(agent *a);
 
 /* ---- shared by the loop and the sessions ---- */
 void proc_read_status(proc *p);

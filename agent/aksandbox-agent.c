@@ -142,7 +142,8 @@ static void on_hello(agent *a, const aks_agent_frame *f)
 	aks__agent_put_str(&a->out, AKS_AGENT_T_AGENT, "aksandbox-agent " AKS_PACKAGE_VERSION);
 	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_PAYLOAD, AKS_AGENT_MAX_PAYLOAD);
 	aks__agent_put_u32(&a->out, AKS_AGENT_T_WINDOW, window);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_FEATURES, AKS_AGENT_FEATURE_PYTHON_SESSION);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_FEATURES,
+	                   AKS_AGENT_FEATURE_PYTHON_SESSION | AKS_AGENT_FEATURE_EGRESS);
 	aks__agent_put_u32(&a->out, AKS_AGENT_T_PID, (uint32_t)getpid());
 	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_REQUESTS, AGENT_MAX_REQUESTS);
 	aks__agent_frame_end(&a->out, s);
@@ -384,6 +385,10 @@ static void on_spawn(agent *a, const aks_agent_frame *f)
 		memcpy(r->stdin_data, s.stdin_data, s.stdin_len);
 		r->stdin_len = s.stdin_len;
 	}
+	/* The proxy's settings come last, so they win over the host's and the agent's. */
+	for (char *const *e = netproxy_env(a); e && *e; e++)
+		if (s.nenv < sizeof(s.env) / sizeof(s.env[0]) - 1)
+			s.env[s.nenv++] = *e;
 	envp = build_env(&s);
 	if (proc_start(&r->p, (char *const *)s.argv, envp, s.cwd, msg, sizeof(msg)) < 0) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_SPAWN, "SPAWN: %s", msg);
@@ -486,6 +491,16 @@ static void dispatch(agent *a, const aks_agent_frame *f)
 	}
 	case AKS_AGENT_READ:
 		files_read_open(a, f);
+		return;
+	case AKS_AGENT_NET_LISTEN:
+		netproxy_listen(a, f);
+		return;
+	case AKS_AGENT_NET_OPENED:
+	case AKS_AGENT_NET_DATA:
+	case AKS_AGENT_NET_CREDIT:
+	case AKS_AGENT_NET_EOF:
+	case AKS_AGENT_NET_CLOSE:
+		netproxy_frame(a, f);
 		return;
 	default: {
 		const char *name = aks__agent_type_name(f->type);
@@ -644,6 +659,7 @@ static void shutdown_and_exit(agent *a)
 {
 	/* Everything the agent runs dies with it: supervisors and whatever they leave. */
 	pysession_close_all(a);
+	netproxy_close_all(a);
 	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
 		if (a->reqs[i].kind != REQ_FREE)
 			agent_free_req(&a->reqs[i]);
@@ -667,7 +683,7 @@ static void reap(agent *a)
 
 static void loop(agent *a)
 {
-	enum { MAXFDS = 3 + 4 * AGENT_MAX_REQUESTS + 3 * 64 };
+	enum { MAXFDS = 3 + 4 * AGENT_MAX_REQUESTS + 3 * 64 + 1 + AKS_AGENT_NET_MAX };
 	struct pollfd pfd[MAXFDS];
 	slot slots[MAXFDS];
 	for (;;) {
@@ -718,7 +734,9 @@ static void loop(agent *a)
 				ADD(r->p.status, POLLIN, SLOT_REQ_STATUS, r);
 		}
 		size_t nsess = pysession_add_fds(a, pfd + n, MAXFDS - n, now, &timeout);
-		if (poll(pfd, n + nsess, timeout) < 0 && errno != EINTR)
+		size_t nnet =
+		    netproxy_add_fds(a, pfd + n + nsess, MAXFDS - n - nsess, now, &timeout);
+		if (poll(pfd, n + nsess + nnet, timeout) < 0 && errno != EINTR)
 			shutdown_and_exit(a);
 		for (nfds_t i = 0; i < n; i++) {
 			if (!pfd[i].revents)
@@ -755,6 +773,7 @@ static void loop(agent *a)
 			}
 		}
 		pysession_events(a, pfd + n, nsess);
+		netproxy_events(a, pfd + n + nsess, nnet);
 		for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
 			req *r = &a->reqs[i];
 			if (r->kind == REQ_READ)
@@ -858,6 +877,7 @@ int main(int argc, char **argv)
 	}
 	static agent a;
 	a.window = AKS_AGENT_WINDOW;
+	a.net_fd = -1;
 	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
 		a.reqs[i].fd = -1;
 	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit (or,

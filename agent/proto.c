@@ -331,6 +331,22 @@ const char *aks__agent_type_name(uint8_t type)
 		return "READ_DATA";
 	case AKS_AGENT_READ_END:
 		return "READ_END";
+	case AKS_AGENT_NET_LISTEN:
+		return "NET_LISTEN";
+	case AKS_AGENT_NET_LISTENING:
+		return "NET_LISTENING";
+	case AKS_AGENT_NET_OPEN:
+		return "NET_OPEN";
+	case AKS_AGENT_NET_OPENED:
+		return "NET_OPENED";
+	case AKS_AGENT_NET_DATA:
+		return "NET_DATA";
+	case AKS_AGENT_NET_CREDIT:
+		return "NET_CREDIT";
+	case AKS_AGENT_NET_EOF:
+		return "NET_EOF";
+	case AKS_AGENT_NET_CLOSE:
+		return "NET_CLOSE";
 	default:
 		return NULL;
 	}

@@ -45,6 +45,16 @@ enum aks_agent_type {
 	AKS_AGENT_READ_INFO = 0x31,  /* a: SIZE, MODE */
 	AKS_AGENT_READ_DATA = 0x32,  /* a: raw bytes */
 	AKS_AGENT_READ_END = 0x33,   /* a: SIZE, SHA256 */
+	/* The egress proxy (docs/agent-protocol.md, "Egress"). Streams the agent opens carry
+	 * ids with AKS_AGENT_NET_ID set, so they never meet the host's request ids. */
+	AKS_AGENT_NET_LISTEN = 0x40,    /* h: starts the proxy; answered by NET_LISTENING */
+	AKS_AGENT_NET_LISTENING = 0x41, /* a: PORT (flag END) */
+	AKS_AGENT_NET_OPEN = 0x42,      /* a: HOST, PORT, NET_KIND [, DATA] for a new stream */
+	AKS_AGENT_NET_OPENED = 0x43,    /* h: ADDRESS: the host connected; relay from now on */
+	AKS_AGENT_NET_DATA = 0x44,      /* both: raw bytes of a stream, under the peer's credit */
+	AKS_AGENT_NET_CREDIT = 0x45,    /* both: BYTES more the peer may send on the stream */
+	AKS_AGENT_NET_EOF = 0x46,       /* both: the sender has no more bytes for the stream */
+	AKS_AGENT_NET_CLOSE = 0x47,     /* both: NET_CODE, MESSAGE: the stream is over (END) */
 };
 
 /* Header flags. */
@@ -88,9 +98,41 @@ enum aks_agent_tag {
 	AKS_AGENT_T_MODE = 63,     /* u32 permission bits */
 	AKS_AGENT_T_MAX_SIZE = 64, /* u64 */
 	AKS_AGENT_T_BENEATH = 65,  /* string: the path must resolve inside this directory */
+	AKS_AGENT_T_HOST = 70,     /* string: a destination name or IP literal */
+	AKS_AGENT_T_PORT = 71,     /* u32: a TCP port */
+	AKS_AGENT_T_NET_KIND = 72, /* u32: AKS_AGENT_NET_* how the program asked */
+	AKS_AGENT_T_DATA = 73, /* bytes: a plain HTTP request's head, to check before connecting */
+	AKS_AGENT_T_ADDRESS = 74,  /* string: the address the host connected to */
+	AKS_AGENT_T_NET_CODE = 75, /* u32: AKS_AGENT_NC_* why a stream closed */
 };
 
+/* Stream ids the agent chooses (NET_OPEN) have this bit; the host's never do. */
+#define AKS_AGENT_NET_ID 0x80000000u
+/* How a program asked the proxy for a stream (T_NET_KIND). */
+enum aks_agent_net_kind {
+	AKS_AGENT_NET_CONNECT = 1, /* HTTP CONNECT: a tunnel */
+	AKS_AGENT_NET_HTTP = 2,    /* a plain HTTP request (DATA holds its head, origin-form) */
+	AKS_AGENT_NET_SOCKS = 3,   /* SOCKS5 CONNECT: a tunnel */
+};
+/* Why a stream closed (T_NET_CODE); the agent turns each into its proxy answer. */
+enum aks_agent_net_code {
+	AKS_AGENT_NC_DONE = 0,        /* both ends finished */
+	AKS_AGENT_NC_POLICY = 1,      /* the destination is not allowed (HTTP 403) */
+	AKS_AGENT_NC_RESOLVE = 2,     /* the name does not resolve (HTTP 502) */
+	AKS_AGENT_NC_REFUSED = 3,     /* the destination refused the connection (HTTP 502) */
+	AKS_AGENT_NC_UNREACHABLE = 4, /* no route, or the connection failed (HTTP 502) */
+	AKS_AGENT_NC_TIMEOUT = 5,     /* the connection timed out (HTTP 504) */
+	AKS_AGENT_NC_LIMIT = 6,       /* too many streams (HTTP 503) */
+	AKS_AGENT_NC_PROTOCOL = 7,    /* a peer broke the stream's rules (credit, order) */
+	AKS_AGENT_NC_RESET = 8,       /* one end went away */
+};
+/* Bytes either side may have in flight on one stream before the peer grants more. */
+#define AKS_AGENT_NET_WINDOW (256u * 1024u)
+/* Streams at once per agent; more connections are refused at once. */
+#define AKS_AGENT_NET_MAX 64
+
 #define AKS_AGENT_FEATURE_PYTHON_SESSION 0x1u
+#define AKS_AGENT_FEATURE_EGRESS         0x2u /* NET_LISTEN and the NET_* streams */
 
 /* Error codes carried by ERROR frames (T_CODE). */
 enum aks_agent_errcode {

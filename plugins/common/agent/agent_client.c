@@ -36,7 +36,7 @@
 #define AGENT_GRACE_MS   2000
 #define DEFAULT_START_MS 10000
 
-enum pending_kind { P_HELLO, P_PING, P_SPAWN, P_WRITE, P_READ };
+enum pending_kind { P_HELLO, P_PING, P_SPAWN, P_WRITE, P_READ, P_LISTEN };
 
 typedef struct pending {
 	struct pending *next;
@@ -59,8 +59,10 @@ typedef struct pending {
 	uint64_t size, got;
 	aks_sha256 hash;
 	/* HELLO_OK */
-	uint32_t window, pid;
+	uint32_t window, pid, features;
 	char version[64];
+	/* NET_LISTENING */
+	uint32_t port;
 } pending;
 
 struct aks_agent {
@@ -77,8 +79,12 @@ struct aks_agent {
 	uint32_t next_id;
 	pending *reqs;
 	uint32_t window;
-	uint32_t pid;
+	uint32_t pid, features;
 	char version[64];
+	/* the egress streams' frames go to net_fn (aks__agent_set_net_handler) */
+	aks_agent_net_fn net_fn;
+	void *net_ud;
+	int net_calls; /* the reader is inside net_fn */
 	unsigned stray;
 	char stray_msg[512];
 	char *beneath; /* every file request's BENEATH, or NULL */
@@ -307,9 +313,30 @@ static void copy_text(char *dst, size_t cap, const uint8_t *v, uint32_t n)
 	dst[len] = '\0';
 }
 
+static bool is_net_stream_frame(const aks_agent_frame *f)
+{
+	return (f->id & AKS_AGENT_NET_ID) &&
+	       (f->type == AKS_AGENT_NET_OPEN || f->type == AKS_AGENT_NET_DATA ||
+	        f->type == AKS_AGENT_NET_CREDIT || f->type == AKS_AGENT_NET_EOF ||
+	        f->type == AKS_AGENT_NET_CLOSE);
+}
+
 /* Handles one frame; called with mu held, may drop it around a callback. */
 static void on_frame(aks_agent *a, const aks_agent_frame *f)
 {
+	if (is_net_stream_frame(f)) {
+		if (a->net_fn) {
+			aks_agent_net_fn fn = a->net_fn;
+			void *ud = a->net_ud;
+			a->net_calls++;
+			pthread_mutex_unlock(&a->mu);
+			fn(ud, f);
+			pthread_mutex_lock(&a->mu);
+			a->net_calls--;
+			pthread_cond_broadcast(&a->cv);
+		}
+		return; /* no proxy on this connection: the agent never opens a stream */
+	}
 	pending *p = find(a, f->id);
 	aks_agent_tlv it;
 	uint16_t tag;
@@ -343,10 +370,22 @@ static void on_frame(aks_agent *a, const aks_agent_frame *f)
 				p->window = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_PID && n == 4)
 				p->pid = aks__agent_get32(v);
+			else if (tag == AKS_AGENT_T_FEATURES && n == 4)
+				p->features = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_AGENT)
 				copy_text(p->version, sizeof(p->version), v, n);
 		}
 		complete(p, AKS_OK, NULL);
+		return;
+	case AKS_AGENT_NET_LISTENING:
+		aks__agent_tlv_init(&it, f);
+		while (aks__agent_tlv_next(&it, &tag, &v, &n) > 0)
+			if (tag == AKS_AGENT_T_PORT && n == 4)
+				p->port = aks__agent_get32(v);
+		if (p->port == 0 || p->port > 65535)
+			complete(p, AKS_EIO, "the agent's NET_LISTENING has no port");
+		else
+			complete(p, AKS_OK, NULL);
 		return;
 	case AKS_AGENT_PONG:
 		if (f->len == sizeof(p->ping) && memcmp(f->payload, p->ping, f->len) == 0)
@@ -625,6 +664,7 @@ int aks__agent_start(const aks_host_api *host, int rfd, int wfd, const aks_call 
 	}
 	a->window = p.window >= AKS_AGENT_CHUNK ? p.window : AKS_AGENT_WINDOW;
 	a->pid = p.pid;
+	a->features = p.features;
 	memcpy(a->version, p.version, sizeof(a->version));
 	*out = a;
 	return AKS_OK;
@@ -1025,6 +1065,50 @@ int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_
 	if (c.err)
 		a->host->error_free(c.err);
 	return rc;
+}
+
+/* ---- the egress proxy ---- */
+
+uint32_t aks__agent_features(const aks_agent *a)
+{
+	return a->features;
+}
+
+int aks__agent_net_listen(aks_agent *a, const aks_call *call, unsigned *port, aks_error **err)
+{
+	pending p;
+	memset(&p, 0, sizeof(p));
+	add_pending(a, &p, P_LISTEN);
+	aks_agent_buf b = {0};
+	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_NET_LISTEN, 0, p.id);
+	aks__agent_frame_end(&b, s);
+	int rc = send_buf(a, &b, err);
+	aks__agent_buf_free(&b);
+	if (rc == AKS_OK) {
+		int64_t deadline =
+		    call && call->deadline_ms ? call->deadline_ms : now_ms(a) + DEFAULT_START_MS;
+		rc = wait_pending(a, &p, deadline, call);
+		rc = rc != AKS_OK ? fail_wait(a, rc, "agent net listen", err) : finish(a, &p, err);
+	}
+	drop_pending(a, &p);
+	if (rc == AKS_OK)
+		*port = p.port;
+	return rc;
+}
+
+void aks__agent_set_net_handler(aks_agent *a, aks_agent_net_fn fn, void *ud)
+{
+	pthread_mutex_lock(&a->mu);
+	a->net_fn = fn;
+	a->net_ud = ud;
+	while (!fn && a->net_calls > 0)
+		pthread_cond_wait(&a->cv, &a->mu);
+	pthread_mutex_unlock(&a->mu);
+}
+
+int aks__agent_send_frames(aks_agent *a, aks_agent_buf *b, aks_error **err)
+{
+	return aks__agent_buf_pending(b) ? send_buf(a, b, err) : AKS_OK;
 }
 
 /* ---- diagnostics ---- */

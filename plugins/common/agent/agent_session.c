@@ -14,6 +14,7 @@
 #include "agent_internal.h"
 #include "aks_agent_client.h"
 #include "aks_buf.h"
+#include "aks_egress.h"
 #include "aks_text.h"
 
 /* How long the agent has to answer HELLO (at most; the setup's deadline may be sooner). */
@@ -38,6 +39,10 @@ struct aks_agent_session {
 	bool env_clear;
 	int state;
 	aks_agent *agent;
+	bool egress_proxy;
+	char **network_allow;
+	aks_egress_relay *egress;
+	unsigned egress_refused; /* by the egress of agents stopped before */
 	void *stream;
 	char *path;        /* where the program is in the sandbox, once placed */
 	bool was_up;       /* the agent ran for this handle before: a new start is a restart */
@@ -147,9 +152,12 @@ int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, voi
 	s->host = host;
 	s->sb = sb;
 	s->env_clear = o->env_clear;
+	s->egress_proxy = o->egress_proxy;
 	s->state = aks_agent_program_enabled(prog) ? S_UNTRIED : S_OFF;
+	static const char *const none[] = {NULL};
 	if (!(s->id = strdup(o->id)) || (o->cwd && !(s->cwd = strdup(o->cwd))) ||
-	    (o->env && !(s->env = aks__strv_dup(o->env)))) {
+	    (o->env && !(s->env = aks__strv_dup(o->env))) ||
+	    !(s->network_allow = aks__strv_dup(o->network_allow ? o->network_allow : none))) {
 		aks_agent_session_free(s);
 		return oom(host, err);
 	}
@@ -160,6 +168,11 @@ int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, voi
 /* Ends the agent's stream; a loss (was_up stays) or the start of a deliberate stop. */
 static void stop_agent(aks_agent_session *s)
 {
+	if (s->egress) { /* before the connection it serves */
+		s->egress_refused += aks_egress_refused(s->egress);
+		aks_egress_stop(s->egress);
+		s->egress = NULL;
+	}
 	if (s->agent) { /* closes its fds first: the agent sees EOF and exits */
 		aks__agent_free(s->agent);
 		s->agent = NULL;
@@ -184,6 +197,7 @@ void aks_agent_session_free(aks_agent_session *s)
 		return;
 	stop_agent(s);
 	aks__strv_free(s->env);
+	aks__strv_free(s->network_allow);
 	free(s->id);
 	free(s->cwd);
 	free(s->path);
@@ -193,6 +207,17 @@ void aks_agent_session_free(aks_agent_session *s)
 bool aks_agent_session_up(const aks_agent_session *s)
 {
 	return s && s->state == S_UP && s->agent;
+}
+
+unsigned aks_agent_session_egress_refused(const aks_agent_session *s)
+{
+	return s->egress_refused + (s->egress ? aks_egress_refused(s->egress) : 0);
+}
+
+static const char *principal_of(const aks_call *call)
+{
+	return call && call->principal && call->principal->subject ? call->principal->subject
+	                                                           : NULL;
 }
 
 /* ---- bringing the agent up ------------------------------------------------------------------ */
@@ -268,6 +293,17 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *
 		hello.deadline_ms = limit;
 	aks_error *e = NULL;
 	rc = aks__agent_start(host, rfd, wfd, &hello, &s->agent, &e);
+	if (rc == AKS_OK && s->egress_proxy) {
+		aks_egress_opts eo = {.provider = s->prog->provider,
+		                      .sandbox_id = s->id,
+		                      .allow = (const char *const *)s->network_allow,
+		                      .principal = principal_of(setup)};
+		rc = aks_egress_start(host, s->agent, &eo, &hello, &s->egress, err);
+		if (rc != AKS_OK) { /* the list cannot be enforced: the call fails, closed */
+			stop_agent(s);
+			return rc;
+		}
+	}
 	if (rc == AKS_OK) /* the files it moves stay in the workspace, symlinks or not */
 		return s->cwd && aks__agent_set_beneath(s->agent, s->cwd) != AKS_OK ? oom(host, err)
 		                                                                    : AKS_OK;
@@ -321,8 +357,8 @@ static int bring_up(aks_agent_session *s, const aks_call *call, bool look_again,
 		if (rc == AKS_OK && !why)
 			rc = start(s, &setup, &why, &no_hello, err);
 	}
-	if (rc == AKS_OK && why && (s->was_up || no_hello))
-		rc = refuse(s, why, err);
+	if (rc == AKS_OK && why && (s->was_up || no_hello || s->egress_proxy))
+		rc = refuse(s, why, err); /* per call, nothing would enforce network_allow */
 	else if (rc == AKS_OK && why)
 		fall_back(s, why);
 	else if (rc == AKS_OK)
@@ -397,6 +433,8 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_err
 	}
 	*use = true;
 	s->used_ms = s->host->now_ms();
+	if (s->egress)
+		aks_egress_set_principal(s->egress, principal_of(call));
 	return AKS_OK;
 }
 
@@ -487,7 +525,23 @@ static int run_spec(aks_agent_session *s, aks_agent_spawn *spec, const aks_call 
 	memset(&ex, 0, sizeof(ex));
 	aks_error *e = NULL;
 	aks_agent_watch w = {watch_sandbox, s, s->ops->check ? s->ops->watch_ms : 0};
+	unsigned refused = s->egress ? aks_egress_refused(s->egress) : 0;
 	int rc = aks__agent_exec_watched(s->agent, spec, out, call, &w, &ex, &e);
+	/* Connections the policy refused while the program ran: the caller (an agent) learns
+	 * why its download failed, not only that it did. */
+	char said[sizeof(ex.notice) + 700];
+	snprintf(said, sizeof(said), "%s", ex.notice);
+	if (s->egress) {
+		char which[600];
+		unsigned now = aks_egress_refused_since(s->egress, refused, which, sizeof(which));
+		if (now > refused) {
+			size_t len = strlen(said);
+			snprintf(
+			    said + len, sizeof(said) - len,
+			    "%s%u connection%s refused by the egress policy (network_allow): %s",
+			    len ? "; " : "", now - refused, now - refused == 1 ? "" : "s", which);
+		}
+	}
 	if (s->watch_failed) { /* the run was killed with its sandbox: not a timeout */
 		s->watch_failed = false;
 		stop_agent(s);
@@ -503,7 +557,10 @@ static int run_spec(aks_agent_session *s, aks_agent_spawn *spec, const aks_call 
 	} else if (rc != AKS_OK) {
 		rc = pass(host, rc, e, err);
 	}
-	give_notice(s, out, ex.notice);
+	if (s->notice_pending)
+		give_notice(s, out, said);
+	else if (said[0] && out)
+		host->result_set_notice(out, said);
 	return rc;
 }
 

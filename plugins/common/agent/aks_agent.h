@@ -157,6 +157,12 @@ typedef struct aks_agent_session_opts {
 	const char *cwd;        /* where programs start: "/workspace" */
 	const char *const *env; /* "NAME=value" for every program, or NULL */
 	bool env_clear;         /* env replaces the agent's environment */
+	/* network_egress: allowlist. The sandbox has no network; the agent's proxy is its way
+	 * out, and the host lets through what these entries allow (aks_egress.h). A handle
+	 * whose agent cannot run is then refused, not run per call: nothing else enforces
+	 * the list. */
+	bool egress_proxy;
+	const char *const *network_allow;
 } aks_agent_session_opts;
 
 /* A session for handle sb (prog disabled: every operation per call). Strings are copied. */
@@ -170,6 +176,8 @@ void aks_agent_session_free(aks_agent_session *s);
 void aks_agent_session_stop(aks_agent_session *s);
 /* The agent is running for this handle (for tests and descriptions). */
 bool aks_agent_session_up(const aks_agent_session *s);
+/* Connections the egress proxy refused for this handle so far. */
+unsigned aks_agent_session_egress_refused(const aks_agent_session *s);
 
 /*
  * The operations, through the agent or per call. language "python" with interp "python3"

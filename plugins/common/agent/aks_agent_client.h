@@ -119,6 +119,22 @@ int aks__agent_read_into(aks_agent *a, const char *path, uint64_t max_size, aks_
  * (dir NULL: no such bound). AKS_OK or AKS_ENOMEM. */
 int aks__agent_set_beneath(aks_agent *a, const char *dir);
 
+/* ---- the egress proxy (docs/agent-protocol.md, "Egress"; agent_egress.c uses these) ---- */
+
+struct aks_agent_frame;
+struct aks_agent_buf;
+/* The agent's feature bits from its HELLO_OK (AKS_AGENT_FEATURE_*). */
+uint32_t aks__agent_features(const aks_agent *a);
+/* NET_LISTEN: the agent starts its proxy on 127.0.0.1 and says the port. */
+int aks__agent_net_listen(aks_agent *a, const aks_call *call, unsigned *port, aks_error **err);
+/* Receives the frames of the streams the agent opens (NET_OPEN, NET_DATA, NET_CREDIT,
+ * NET_EOF, NET_CLOSE), on the reader thread: fn must be quick, must not block and must not
+ * send (it hands work to a thread of its own). Setting NULL waits for a call in progress. */
+typedef void (*aks_agent_net_fn)(void *ud, const struct aks_agent_frame *f);
+void aks__agent_set_net_handler(aks_agent *a, aks_agent_net_fn fn, void *ud);
+/* Sends the frames built in b (nothing when it is empty). Never call it from the reader. */
+int aks__agent_send_frames(aks_agent *a, struct aks_agent_buf *b, aks_error **err);
+
 /* For tests and diagnostics: writes raw bytes into the stream, and reports the ERROR frames
  * that answered no request of ours (their count and the last message). */
 int aks__agent_send_raw(aks_agent *a, const void *data, size_t len, aks_error **err);
