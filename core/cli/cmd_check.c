@@ -191,10 +191,21 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	                 caps->policy_network_allowlist;
 	bool network =
 	    caps->policy_network && (pol->network_egress != AKS_EGRESS_ALLOWLIST || allowlist);
-	json_object_object_add(policy, "network_egress",
-	                       dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW, network,
-	                                 pol->strict, &v, "network_egress", prov,
-	                                 "policy_network"));
+	struct json_object *egress_dim =
+	    dimension(buf, pol->network_egress != AKS_EGRESS_ALLOW, network, pol->strict, &v,
+	              "network_egress", prov, "policy_network");
+	/* How an allowlist is enforced: the agent's proxy with the host deciding, or the
+	 * backend's own network rules. */
+	if (pol->network_egress == AKS_EGRESS_ALLOWLIST && allowlist)
+		json_object_object_add(
+		    egress_dim, "mechanism",
+		    json_object_new_string(caps->struct_size >=
+		                                       offsetof(aks_capabilities, egress_proxy) +
+		                                           sizeof(bool) &&
+		                                   caps->egress_proxy
+		                               ? "host proxy"
+		                               : "provider"));
+	json_object_object_add(policy, "network_egress", egress_dim);
 	char *rd = join_list(pol->fs_allow_read), *wr = join_list(pol->fs_allow_write);
 	bool fs = (rd && *rd) || (wr && *wr);
 	snprintf(buf, sizeof(buf), fs ? "read [%s], write [%s]" : "provider default", rd ? rd : "",
@@ -356,6 +367,16 @@ static void print_dimension(struct json_object *policy, const char *name)
 	else
 		snprintf(note, sizeof(note),
 		         "NOT ENFORCED: warned once and allowed (strict: false)");
+	const char *mechanism = str(d, "mechanism");
+	if (!strcmp(mechanism, "host proxy") && !strncmp(note, "enforced", 8)) {
+		/* "enforced (host proxy) as the plugin declares ..." */
+		static const char how[] = " (host proxy)";
+		size_t len = strlen(note);
+		if (len + sizeof(how) - 1 < sizeof(note)) {
+			memmove(note + 8 + sizeof(how) - 1, note + 8, len - 8 + 1);
+			memcpy(note + 8, how, sizeof(how) - 1);
+		}
+	}
 	printf("    %-15s %-32s %s\n", name, str(d, "value"), note);
 }
 

@@ -70,6 +70,7 @@ static const struct {
     {"policy_filesystem", offsetof(aks_capabilities, policy_filesystem)},
     {"policy_resources", offsetof(aks_capabilities, policy_resources)},
     {"policy_network_allowlist", offsetof(aks_capabilities, policy_network_allowlist)},
+    {"egress_proxy", offsetof(aks_capabilities, egress_proxy)},
 };
 #define N_FLAGS (sizeof(capability_flags) / sizeof(capability_flags[0]))
 

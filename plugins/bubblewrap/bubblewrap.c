@@ -121,10 +121,15 @@ static int new_handle(aks_provider_impl *prov, const char *dir, const aks_call *
 	if (rc == AKS_OK) {
 		/* The agent starts in the workspace with the sandbox's environment as its own;
 		 * every program it starts gets exactly that environment too. */
-		aks_agent_session_opts o = {.id = sb->dir,
-		                            .cwd = prov->workspace,
-		                            .env = (const char *const *)env,
-		                            .env_clear = true};
+		const aks_policy *pol = call ? call->policy : NULL;
+		aks_agent_session_opts o = {
+		    .id = sb->dir,
+		    .cwd = prov->workspace,
+		    .env = (const char *const *)env,
+		    .env_clear = true,
+		    /* no network of its own (--unshare-net): the agent's proxy is the way out */
+		    .egress_proxy = pol && pol->network_egress == AKS_EGRESS_ALLOWLIST,
+		    .network_allow = pol ? pol->network_allow : NULL};
 		rc = aks_agent_session_new(prov->agent, &bw_agent_ops, sb, &o, &sb->agent, err);
 	}
 	aks__strv_free(env);

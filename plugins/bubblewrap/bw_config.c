@@ -364,6 +364,9 @@ int bw_config_read(aks_provider_impl *prov, const aks_config *config, aks_error 
 		return rc;
 	if (!aks_agent_program_enabled(prov->agent))
 		prov->caps.stateful = false;
+	/* An allowlist is enforced by the agent's egress proxy, so only with the agent. */
+	prov->caps.policy_network_allowlist = prov->caps.egress_proxy =
+	    aks_agent_program_enabled(prov->agent);
 
 	prov->landlock_abi = landlock_abi(prov);
 	if (prov->landlock == BW_LANDLOCK_REQUIRED && !aks_agent_program_enabled(prov->agent))

@@ -94,8 +94,9 @@ int bw_view_policy(aks_sandbox_impl *sb, const aks_policy *policy, aks_error **e
 	static const char *const none[] = {NULL};
 	const char *const *rd = policy && policy->fs_allow_read ? policy->fs_allow_read : none;
 	const char *const *wr = policy && policy->fs_allow_write ? policy->fs_allow_write : none;
-	/* An allowlist this provider cannot enforce reads as deny: nothing is reachable, rather
-	 * than everything (the core has refused it under strict, and warned otherwise). */
+	/* An allowlist gets no network either: its way out is the agent's egress proxy (and
+	 * without the agent, which the core refused under strict and warned of otherwise,
+	 * nothing is reachable rather than everything). */
 	sb->net = !policy || policy->network_egress == AKS_EGRESS_ALLOW;
 	/* Without fs_allow_write the sandbox's own /tmp and /dev/shm are writable; with it,
 	 * only where it says. */

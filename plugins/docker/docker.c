@@ -49,7 +49,7 @@ static const aks_capabilities dk_capabilities = {
     .attaches_external = true,
     .principal_user = false,
     .policy_network = true,
-    .policy_network_allowlist = false, /* egress deny only: no allowlist in docker */
+    .policy_network_allowlist = false, /* with the agent only: its egress proxy (read_config) */
     .policy_filesystem = true,
     .policy_resources = true,
 };
@@ -242,7 +242,13 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    .python_session = strcmp(prov->python, "python3") == 0,
 	    .stateful = &prov->caps.stateful,
 	};
-	return aks_agent_program_open(host, &ao, &prov->agent, err);
+	rc = aks_agent_program_open(host, &ao, &prov->agent, err);
+	/* An allowlist is enforced by the agent's egress proxy: a container without a network
+	 * (NetworkMode none) whose only way out is the agent's stream to the host. */
+	if (rc == AKS_OK)
+		prov->caps.policy_network_allowlist = prov->caps.egress_proxy =
+		    aks_agent_program_enabled(prov->agent);
+	return rc;
 }
 
 /* What a sandbox's root keeps of Docker's default capabilities: what it needs to act as the
@@ -442,9 +448,10 @@ int dk_ensure_running(dk_conn *c, const char *id, const aks_call *call, aks_erro
 	return rc;
 }
 
-static int new_handle(aks_provider_impl *prov, const char *id, bool external,
+static int new_handle(aks_provider_impl *prov, const char *id, bool external, const aks_call *call,
                       aks_sandbox_impl **out, aks_error **err)
 {
+	const aks_policy *pol = call ? call->policy : NULL;
 	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
 	if (!sb || !(sb->id = strdup(id))) {
 		free(sb);
@@ -452,7 +459,11 @@ static int new_handle(aks_provider_impl *prov, const char *id, bool external,
 	}
 	sb->prov = prov;
 	sb->external = external;
-	aks_agent_session_opts o = {.id = sb->id, .cwd = DK_WORKSPACE};
+	aks_agent_session_opts o = {.id = sb->id,
+	                            .cwd = DK_WORKSPACE,
+	                            .egress_proxy =
+	                                pol && pol->network_egress == AKS_EGRESS_ALLOWLIST,
+	                            .network_allow = pol ? pol->network_allow : NULL};
 	int rc = dk_conn_init(&sb->conn, prov, err);
 	if (rc == AKS_OK && (rc = aks_agent_session_new(prov->agent, &dk_agent_ops, sb, &o,
 	                                                &sb->agent, err)) != AKS_OK)
@@ -484,19 +495,19 @@ static bool fs_policy(const aks_policy *p)
 	             (p->fs_allow_write && p->fs_allow_write[0]));
 }
 
-/* What we refuse before any daemon call: docker has no egress allowlist. */
+/* What we refuse before any daemon call: an allowlist without the agent's proxy. */
 static int check_policy(const aks_provider_impl *prov, const aks_policy *p, aks_error **err)
 {
-	if (!p || p->network_egress != AKS_EGRESS_ALLOWLIST)
+	if (!p || p->network_egress != AKS_EGRESS_ALLOWLIST || prov->caps.policy_network_allowlist)
 		return AKS_OK;
 	if (p->strict)
 		return prov->host->error_set(
 		    err, AKS_EPOLICY,
-		    "docker cannot enforce a network egress allowlist; use "
-		    "'deny' or 'allow', or set strict=false");
+		    "docker cannot enforce a network egress allowlist without aksandbox-agent "
+		    "(agent is off); use 'deny' or 'allow', or set strict=false");
 	prov->host->log(AKS_LOG_WARNING, DK_NAME,
-	                "docker cannot enforce a network egress allowlist: egress is "
-	                "unrestricted (strict=false)");
+	                "docker cannot enforce a network egress allowlist without aksandbox-agent: "
+	                "egress is unrestricted (strict=false)");
 	return AKS_OK;
 }
 
@@ -513,8 +524,12 @@ static int check_existing(aks_provider_impl *prov, json_object *info, const aks_
 	int64_t nano = json_object_get_int64(aks__jget(hc, "NanoCpus"));
 	bool ro = json_object_get_boolean(aks__jget(hc, "ReadonlyRootfs"));
 	const char *unmet = NULL;
-	if (p->network_egress == AKS_EGRESS_DENY && !(net && strcmp(net, "none") == 0))
-		unmet = "network egress deny (its NetworkMode is not none)";
+	if (p->network_egress != AKS_EGRESS_ALLOW && !(net && strcmp(net, "none") == 0))
+		unmet =
+		    p->network_egress == AKS_EGRESS_DENY
+		        ? "network egress deny (its NetworkMode is not none)"
+		        : "a network egress allowlist (its NetworkMode is not none, so programs "
+		          "need not go through the proxy)";
 	else if (p->memory_mb > 0 && (mem <= 0 || mem > p->memory_mb * 1024 * 1024))
 		unmet = "the memory limit";
 	else if (p->cpu > 0 && (nano <= 0 || nano > (int64_t)(p->cpu * 1e9)))
@@ -663,7 +678,9 @@ static json_object *create_body(const aks_provider_impl *prov, const char *volum
 	json_object *hc = json_object_new_object();
 	/* docker-init as PID 1 reaps what the timeout kill leaves as zombies. */
 	json_object_object_add(hc, "Init", json_object_new_boolean(1));
-	if (p && p->network_egress == AKS_EGRESS_DENY)
+	/* An allowlist too: the agent's egress proxy is its only way out. */
+	if (p && p->network_egress != AKS_EGRESS_ALLOW &&
+	    (p->network_egress == AKS_EGRESS_DENY || prov->caps.policy_network_allowlist))
 		json_object_object_add(hc, "NetworkMode", json_object_new_string("none"));
 	if (p && p->cpu > 0)
 		json_object_object_add(hc, "NanoCpus",
@@ -918,7 +935,7 @@ static int attach_external(aks_provider_impl *prov, const aks_call *call, aks_sa
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	rc = new_handle(prov, prov->attach_to, true, out, err);
+	rc = new_handle(prov, prov->attach_to, true, call, out, err);
 	if (rc == AKS_OK) {
 		const char *argv[] = {"mkdir", "-p", DK_WORKSPACE, NULL};
 		int code = 0;
@@ -951,7 +968,7 @@ static int dk_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox_
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, name, false, out, err);
+	return new_handle(prov, name, false, call, out, err);
 }
 
 /* ---- attach and destroy --------------------------------------------------------------------- */
@@ -996,7 +1013,7 @@ static int dk_attach(aks_provider_impl *prov, const char *sandbox_id, const aks_
 	dk_conn_fini(&c);
 	if (rc != AKS_OK)
 		return rc;
-	return new_handle(prov, sandbox_id, false, out, err);
+	return new_handle(prov, sandbox_id, false, call, out, err);
 }
 
 static int remove_container(dk_conn *c, const char *id, const aks_call *call, aks_error **err)

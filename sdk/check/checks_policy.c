@@ -141,7 +141,9 @@ static int listener_drain(struct listener *l)
 	return n;
 }
 
-/* The program: connect to each address (2 s each), print those that answered. */
+/* The program: connect to each address (2 s each), print those that answered: directly
+ * ("direct=") and in all ("reached="), through the egress proxy too when the sandbox has one
+ * (http_proxy: an HTTP CONNECT that the proxy answers 200 reached the address). */
 static char *network_probe(const struct listener *l)
 {
 	char list[MAX_ADDRS * (INET_ADDRSTRLEN + 3) + 1] = "";
@@ -152,20 +154,33 @@ static char *network_probe(const struct listener *l)
 	}
 	char *code = NULL;
 	if (asprintf(&code,
-	             "import socket\n"
-	             "hits = []\n"
+	             "import os, socket\n"
+	             "hits, direct = [], []\n"
+	             "proxy = os.environ.get('http_proxy', '').rsplit(':', 1)\n"
 	             "for a in [%s]:\n"
 	             "    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)\n"
 	             "    s.settimeout(2)\n"
 	             "    try:\n"
 	             "        s.connect((a, %d))\n"
 	             "        hits.append(a)\n"
+	             "        direct.append(a)\n"
 	             "    except OSError:\n"
 	             "        pass\n"
 	             "    finally:\n"
 	             "        s.close()\n"
-	             "print('rea' 'ched=' + (','.join(hits) or '-'))\n",
-	             list, l->port) < 0)
+	             "    if a in hits or len(proxy) != 2 or not proxy[1].isdigit():\n"
+	             "        continue\n"
+	             "    try:\n"
+	             "        s = socket.create_connection(('127.0.0.1', int(proxy[1])), 5)\n"
+	             "        s.sendall(('CONNECT %%s:%d HTTP/1.1\\r\\n\\r\\n' %% a).encode())\n"
+	             "        if s.recv(64).split(b' ')[1:2] == [b'200']:\n"
+	             "            hits.append(a)\n"
+	             "        s.close()\n"
+	             "    except (OSError, IndexError):\n"
+	             "        pass\n"
+	             "print('rea' 'ched=' + (','.join(hits) or '-') + ' dir' 'ect=' + "
+	             "(','.join(direct) or '-'))\n",
+	             list, l->port, l->port) < 0)
 		aks_check_fail("out of memory");
 	return code;
 }
@@ -201,6 +216,14 @@ static void allowlist_holds(struct listener *l, const char *code, const char *co
 	if (!reached)
 		aks_check_fail("the probe under network_allow: [%s] printed no line (exit %d): %s",
 		               entry, aks_result_get_exit_code(r), err_of(r));
+	/* Through the proxy only: a program that connects by itself must find no network. */
+	char direct[512];
+	if (caps()->struct_size >= offsetof(aks_capabilities, egress_proxy) + sizeof(bool) &&
+	    caps()->egress_proxy && probe_value(r, "direct=", direct, sizeof(direct)) &&
+	    strcmp(direct, "-") != 0)
+		aks_check_fail("declares egress_proxy, but under network_allow: [%s] the sandbox "
+		               "connected to %s without the proxy",
+		               entry, direct);
 	if (strcmp(reached, first) != 0)
 		aks_check_fail("declares policy_network_allowlist, but under network_allow: [%s] "
 		               "the sandbox reached %s (of %s without the policy)",

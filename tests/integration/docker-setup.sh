@@ -10,16 +10,21 @@
 #  2. registers gVisor's runsc as a runtime in /etc/docker/daemon.json when it
 #     is installed and not registered (a running dockerd re-reads it on
 #     SIGHUP), and checks that runsc really runs a container (see probe_runsc);
-#  3. builds the test image, aksandbox-test:bookworm, when it is missing: a
-#     debootstrap --variant=minbase bookworm with python3 from the mirror apt
-#     is configured with (no registry is needed), imported with `docker
-#     import`. The image stays in the engine, so later runs reuse it.
+#  3. builds the test image, aksandbox-test:bookworm, when it is missing or
+#     older than IMAGE_REVISION: a debootstrap --variant=minbase bookworm with
+#     python3 and the clients the egress tests drive through the proxy (curl,
+#     git, pip, CA certificates) from the mirror apt is configured with (no
+#     registry is needed), imported with `docker import`. The image stays in the
+#     engine, so later runs reuse it.
 #
 # Usage: docker-setup.sh [start|stop|image-name]. Exits non-zero, saying why,
 # when anything fails. Needs root (dockerd, debootstrap).
 set -eu
 
 IMAGE=aksandbox-test:bookworm # the name the tests use
+# Raised when the image's content changes: an engine holding an older one builds it again.
+IMAGE_REVISION=2
+IMAGE_PACKAGES=python3,python3-pip,curl,git,ca-certificates
 SUITE=bookworm
 STATE=${AKS_DOCKER_STATE:-/run/aksandbox-docker-test}
 SOCK=/var/run/docker.sock
@@ -147,14 +152,15 @@ build_image() {
 	root=$(mktemp -d /var/tmp/aks-docker-rootfs.XXXXXX)
 	trap 'rm -rf "$root"' EXIT
 	say "building $IMAGE: debootstrap --variant=minbase $SUITE from $mirror (a few minutes, once)"
-	debootstrap --variant=minbase --include=python3 "$SUITE" "$root" "$mirror" \
+	debootstrap --variant=minbase --include="$IMAGE_PACKAGES" "$SUITE" "$root" "$mirror" \
 		>"$root.log" 2>&1 || { tail -30 "$root.log" >&2; die "debootstrap failed (log above)"; }
 	rm -f "$root.log"
 	# Smaller, and no stale apt lists baked in.
 	rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"* || true
 	tar -C "$root" -c . | docker import \
 		-c 'CMD ["/bin/sh"]' -c 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
-		-c 'ENV LANG=C.UTF-8' - "$IMAGE" >/dev/null || die "docker import failed"
+		-c 'ENV LANG=C.UTF-8' -c "LABEL io.aksandbox.test-image=$IMAGE_REVISION" \
+		- "$IMAGE" >/dev/null || die "docker import failed"
 	rm -rf "$root"
 	trap - EXIT
 	say "built $IMAGE"
@@ -173,7 +179,9 @@ start)
 	elif [ "$registered_now" = 1 ]; then
 		reload_engine
 	fi
-	docker image inspect "$IMAGE" >/dev/null 2>&1 || build_image
+	revision=$(docker image inspect -f '{{index .Config.Labels "io.aksandbox.test-image"}}' \
+		"$IMAGE" 2>/dev/null || true)
+	[ "$revision" = "$IMAGE_REVISION" ] || build_image
 	probe_runsc
 	;;
 stop)

@@ -76,6 +76,11 @@ typedef struct aks_capabilities {
 	 * the provider cannot enforce: under strict, every request on a profile that sets
 	 * it fails with AKS_EPOLICY, and `aksandbox check` exits 1. */
 	bool policy_network_allowlist;
+	/* Appended after ABI 1.1 (a host reads it only when struct_size covers it): the
+	 * allowlist is enforced by aksandbox-agent's egress proxy, the host deciding each
+	 * connection (names, *.suffix wildcards, CIDRs and ports; docs/security.md), rather
+	 * than by a backend's own network rules. `aksandbox check` says which. */
+	bool egress_proxy;
 } aks_capabilities;
 
 /* The start of a designated initialiser of each transparent struct: its version and size,
