@@ -277,6 +277,9 @@ static int k8s_init(const aks_host_api *host, const aks_config *config, aks_prov
 		/* the operator asserts that the cluster's CNI enforces NetworkPolicy */
 		prov->caps.policy_network = true;
 		prov->caps.policy_network_allowlist = true;
+		/* With the agent, an allowlist is its egress proxy's: the pod's NetworkPolicy
+		 * denies all egress, and names, wildcards and ports work, not only CIDRs. */
+		prov->caps.egress_proxy = aks_agent_program_enabled(prov->agent);
 	}
 	/* What a pod is held to beyond the policy, for `aksandbox check`: the pod spec (v1.20)
 	 * has no pids field, so a fork bomb is bounded only where the cluster's kubelets set
@@ -435,8 +438,8 @@ static int delete_object(k8s_client *c, char *path, const aks_call *call, const 
 /* ---- handles ----------------------------------------------------------------------------------
  */
 
-static int new_handle(aks_provider_impl *prov, k8s_client *c, char *ns, char *pod, bool external,
-                      aks_sandbox_impl **out, aks_error **err)
+static int new_handle(aks_provider_impl *prov, const aks_call *call, k8s_client *c, char *ns,
+                      char *pod, bool external, aks_sandbox_impl **out, aks_error **err)
 {
 	aks_sandbox_impl *sb = calloc(1, sizeof(*sb));
 	if (!sb || asprintf(&sb->id, "%s/%s", ns, pod) < 0) {
@@ -450,7 +453,12 @@ static int new_handle(aks_provider_impl *prov, k8s_client *c, char *ns, char *po
 	sb->pod = pod;
 	sb->external = external;
 	sb->client = c;
-	aks_agent_session_opts o = {.id = sb->id, .cwd = K8S_WORKSPACE};
+	const aks_policy *pol = call ? call->policy : NULL;
+	aks_agent_session_opts o = {.id = sb->id,
+	                            .cwd = K8S_WORKSPACE,
+	                            .egress_proxy = prov->caps.egress_proxy && pol &&
+	                                            pol->network_egress == AKS_EGRESS_ALLOWLIST,
+	                            .network_allow = pol ? pol->network_allow : NULL};
 	int rc = aks_agent_session_new(prov->agent, &k8s_agent_ops, sb, &o, &sb->agent, err);
 	if (rc != AKS_OK) {
 		free(sb->id);
@@ -511,7 +519,7 @@ static int attach_pod(aks_provider_impl *prov, const char *sandbox_id, bool exte
 		free(pod);
 		return rc;
 	}
-	rc = new_handle(prov, c, ns, pod, external, out, err);
+	rc = new_handle(prov, call, c, ns, pod, external, out, err);
 	if (rc == AKS_OK && external) {
 		/* executions run in /workspace: make it exist in a pod we did not make */
 		const char *argv[] = {"mkdir", "-p", K8S_WORKSPACE, NULL};
@@ -603,7 +611,14 @@ static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox
 	/* Both objects are built, and the policy checked, before any API call. */
 	k8s_err ke = {0};
 	json_object *np = NULL;
+	aks_policy through_proxy;
 	if (prov->network_policy) {
+		/* An allowlist through the agent's proxy: the pod itself may reach nothing. */
+		if (p && p->network_egress == AKS_EGRESS_ALLOWLIST && prov->caps.egress_proxy) {
+			through_proxy = *p;
+			through_proxy.network_egress = AKS_EGRESS_DENY;
+			p = &through_proxy;
+		}
 		np = k8s_netpol_manifest(name, prov->namespace, p, warn_log, prov, &ke);
 		if (ke.code != AKS_OK)
 			return host->error_set(err, ke.code, "%s", ke.msg);
@@ -669,7 +684,7 @@ static int k8s_create(aks_provider_impl *prov, const aks_call *call, aks_sandbox
 		free(pod_copy);
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	}
-	return new_handle(prov, c, ns_copy, pod_copy, false, out, err);
+	return new_handle(prov, call, c, ns_copy, pod_copy, false, out, err);
 }
 
 /* ---- destroy

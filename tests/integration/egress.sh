@@ -70,8 +70,16 @@ check() { # check NAME EXPECTED ACTUAL
 	fi
 }
 probe() { sed -n "s/^$1=//p" "$T/probe.out" | head -1; }
-
-echo "1..29"
+# What only holds where the provider removes the network (EGRESS_UNENFORCED_NETWORK says why
+# it does not here): skipped, said so, never passed.
+network_check() {
+	if [ -n "${EGRESS_UNENFORCED_NETWORK:-}" ]; then
+		n=$((n + 1))
+		echo "ok $n - $NAME: $1 # SKIP $EGRESS_UNENFORCED_NETWORK"
+	else
+		check "$@"
+	fi
+}
 
 out=$(aks check | grep -E '^    network_egress')
 case $out in
@@ -115,13 +123,13 @@ r=$(probe metadata)
 check "the cloud metadata address: 403" yes \
 	"$(case $r in *'169.254.169.254 is a metadata address'*' 403') echo yes ;; *) echo "$r" ;; esac)"
 
-check "no direct connection to the host's loopback servers" refused "$(probe direct_loopback)"
-check "no direct connection to the host's address $HOST_ADDR" failed "$(probe direct_host)"
-check "no direct connection to a public address" failed "$(probe direct_public)"
-check "no IPv6" failed "$(probe direct_ipv6)"
-check "no UDP" failed "$(probe udp)"
-check "no DNS: names resolve only through the proxy" failed "$(probe dns)"
-check "no raw ICMP socket" failed "$(probe icmp)"
+network_check "no direct connection to the host's loopback servers" refused "$(probe direct_loopback)"
+network_check "no direct connection to the host's address $HOST_ADDR" failed "$(probe direct_host)"
+network_check "no direct connection to a public address" failed "$(probe direct_public)"
+network_check "no IPv6" failed "$(probe direct_ipv6)"
+network_check "no UDP" failed "$(probe udp)"
+network_check "no DNS: names resolve only through the proxy" failed "$(probe dns)"
+network_check "no raw ICMP socket" failed "$(probe icmp)"
 
 check "a malformed CONNECT: 400" "HTTP/1.1 400 Bad Request" "$(probe malformed_connect)"
 check "a request in origin form: 400" "HTTP/1.1 400 Bad Request" "$(probe origin_form)"
@@ -144,3 +152,6 @@ case $out in
 esac
 check "the result's notice counts the refusals of the call and names them" yes "$r"
 
+# The provider's own checks (egress_extra, set by the .test), then the plan.
+if type egress_extra >/dev/null 2>&1; then egress_extra; fi
+echo "1..$n"
