@@ -3,7 +3,8 @@
  *
  * A provider places this static program in a sandbox and keeps it running for the
  * sandbox's life; the host talks to it over the agent's stdin and stdout (pipes, docker
- * attach, a kubernetes exec stream). It never opens a network port. It runs programs (each
+ * attach, a kubernetes exec stream). It opens no network port but, when the host asks, its
+ * egress proxy on the sandbox's own loopback (netproxy.c). It runs programs (each
  * under its own supervisor, see spawn.c), streams their output in chunks under per-request
  * credit, moves files with size and SHA-256 checks (files.c) and keeps persistent Python
  * interpreters (pysession.c). One poll(2) loop serves every request at once. Given
