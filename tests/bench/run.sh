@@ -165,6 +165,14 @@ if [ -e "$B/tests/bench/bench_bwrap" ]; then
 		-m "${BENCH_BWRAP_FIRST:-10}"
 fi
 
+# A download through aksandbox-agent's egress proxy, in bubblewrap and docker, against the
+# same download on this host (tests/bench/bench_egress.c).
+if [ -e "$B/tests/bench/bench_egress" ]; then
+	echo
+	TMPDIR="$T" "$(real_binary "$B/tests/bench/bench_egress")" -n "${BENCH_EGRESS_ITER:-5}" \
+		-s "${BENCH_EGRESS_MIB:-100}"
+fi
+
 # The nats transport (when it was built): latency of a send+fetch+ack round
 # trip and round trips per second with 1, 2 and 4 consumer threads, against a
 # private nats-server it starts (tests/bench/bench_nats.c).
