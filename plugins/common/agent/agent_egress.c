@@ -228,11 +228,16 @@ static void on_net_frame(void *ud, const aks_agent_frame *f)
 		goto out; /* a stream we ended: its frames race our close */
 	switch (f->type) {
 	case AKS_AGENT_NET_DATA:
-		if (s->state != S_RELAY || s->agent_eof ||
-		    s->agent_unacked + f->len > AKS_AGENT_NET_WINDOW)
+		if (s->state != S_RELAY)
 			fail(s, AKS_AGENT_NC_PROTOCOL, false,
-			     "the agent sent bytes past the stream's credit, its end or before it "
-			     "opened");
+			     "the agent sent bytes before the stream opened");
+		else if (s->agent_eof)
+			fail(s, AKS_AGENT_NC_PROTOCOL, false, "the agent sent bytes after its EOF");
+		else if (s->agent_unacked + f->len > AKS_AGENT_NET_WINDOW)
+			fail(s, AKS_AGENT_NC_PROTOCOL, false,
+			     "the agent sent %u bytes past the stream's credit (%llu "
+			     "unacknowledged)",
+			     f->len, (unsigned long long)s->agent_unacked);
 		else {
 			append_up(s, f->payload, f->len);
 			s->agent_unacked += f->len;
