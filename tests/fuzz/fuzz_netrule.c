@@ -167,7 +167,7 @@ static void check_map(const uint8_t *data, size_t size)
 		if (*p == '\n')
 			*p = ',';
 	aks_netmap *m = NULL;
-	char msg[256];
+	char msg[512];
 	if (aks_netmap_parse(spec, &m, msg, sizeof(msg)) != 0) {
 		CHECK(!m);
 		check_message(msg, sizeof(msg));
