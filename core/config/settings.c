@@ -20,6 +20,7 @@
 
 #include <json-c/json.h>
 
+#include "aks_netrule.h"
 #include "config/block.h"
 #include "config/settings.h"
 #include "plugin/loader.h"
@@ -697,6 +698,21 @@ static int check_fs_paths(const aks_node *pn, const char *key, const char *path,
 	return AKS_OK;
 }
 
+/* Every network_allow entry is an egress rule the host will enforce (aks_netrule.h),
+ * whatever network_egress is, so a mistake shows at load and not at a sandbox's first
+ * connection. */
+static int check_net_entries(const aks_node *pn, const char *path, aks_error **err)
+{
+	const aks_node *n = aks__node_get(pn, "network_allow");
+	for (size_t i = 0; n && !aks__node_is_null(n) && i < n->count; i++) {
+		char buf[512];
+		const char *why = aks_netrule_problem(n->items[i]->value, buf, sizeof(buf));
+		if (why)
+			return fail(err, n->items[i], path, "%s", why);
+	}
+	return AKS_OK;
+}
+
 static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, aks_error **err)
 {
 	static const char *const keys[] = {"network_egress", "network_allow", "fs_allow_read",
@@ -713,6 +729,7 @@ static int parse_policy(const aks_node *pn, const char *path, aks_profile *p, ak
 	    (rc =
 	         get_string_list(pn, "network_allow", join(sub, sizeof(sub), path, "network_allow"),
 	                         false, &p->network_allow, err)) < 0 ||
+	    (rc = check_net_entries(pn, join(sub, sizeof(sub), path, "network_allow"), err)) < 0 ||
 	    (rc =
 	         get_string_list(pn, "fs_allow_read", join(sub, sizeof(sub), path, "fs_allow_read"),
 	                         false, &p->fs_allow_read, err)) < 0 ||

@@ -319,6 +319,12 @@ static int build_node(builder *b, yaml_event_t *ev, unsigned depth, const char *
 	int rc = AKS_OK;
 	switch (ev->type) {
 	case YAML_SCALAR_EVENT:
+		/* A "\0" escape in a quoted scalar: the value would end there, silently. */
+		if (memchr(ev->data.scalar.value, '\0', ev->data.scalar.length))
+			return aks__error_set(b->err, AKS_ECONFIG,
+			                      "%s:%zu:%zu: a NUL character (\\0) in a value",
+			                      b->name, (size_t)ev->start_mark.line + 1,
+			                      (size_t)ev->start_mark.column + 1);
 		n = node_new(AKS_NODE_SCALAR, &ev->start_mark, file);
 		if (!n || !(n->value = strndup((const char *)ev->data.scalar.value,
 		                               ev->data.scalar.length))) {

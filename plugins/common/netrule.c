@@ -343,6 +343,32 @@ static const char *address_problem(const char *e, const char *s, size_t len, cha
 	           part);
 }
 
+static const char *entry_problem(const char *e, struct rule *r, char *buf, size_t len);
+
+/* What to suggest instead of e: s[0..n) with one trailing dot dropped (the same name, and the
+ * message ends without a period), into out, when that is itself a valid entry and short
+ * enough to show whole; false otherwise (a wrong or cut suggestion is worse than none). */
+static bool suggestion(const char *s, size_t n, char *out, size_t cap)
+{
+	struct rule r;
+	if (n && s[n - 1] == '.')
+		n--;
+	if (!n || n > QUOTE_MAX || n >= cap)
+		return false;
+	memcpy(out, s, n);
+	out[n] = '\0';
+	return !entry_problem(out, &r, NULL, 0);
+}
+
+/* An entry with a path; e[0..keep) is what comes before it. */
+static const char *has_path(char *buf, size_t len, const char *e, size_t keep)
+{
+	char s[QUOTE_MAX + 1];
+	if (!suggestion(e, keep, s, sizeof(s)))
+		return say(buf, len, e, "has a path: an entry is a host, not a URL");
+	return say(buf, len, e, "has a path: an entry is a host, not a URL; give %s", s);
+}
+
 static const char *too_broad(char *buf, size_t len, const char *e)
 {
 	return say(buf, len, e,
@@ -388,11 +414,10 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 			hl -= (size_t)(at + 1 - h);
 			h = at + 1;
 		}
-		char q[QUOTE_MAX * 4 + 8];
-		quote(q, sizeof(q), h, hl);
-		if (hl)
+		char s[QUOTE_MAX + 1];
+		if (suggestion(h, hl, s, sizeof(s)))
 			return say(buf, len, e,
-			           "is a URL: drop the scheme and give the host alone (%s)", q);
+			           "is a URL: drop the scheme and give the host alone (%s)", s);
 		return say(buf, len, e, "is a URL: an entry is a host, without a scheme");
 	}
 
@@ -434,8 +459,7 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 		}
 	}
 	if (port && memchr(port, '/', plen))
-		return say(buf, len, e, "has a path: an entry is a host, not a URL; give %.*s",
-		           (int)(port + strcspn(port, "/") - e), e);
+		return has_path(buf, len, e, (size_t)(port + strcspn(port, "/") - e));
 	if (port && !plen)
 		return say(buf, len, e,
 		           "has an empty port: give 1 to 65535 after the ':', or no ':' for every "
@@ -457,9 +481,7 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 		if (bracket)
 			return say(buf, len, e,
 			           "has brackets, which hold an IPv6 address or CIDR only");
-		char q[QUOTE_MAX * 4 + 8];
-		quote(q, sizeof(q), e, (size_t)(slash - e));
-		return say(buf, len, e, "has a path: an entry is a host, not a URL; give %s", q);
+		return has_path(buf, len, e, (size_t)(slash - e));
 	}
 	if (bracket && family != AF_INET6) {
 		if (family == AF_INET)

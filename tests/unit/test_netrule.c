@@ -140,6 +140,12 @@ static void test_entry_errors(void **state)
 	                        "give pypi.org"},
 	    {"pypi.org:443/simple", "has a path: an entry is a host, not a URL; give pypi.org:443"},
 	    {"*.github.com/x", "has a path: an entry is a host, not a URL; give *.github.com"},
+	    {"pypi.org./simple", "'pypi.org./simple' has a path: an entry is a host, not a URL; "
+	                         "give pypi.org"},
+	    {"/simple", "'/simple' has a path: an entry is a host, not a URL"},
+	    {"a..b/x", "'a..b/x' has a path: an entry is a host, not a URL"},
+	    {"https://a_b.test/", "'https://a_b.test/' is a URL: an entry is a host, without a "
+	                          "scheme"},
 	    {"pypi .org", "'pypi .org' holds whitespace"},
 	    {" pypi.org", "holds whitespace"},
 	    {"pypi.org\n", "'pypi.org\\x0a' holds whitespace"},
@@ -242,6 +248,13 @@ static void test_entry_errors(void **state)
 	const char *why = aks_netrule_problem(big, buf, sizeof(buf));
 	assert_non_null(why);
 	assert_non_null(strstr(why, "...' is not a valid domain: it is longer than 253"));
+	/* a path after a long host: no suggestion rather than a cut one */
+	memset(big, 'a', 100);
+	memcpy(big + 100, ".test/x", 8);
+	why = aks_netrule_problem(big, buf, sizeof(buf));
+	assert_non_null(why);
+	assert_non_null(strstr(why, "...' has a path: an entry is a host, not a URL"));
+	assert_null(strstr(why, "give"));
 	/* 254 characters is one too many */
 	memset(big, 'a', 254);
 	big[63] = big[127] = big[191] = '.';

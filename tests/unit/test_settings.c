@@ -95,6 +95,90 @@ static void test_fs_allow_paths(void **state)
 	aks_settings_free(s);
 }
 
+/* network_allow entries are egress rules: each is checked at load, whatever network_egress
+ * is, and a bad one is reported at its own line and column; good ones load as written. */
+static void test_network_allow_entries(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *entry, *says;
+	} bad[] = {
+	    {"https://pypi.org", "'https://pypi.org' is a URL: drop the scheme and give the host "
+	                         "alone (pypi.org)"},
+	    {"10.0.0.1/8", "'10.0.0.1/8' has host bits set: did you mean 10.0.0.0/8?"},
+	    {"*.com", "'*.com' is too broad: a wildcard needs a suffix of at least two labels "
+	              "(*.example.com)"},
+	    {"pypi.org:0", "'pypi.org:0' has a bad port '0': a port is 1 to 65535"},
+	    {"pypi.org/simple", "'pypi.org/simple' has a path: an entry is a host, not a URL; "
+	                        "give pypi.org"},
+	    {"", "an empty entry: give a domain (pypi.org), a wildcard (*.example.com), or an "
+	         "address or CIDR (10.0.0.0/8)"},
+	};
+	static const char *const egress[] = {"allow", "deny", "allowlist"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+		for (size_t e = 0; e < 3; e++) {
+			char yaml[512], want[512];
+			snprintf(
+			    yaml, sizeof(yaml),
+			    "sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+			    "      policy:\n        strict: false\n        network_egress: %s\n"
+			    "        network_allow:\n          - pypi.org\n          - '%s'\n",
+			    egress[e], bad[i].entry);
+			snprintf(want, sizeof(want),
+			         "config.yaml:10:13: sandbox.profiles.p.policy.network_allow: %s",
+			         bad[i].says);
+			char *msg = load_err(yaml);
+			assert_string_equal(msg, want);
+			free(msg);
+		}
+	/* flow style: the entry's own column */
+	EXPECT_ERROR("sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+	             "      policy: {strict: false, network_allow: [pypi.org, 'b\xc3\xbc"
+	             "cher.de']}\n",
+	             "config.yaml:5:57: sandbox.profiles.p.policy.network_allow: 'b\xc3\xbc"
+	             "cher.de' is not ASCII: give an internationalized domain name in its "
+	             "punycode (IDNA) form, with xn-- labels (idn2 prints it)");
+	/* a NUL would have cut the entry short */
+	EXPECT_ERROR("sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+	             "      policy: {network_allow: [\"pypi.org\\0.evil.test\"]}\n",
+	             "config.yaml:5:32: a NUL character (\\0) in a value");
+	/* the environment's overrides are checked the same way */
+	const char *const env[] = {
+	    "AK_SANDBOX__PROFILES__P__POLICY__NETWORK_ALLOW=[pypi.org, \"[::1]:0\"]", NULL};
+	char *msg = load_err_env("sandbox:\n  profiles:\n    p:\n      type: local_subprocess\n"
+	                         "      policy: {strict: false}\n",
+	                         env, AKS_ECONFIG);
+	assert_string_equal(msg, "environment variable AK_SANDBOX__PROFILES__P__POLICY__NETWORK_"
+	                         "ALLOW: sandbox.profiles.p.policy.network_allow: '[::1]:0' has a "
+	                         "bad port '0': a port is 1 to 65535");
+	free(msg);
+	const char *const good_env[] = {
+	    "AK_SANDBOX__PROFILES__P__POLICY__NETWORK_ALLOW=[\"*.github.com:443\"]", NULL};
+	aks_settings *s = load_ok_env("sandbox:\n  enabled: true\n  profiles:\n    p:\n"
+	                              "      type: local_subprocess\n      local_subprocess: {}\n"
+	                              "      policy: {strict: false}\n",
+	                              good_env);
+	aks_profile *p = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_settings_find_profile(s, "p", &p, &err), AKS_OK);
+	assert_string_equal(aks_profile_get_policy(p)->network_allow[0], "*.github.com:443");
+	aks_settings_free(s);
+	/* every form loads, kept as written */
+	s = load_ok("sandbox:\n  enabled: true\n  profiles:\n    p:\n      type: local_subprocess\n"
+	            "      policy:\n        strict: false\n        network_egress: allowlist\n"
+	            "        network_allow: [pypi.org, API.GitHub.com., '*.github.com:443', "
+	            "10.0.0.0/8, '2001:db8::/32', 192.168.1.5, '::1', '10.0.0.0/8:5432', "
+	            "'[2001:db8::1]:443', '[2001:db8::/32]:443', localhost]\n"
+	            "      local_subprocess: {}\n");
+	assert_int_equal(aks_settings_find_profile(s, "p", &p, &err), AKS_OK);
+	const char *const *allow = aks_profile_get_policy(p)->network_allow;
+	assert_string_equal(allow[1], "API.GitHub.com.");
+	assert_string_equal(allow[8], "[2001:db8::1]:443");
+	assert_string_equal(allow[10], "localhost");
+	assert_null(allow[11]);
+	aks_settings_free(s);
+}
+
 static void test_embedded_default(void **state)
 {
 	(void)state;
@@ -639,6 +723,7 @@ int main(void)
 	    cmocka_unit_test(test_env_overrides),
 	    cmocka_unit_test(test_environment_matrix),
 	    cmocka_unit_test(test_fs_allow_paths),
+	    cmocka_unit_test(test_network_allow_entries),
 	    cmocka_unit_test(test_policy_gate),
 	    cmocka_unit_test(test_principal_gate),
 	    cmocka_unit_test(test_instance_capabilities_decide),

@@ -137,6 +137,13 @@ static void test_control_character_located(void **state)
 	    "t.yaml:2:5: invalid YAML: control characters are not allowed (U+0000)");
 	aks_error_free(err);
 	assert_null(root);
+	/* The "\0" escape of a quoted scalar too: the value would end there, silently. */
+	msg = parse_err("a: 1\nb: [x, \"pypi.org\\0.evil.test\"]\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:2:8: a NUL character (\\0) in a value");
+	free(msg);
+	msg = parse_err("\"k\\0\": 1\n", AKS_ECONFIG);
+	assert_string_equal(msg, "t.yaml:1:1: a NUL character (\\0) in a value");
+	free(msg);
 }
 
 static void test_duplicate_key(void **state)
