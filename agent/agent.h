@@ -79,6 +79,8 @@ int64_t agent_now_ms(void);
 void agent_send_error(agent *a, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 req *agent_find(agent *a, uint32_t id);
+/* The u32 field `want` of a frame's payload: false when it is absent or not 4 bytes. */
+bool agent_get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out);
 void agent_free_req(req *r);
 /* Marks an fd close-on-exec and non-blocking and records it for the supervisors' cleanup. */
 int agent_track_fd(int fd, bool nonblock);

@@ -407,7 +407,7 @@ out:
 		free(s.strings[i]);
 }
 
-static bool get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out)
+bool agent_get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out)
 {
 	aks_agent_tlv it;
 	aks__agent_tlv_init(&it, f);
@@ -425,7 +425,7 @@ static bool get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out)
 static void on_kill(agent *a, const aks_agent_frame *f)
 {
 	uint32_t sig = SIGKILL;
-	get_u32(f, AKS_AGENT_T_SIGNAL, &sig);
+	agent_get_u32(f, AKS_AGENT_T_SIGNAL, &sig);
 	req *r = agent_find(a, f->id);
 	if (sig == 0 || sig >= 65) {
 		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "KILL: bad signal %u",
@@ -468,7 +468,7 @@ static void dispatch(agent *a, const aks_agent_frame *f)
 	case AKS_AGENT_CREDIT: {
 		uint32_t bytes;
 		req *r = agent_find(a, f->id);
-		if (!get_u32(f, AKS_AGENT_T_BYTES, &bytes))
+		if (!agent_get_u32(f, AKS_AGENT_T_BYTES, &bytes))
 			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
 			                 "CREDIT needs BYTES");
 		else if (r && r->credit < ((int64_t)1 << 40))

@@ -343,21 +343,6 @@ static void parse_head(agent *a, netconn *c)
 
 /* ---- frames from the host ---- */
 
-static bool get_u32_field(const aks_agent_frame *f, uint16_t want, uint32_t *out)
-{
-	aks_agent_tlv it;
-	aks__agent_tlv_init(&it, f);
-	uint16_t tag;
-	const uint8_t *v;
-	uint32_t n;
-	while (aks__agent_tlv_next(&it, &tag, &v, &n) > 0)
-		if (tag == want && n == 4) {
-			*out = aks__agent_get32(v);
-			return true;
-		}
-	return false;
-}
-
 static void get_message(const aks_agent_frame *f, char *buf, size_t cap)
 {
 	aks_agent_tlv it;
@@ -450,7 +435,7 @@ void netproxy_frame(agent *a, const aks_agent_frame *f)
 		on_data(a, c, f);
 		return;
 	case AKS_AGENT_NET_CREDIT:
-		if (get_u32_field(f, AKS_AGENT_T_BYTES, &v) && c->credit < ((int64_t)1 << 40))
+		if (agent_get_u32(f, AKS_AGENT_T_BYTES, &v) && c->credit < ((int64_t)1 << 40))
 			c->credit += v;
 		return;
 	case AKS_AGENT_NET_EOF:
@@ -460,7 +445,7 @@ void netproxy_frame(agent *a, const aks_agent_frame *f)
 		char msg[400];
 		get_message(f, msg, sizeof(msg));
 		uint32_t code = AKS_AGENT_NC_RESET;
-		get_u32_field(f, AKS_AGENT_T_NET_CODE, &code);
+		agent_get_u32(f, AKS_AGENT_T_NET_CODE, &code);
 		if (c->state == NC_WAIT) {
 			/* A refusal: the program gets the proxy's answer saying why. */
 			if (c->kind == AKS_AGENT_NET_SOCKS)

@@ -27,48 +27,11 @@
 
 static const char *prog = "bench_bwrap";
 
-/* A provider of `plugin` configured with the sugar block `block` (YAML, indented 4). */
-static aks_provider *open_with(const char *plugin_name, const char *block, aks_config **config)
-{
-	const aks_plugin *plugin = NULL;
-	aks_error *err = NULL;
-	if (aks_plugin_load(plugin_name, AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK)
-		bench_die(prog, plugin_name, err);
-	char path[] = "/tmp/bench-bwrap-XXXXXX";
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fprintf(f, "sandbox:\n  enabled: true\n  type: %s\n  %s:\n%s", plugin_name, plugin_name,
-	        block);
-	fclose(f);
-	if (aks_config_load_block(plugin, path, config, &err) != AKS_OK)
-		bench_die(prog, "loading the config", err);
-	unlink(path);
-	aks_provider *prov = NULL;
-	if (aks_provider_open(plugin, *config, &prov, &err) != AKS_OK)
-		bench_die(prog, plugin_name, err);
-	return prov;
-}
-
 static void report(const char *what, int64_t *v, size_t n)
 {
 	double med = bench_median_ms(v, n);
 	printf("  %-58s %9.3f ms  (p10 %.3f, p90 %.3f)\n", what, med,
 	       bench_percentile_ms(v, n, 0.1), bench_percentile_ms(v, n, 0.9));
-}
-
-static aks_sandbox *create(aks_provider *prov)
-{
-	aks_call call;
-	aks_call_init(&call, 120, NULL, NULL, NULL);
-	aks_error *err = NULL;
-	aks_sandbox *sb = NULL;
-	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
-		bench_die(prog, "create", err);
-	return sb;
 }
 
 /* One execute_command("true") on sb: ns. */
@@ -90,26 +53,14 @@ static int64_t run_true(aks_sandbox *sb)
 	return t;
 }
 
-static void destroy(aks_provider *prov, aks_sandbox *sb)
-{
-	aks_call call;
-	aks_call_init(&call, 120, NULL, NULL, NULL);
-	aks_error *err = NULL;
-	char *id = strdup(aks_sandbox_get_id(sb));
-	aks_sandbox_close(sb);
-	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
-		bench_die(prog, "destroy", err);
-	free(id);
-}
-
 /* create + first command into *first, + destroy into *whole. */
 static void first_command(aks_provider *prov, int64_t *first, int64_t *whole)
 {
 	int64_t t0 = bench_now_ns();
-	aks_sandbox *sb = create(prov);
+	aks_sandbox *sb = bench_create(prog, prov, NULL);
 	run_true(sb);
 	*first = bench_now_ns() - t0;
-	destroy(prov, sb);
+	bench_destroy(prog, prov, sb);
 	*whole = bench_now_ns() - t0;
 }
 
@@ -144,20 +95,21 @@ int main(int argc, char **argv)
 	char block[4200];
 	aks_config *c_bw = NULL, *c_pc = NULL, *c_ls = NULL, *c_dk = NULL;
 	snprintf(block, sizeof(block), "    agent: %s\n    landlock: required\n", agent);
-	aks_provider *bw = open_with("bubblewrap", block, &c_bw);
-	aks_provider *pc =
-	    open_with("bubblewrap", "    agent: false\n    landlock: 'off'\n", &c_pc);
+	aks_provider *bw = bench_open_provider(prog, "bubblewrap", block, &c_bw);
+	aks_provider *pc = bench_open_provider(prog, "bubblewrap",
+	                                       "    agent: false\n    landlock: 'off'\n", &c_pc);
 	snprintf(block, sizeof(block), "    agent: %s\n", agent);
-	aks_provider *ls = open_with("local_subprocess", block, &c_ls);
+	aks_provider *ls = bench_open_provider(prog, "local_subprocess", block, &c_ls);
 	snprintf(block, sizeof(block),
 	         "    image: %s\n    pull: false\n    agent: %s\n"
 	         "    labels: {io.aksandbox.test: bench}\n",
 	         image, agent);
-	aks_provider *dk = open_with("docker", block, &c_dk);
+	aks_provider *dk = bench_open_provider(prog, "docker", block, &c_dk);
 	printf("bubblewrap: %s\n", aks_provider_get_description(bw));
 
 	/* one command in an existing sandbox */
-	aks_sandbox *s_bw = create(bw), *s_pc = create(pc), *s_ls = create(ls);
+	aks_sandbox *s_bw = bench_create(prog, bw, NULL), *s_pc = bench_create(prog, pc, NULL),
+	            *s_ls = bench_create(prog, ls, NULL);
 	for (int i = 0; i < 3; i++) { /* warm-up: the agents start on the first operation */
 		run_true(s_bw);
 		run_true(s_pc);
@@ -186,9 +138,9 @@ int main(int argc, char **argv)
 	report("local_subprocess through aksandbox-agent (no isolation)", e_ls, n);
 	printf("  bubblewrap agent / local_subprocess agent: %.3fx;  per call / agent: %.2fx\n",
 	       bwm / lsm, pcm / bwm);
-	destroy(bw, s_bw);
-	destroy(pc, s_pc);
-	destroy(ls, s_ls);
+	bench_destroy(prog, bw, s_bw);
+	bench_destroy(prog, pc, s_pc);
+	bench_destroy(prog, ls, s_ls);
 
 	/* a new sandbox's first command */
 	int64_t *f_bw = calloc(m, sizeof(int64_t)), *w_bw = calloc(m, sizeof(int64_t)),

@@ -86,56 +86,8 @@ static unsigned server_start(void)
 
 /* ---- the providers ------------------------------------------------------------------------ */
 
-static aks_provider *open_with(const char *plugin_name, const char *block, aks_config **config)
-{
-	const aks_plugin *plugin = NULL;
-	aks_error *err = NULL;
-	if (aks_plugin_load(plugin_name, AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK)
-		bench_die(prog, plugin_name, err);
-	char path[] = "/tmp/bench-egress-XXXXXX";
-	int fd = mkstemp(path);
-	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
-		perror(path);
-		exit(1);
-	}
-	fprintf(f, "sandbox:\n  enabled: true\n  type: %s\n  %s:\n%s", plugin_name, plugin_name,
-	        block);
-	fclose(f);
-	if (aks_config_load_block(plugin, path, config, &err) != AKS_OK)
-		bench_die(prog, "loading the config", err);
-	unlink(path);
-	aks_provider *prov = NULL;
-	if (aks_provider_open(plugin, *config, &prov, &err) != AKS_OK)
-		bench_die(prog, plugin_name, err);
-	return prov;
-}
-
 static const char *const allow[] = {"allowed.test", "127.0.0.1/32", NULL};
 static aks_policy policy;
-
-static aks_sandbox *create(aks_provider *prov)
-{
-	aks_call call;
-	aks_call_init(&call, 600, &policy, NULL, NULL);
-	aks_error *err = NULL;
-	aks_sandbox *sb = NULL;
-	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
-		bench_die(prog, "create", err);
-	return sb;
-}
-
-static void destroy(aks_provider *prov, aks_sandbox *sb)
-{
-	aks_call call;
-	aks_call_init(&call, 120, &policy, NULL, NULL);
-	aks_error *err = NULL;
-	char *id = strdup(aks_sandbox_get_id(sb));
-	aks_sandbox_close(sb);
-	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
-		bench_die(prog, "destroy", err);
-	free(id);
-}
 
 static char command[512];
 
@@ -229,13 +181,14 @@ int main(int argc, char **argv)
 	char block[4200];
 	aks_config *c_bw = NULL, *c_dk = NULL;
 	snprintf(block, sizeof(block), "    agent: %s\n    landlock: required\n", agent);
-	aks_provider *bw = open_with("bubblewrap", block, &c_bw);
+	aks_provider *bw = bench_open_provider(prog, "bubblewrap", block, &c_bw);
 	snprintf(block, sizeof(block),
 	         "    image: %s\n    pull: false\n    agent: %s\n"
 	         "    labels: {io.aksandbox.test: bench}\n",
 	         image, agent);
-	aks_provider *dk = open_with("docker", block, &c_dk);
-	aks_sandbox *s_bw = create(bw), *s_dk = create(dk);
+	aks_provider *dk = bench_open_provider(prog, "docker", block, &c_dk);
+	aks_sandbox *s_bw = bench_create(prog, bw, &policy),
+	            *s_dk = bench_create(prog, dk, &policy);
 	/* warm-up: the agents and their proxies start on the first operation */
 	fetch_in(s_bw, size);
 	fetch_in(s_dk, size);
@@ -262,8 +215,8 @@ int main(int argc, char **argv)
 	report("docker (runc), through the egress proxy", d, n, mib);
 	printf("  throughput through the proxy / on the host: bubblewrap %.2fx, docker %.2fx\n",
 	       hm / bm, hm / dm);
-	destroy(bw, s_bw);
-	destroy(dk, s_dk);
+	bench_destroy(prog, bw, s_bw);
+	bench_destroy(prog, dk, s_dk);
 	aks_provider_close(bw);
 	aks_provider_close(dk);
 	aks_config_free(c_bw);

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -73,4 +74,53 @@ void bench_die(const char *prog, const char *what, aks_error *err)
 	fprintf(stderr, "%s: %s: %s\n", prog, what, err ? aks_error_message(err) : "failed");
 	aks_error_free(err);
 	exit(1);
+}
+
+aks_provider *bench_open_provider(const char *prog, const char *plugin_name, const char *block,
+                                  aks_config **config)
+{
+	const aks_plugin *plugin = NULL;
+	aks_error *err = NULL;
+	if (aks_plugin_load(plugin_name, AKS_PLUGIN_PROVIDER, &plugin, &err) != AKS_OK)
+		bench_die(prog, plugin_name, err);
+	char path[] = "/tmp/bench-provider-XXXXXX";
+	int fd = mkstemp(path);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		perror(path);
+		exit(1);
+	}
+	fprintf(f, "sandbox:\n  enabled: true\n  type: %s\n  %s:\n%s", plugin_name, plugin_name,
+	        block);
+	fclose(f);
+	if (aks_config_load_block(plugin, path, config, &err) != AKS_OK)
+		bench_die(prog, "loading the config", err);
+	unlink(path);
+	aks_provider *prov = NULL;
+	if (aks_provider_open(plugin, *config, &prov, &err) != AKS_OK)
+		bench_die(prog, plugin_name, err);
+	return prov;
+}
+
+aks_sandbox *bench_create(const char *prog, aks_provider *prov, const aks_policy *policy)
+{
+	aks_call call;
+	aks_call_init(&call, 600, policy, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	if (aks_provider_create(prov, &call, &sb, &err) != AKS_OK)
+		bench_die(prog, "create", err);
+	return sb;
+}
+
+void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb)
+{
+	aks_call call;
+	aks_call_init(&call, 120, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	char *id = strdup(aks_sandbox_get_id(sb));
+	aks_sandbox_close(sb);
+	if (aks_provider_destroy(prov, id, &call, &err) != AKS_OK)
+		bench_die(prog, "destroy", err);
+	free(id);
 }

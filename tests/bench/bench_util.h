@@ -19,6 +19,13 @@ double bench_percentile_ms(const int64_t *sorted, size_t n, double p);
 int64_t bench_time_spawn(char *const argv[]);
 /* The first bash found, or NULL. */
 const char *bench_find_bash(void);
+/* A provider of plugin_name configured with the sugar block `block` (YAML, indented 4);
+ * *config is the config to free after the provider. Exits on failure. */
+aks_provider *bench_open_provider(const char *prog, const char *plugin_name, const char *block,
+                                  aks_config **config);
+/* create under policy (NULL: the default), and close + destroy. Exit on failure. */
+aks_sandbox *bench_create(const char *prog, aks_provider *prov, const aks_policy *policy);
+void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb);
 /* Prints "<prog>: <what>: <error>", frees the error and exits 1. */
 void bench_die(const char *prog, const char *what, aks_error *err) __attribute__((noreturn));
 

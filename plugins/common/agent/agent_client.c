@@ -603,6 +603,21 @@ static int finish(aks_agent *a, pending *p, aks_error **err)
 	                          p->msg[0] ? p->msg : "agent request failed");
 }
 
+/* Sends the request frame in b (freed) for p, added already, and waits for its answer until
+ * the call's deadline (DEFAULT_START_MS without one). */
+static int ask(aks_agent *a, pending *p, aks_agent_buf *b, const aks_call *call, const char *what,
+               aks_error **err)
+{
+	int rc = send_buf(a, b, err);
+	aks__agent_buf_free(b);
+	if (rc != AKS_OK)
+		return rc;
+	int64_t deadline =
+	    call && call->deadline_ms ? call->deadline_ms : now_ms(a) + DEFAULT_START_MS;
+	rc = wait_pending(a, p, deadline, call);
+	return rc != AKS_OK ? fail_wait(a, rc, what, err) : finish(a, p, err);
+}
+
 /* ---- the connection ---- */
 
 int aks__agent_start(const aks_host_api *host, int rfd, int wfd, const aks_call *call,
@@ -646,17 +661,7 @@ int aks__agent_start(const aks_host_api *host, int rfd, int wfd, const aks_call 
 	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, AKS_AGENT_VERSION);
 	aks__agent_put_u32(&b, AKS_AGENT_T_WINDOW, AKS_AGENT_WINDOW);
 	aks__agent_frame_end(&b, s);
-	int rc = send_buf(a, &b, err);
-	aks__agent_buf_free(&b);
-	if (rc == AKS_OK) {
-		int64_t deadline =
-		    call && call->deadline_ms ? call->deadline_ms : now_ms(a) + DEFAULT_START_MS;
-		rc = wait_pending(a, &p, deadline, call);
-		if (rc != AKS_OK)
-			rc = fail_wait(a, rc, "agent hello", err);
-		else
-			rc = finish(a, &p, err);
-	}
+	int rc = ask(a, &p, &b, call, "agent hello", err);
 	drop_pending(a, &p);
 	if (rc != AKS_OK) {
 		aks__agent_free(a);
@@ -1082,14 +1087,7 @@ int aks__agent_net_listen(aks_agent *a, const aks_call *call, unsigned *port, ak
 	aks_agent_buf b = {0};
 	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_NET_LISTEN, 0, p.id);
 	aks__agent_frame_end(&b, s);
-	int rc = send_buf(a, &b, err);
-	aks__agent_buf_free(&b);
-	if (rc == AKS_OK) {
-		int64_t deadline =
-		    call && call->deadline_ms ? call->deadline_ms : now_ms(a) + DEFAULT_START_MS;
-		rc = wait_pending(a, &p, deadline, call);
-		rc = rc != AKS_OK ? fail_wait(a, rc, "agent net listen", err) : finish(a, &p, err);
-	}
+	int rc = ask(a, &p, &b, call, "agent net listen", err);
 	drop_pending(a, &p);
 	if (rc == AKS_OK)
 		*port = p.port;
