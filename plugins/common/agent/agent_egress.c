@@ -481,7 +481,10 @@ static void pump(aks_egress_relay *e, estream *s, short revents, aks_agent_buf *
 		if (s->up_off == s->up_len)
 			s->up_off = s->up_len = 0;
 	}
-	if ((revents & (POLLIN | POLLHUP | POLLERR)) && !s->down_eof && s->credit > 0) {
+	/* What the destination has, up to the credit: several frames go out in one write. */
+	for (int i = 0;
+	     i < 8 && (revents & (POLLIN | POLLHUP | POLLERR)) && !s->down_eof && s->credit > 0;
+	     i++) {
 		uint8_t *chunk = e->chunk;
 		size_t want = s->credit < AKS_AGENT_CHUNK ? (size_t)s->credit : AKS_AGENT_CHUNK;
 		ssize_t r = recv(s->fd, chunk, want, 0);
