@@ -155,7 +155,7 @@ for wave in range(20):
     import time
     pending, deadline = list(socks), time.time() + 10
     while pending and time.time() < deadline:
-        readable, _, _ = select.select(pending, [], [], 0.5)
+        readable, _, _ = select.select(pending, [], [], 0.2)
         if not readable:
             break
         for s in readable:
