@@ -70,7 +70,8 @@ typedef struct agent {
 	/* the egress proxy (netproxy.c): -1 until the host sends NET_LISTEN */
 	int net_fd;
 	uint16_t net_port;
-	uint32_t net_next; /* the next stream's id, less AKS_AGENT_NET_ID */
+	uint32_t net_window; /* each stream's window both ways, as NET_LISTEN said */
+	uint32_t net_next;   /* the next stream's id, less AKS_AGENT_NET_ID */
 	struct netconn *net;
 } agent;
 

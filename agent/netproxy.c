@@ -11,7 +11,7 @@
  *
  * Memory is bounded: at most AKS_AGENT_NET_MAX streams (further connections are closed at
  * once), each holding at most its request head (16 KiB) and the host's unacknowledged bytes
- * (AKS_AGENT_NET_WINDOW); reading from programs stops, as for their output, while the frames
+ * (the window NET_LISTEN set); reading from programs stops, as for their output, while the frames
  * waiting for the host pass AGENT_OUT_SOFT.
  */
 #include "agent.h"
@@ -210,6 +210,12 @@ static void put_env(size_t *n, const char *name, const char *value)
 void netproxy_listen(agent *a, const aks_agent_frame *f)
 {
 	if (a->net_fd < 0) {
+		/* The window both sides hold to: the host's, within bounds. */
+		uint32_t window = AKS_AGENT_NET_WINDOW;
+		agent_get_u32(f, AKS_AGENT_T_WINDOW, &window);
+		a->net_window = window < AKS_AGENT_CHUNK ? AKS_AGENT_CHUNK
+		                : window > 16u << 20     ? 16u << 20
+		                                         : window;
 		if (!a->net) {
 			a->net = calloc(AKS_AGENT_NET_MAX, sizeof(*a->net));
 			for (int i = 0; a->net && i < AKS_AGENT_NET_MAX; i++)
@@ -249,6 +255,7 @@ void netproxy_listen(agent *a, const aks_agent_frame *f)
 	size_t s =
 	    aks__agent_frame_begin(&a->out, AKS_AGENT_NET_LISTENING, AKS_AGENT_FLAG_END, f->id);
 	aks__agent_put_u32(&a->out, AKS_AGENT_T_PORT, a->net_port);
+	aks__agent_put_u32(&a->out, AKS_AGENT_T_WINDOW, a->net_window);
 	aks__agent_frame_end(&a->out, s);
 }
 
@@ -373,7 +380,7 @@ static void on_opened(agent *a, netconn *c)
 		return;
 	}
 	c->state = NC_RELAY;
-	c->credit = AKS_AGENT_NET_WINDOW;
+	c->credit = a->net_window;
 	if (c->kind == AKS_AGENT_NET_CONNECT) {
 		static const char ok[] = "HTTP/1.1 200 Connection established\r\n\r\n";
 		set_reply(c, ok, sizeof(ok) - 1);
@@ -390,8 +397,7 @@ static void on_opened(agent *a, netconn *c)
 
 static void on_data(agent *a, netconn *c, const aks_agent_frame *f)
 {
-	if (c->state != NC_RELAY || c->host_eof ||
-	    c->host_unacked + f->len > AKS_AGENT_NET_WINDOW) {
+	if (c->state != NC_RELAY || c->host_eof || c->host_unacked + f->len > a->net_window) {
 		send_close(a, c, AKS_AGENT_NC_PROTOCOL,
 		           c->state != NC_RELAY ? "NET_DATA before NET_OPENED"
 		                                : "NET_DATA past the stream's credit or its EOF");
@@ -590,7 +596,7 @@ static bool on_writable(agent *a, netconn *c)
 	if (c->q_off == c->q_len)
 		c->q_off = c->q_len = 0;
 	if (c->owed && c->state == NC_RELAY &&
-	    (c->owed >= AKS_AGENT_NET_WINDOW / 4 || (c->q_len == 0 && !c->host_eof))) {
+	    (c->owed >= a->net_window / 4 || (c->q_len == 0 && !c->host_eof))) {
 		size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_NET_CREDIT, 0, c->id);
 		aks__agent_put_u32(&a->out, AKS_AGENT_T_BYTES, c->owed);
 		aks__agent_frame_end(&a->out, s);

@@ -47,8 +47,8 @@ enum aks_agent_type {
 	AKS_AGENT_READ_END = 0x33,   /* a: SIZE, SHA256 */
 	/* The egress proxy (docs/agent-protocol.md, "Egress"). Streams the agent opens carry
 	 * ids with AKS_AGENT_NET_ID set, so they never meet the host's request ids. */
-	AKS_AGENT_NET_LISTEN = 0x40,    /* h: starts the proxy; answered by NET_LISTENING */
-	AKS_AGENT_NET_LISTENING = 0x41, /* a: PORT (flag END) */
+	AKS_AGENT_NET_LISTEN = 0x40,    /* h: WINDOW: starts the proxy; answered by NET_LISTENING */
+	AKS_AGENT_NET_LISTENING = 0x41, /* a: PORT, WINDOW (flag END) */
 	AKS_AGENT_NET_OPEN = 0x42,      /* a: HOST, PORT, NET_KIND [, DATA] for a new stream */
 	AKS_AGENT_NET_OPENED = 0x43,    /* h: ADDRESS: the host connected; relay from now on */
 	AKS_AGENT_NET_DATA = 0x44,      /* both: raw bytes of a stream, under the peer's credit */

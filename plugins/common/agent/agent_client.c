@@ -62,7 +62,7 @@ typedef struct pending {
 	uint32_t window, pid, features;
 	char version[64];
 	/* NET_LISTENING */
-	uint32_t port;
+	uint32_t port, net_window;
 } pending;
 
 struct aks_agent {
@@ -382,8 +382,14 @@ static void on_frame(aks_agent *a, const aks_agent_frame *f)
 		while (aks__agent_tlv_next(&it, &tag, &v, &n) > 0)
 			if (tag == AKS_AGENT_T_PORT && n == 4)
 				p->port = aks__agent_get32(v);
+			else if (tag == AKS_AGENT_T_WINDOW && n == 4)
+				p->net_window = aks__agent_get32(v);
 		if (p->port == 0 || p->port > 65535)
 			complete(p, AKS_EIO, "the agent's NET_LISTENING has no port");
+		else if (p->net_window != p->window)
+			complete(p, AKS_EIO,
+			         "the agent's egress window is %u bytes, not the %u asked",
+			         p->net_window, p->window);
 		else
 			complete(p, AKS_OK, NULL);
 		return;
@@ -1079,13 +1085,16 @@ uint32_t aks__agent_features(const aks_agent *a)
 	return a->features;
 }
 
-int aks__agent_net_listen(aks_agent *a, const aks_call *call, unsigned *port, aks_error **err)
+int aks__agent_net_listen(aks_agent *a, uint32_t window, const aks_call *call, unsigned *port,
+                          aks_error **err)
 {
 	pending p;
 	memset(&p, 0, sizeof(p));
 	add_pending(a, &p, P_LISTEN);
+	p.window = window;
 	aks_agent_buf b = {0};
 	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_NET_LISTEN, 0, p.id);
+	aks__agent_put_u32(&b, AKS_AGENT_T_WINDOW, window);
 	aks__agent_frame_end(&b, s);
 	int rc = ask(a, &p, &b, call, "agent net listen", err);
 	drop_pending(a, &p);

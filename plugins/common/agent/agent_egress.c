@@ -631,7 +631,7 @@ int aks_egress_start(const aks_host_api *host, aks_agent *conn, const aks_egress
 	}
 	aks__agent_set_net_handler(conn, on_net_frame, e);
 	unsigned port = 0;
-	rc = aks__agent_net_listen(conn, call, &port, err);
+	rc = aks__agent_net_listen(conn, AKS_AGENT_NET_WINDOW, call, &port, err);
 	if (rc != AKS_OK) {
 		aks__agent_set_net_handler(conn, NULL, NULL);
 		goto fail;

@@ -125,8 +125,11 @@ struct aks_agent_frame;
 struct aks_agent_buf;
 /* The agent's feature bits from its HELLO_OK (AKS_AGENT_FEATURE_*). */
 uint32_t aks__agent_features(const aks_agent *a);
-/* NET_LISTEN: the agent starts its proxy on 127.0.0.1 and says the port. */
-int aks__agent_net_listen(aks_agent *a, const aks_call *call, unsigned *port, aks_error **err);
+/* NET_LISTEN: the agent starts its proxy on 127.0.0.1 and says the port. window: the bytes
+ * either side may have in flight per stream, which the agent must confirm (AKS_EIO when it
+ * holds to another: both sides count against the same number). */
+int aks__agent_net_listen(aks_agent *a, uint32_t window, const aks_call *call, unsigned *port,
+                          aks_error **err);
 /* Receives the frames of the streams the agent opens (NET_OPEN, NET_DATA, NET_CREDIT,
  * NET_EOF, NET_CLOSE), on the reader thread: fn must be quick, must not block and must not
  * send (it hands work to a thread of its own). Setting NULL waits for a call in progress. */
