@@ -503,8 +503,8 @@ static int check_policy(const aks_provider_impl *prov, const aks_policy *p, aks_
 	if (p->strict)
 		return prov->host->error_set(
 		    err, AKS_EPOLICY,
-		    "docker cannot enforce a network egress allowlist without aksandbox-agent "
-		    "(agent is off); use 'deny' or 'allow', or set strict=false");
+		    "docker cannot enforce a network egress allowlist; use "
+		    "'deny' or 'allow', or set strict=false");
 	prov->host->log(AKS_LOG_WARNING, DK_NAME,
 	                "docker cannot enforce a network egress allowlist without aksandbox-agent: "
 	                "egress is unrestricted (strict=false)");
