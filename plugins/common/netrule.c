@@ -360,6 +360,25 @@ static bool suggestion(const char *s, size_t n, char *out, size_t cap)
 	return !entry_problem(out, &r, NULL, 0);
 }
 
+/* What to suggest for host[0..hlen) with :port[0..plen) when port is not NULL (see
+ * suggestion()): into out. */
+static bool suggest_host_port(const char *host, size_t hlen, const char *port, size_t plen,
+                              char *out, size_t cap)
+{
+	char t[QUOTE_MAX + 2];
+	if (hlen + (port ? plen + 1 : 0) >= sizeof(t))
+		return false;
+	memcpy(t, host, hlen);
+	size_t n = hlen;
+	if (port) {
+		t[n++] = ':';
+		memcpy(t + n, port, plen);
+		n += plen;
+	}
+	t[n] = '\0';
+	return suggestion(t, n, out, cap);
+}
+
 /* An entry with a path; e[0..keep) is what comes before it. */
 static const char *has_path(char *buf, size_t len, const char *e, size_t keep)
 {
@@ -484,11 +503,14 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 		return has_path(buf, len, e, (size_t)(slash - e));
 	}
 	if (bracket && family != AF_INET6) {
-		if (family == AF_INET)
+		char give[QUOTE_MAX + 1];
+		if (family == AF_INET &&
+		    suggest_host_port(host, hlen, port, plen, give, sizeof(give)))
 			return say(buf, len, e,
-			           "has brackets, which are for IPv6 addresses only: give "
-			           "%.*s%s%.*s",
-			           (int)hlen, host, port ? ":" : "", (int)plen, port ? port : "");
+			           "has brackets, which are for IPv6 addresses only: give %s",
+			           give);
+		if (family == AF_INET)
+			return say(buf, len, e, "has brackets, which are for IPv6 addresses only");
 		return say(buf, len, e, "has brackets, which hold an IPv6 address or CIDR only");
 	}
 	if (family) {
@@ -525,9 +547,12 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 	}
 	if (memchr(host, ':', hlen))
 		return address_problem(e, host, hlen, buf, len);
-	if (hlen > 1 && host[hlen - 1] == '.' && parse_ip(host, hlen - 1, a))
-		return say(buf, len, e, "has a dot after an address: give %.*s%s%.*s",
-		           (int)(hlen - 1), host, port ? ":" : "", (int)plen, port ? port : "");
+	if (hlen > 1 && host[hlen - 1] == '.' && parse_ip(host, hlen - 1, a)) {
+		char give[QUOTE_MAX + 1];
+		if (suggest_host_port(host, hlen - 1, port, plen, give, sizeof(give)))
+			return say(buf, len, e, "has a dot after an address: give %s", give);
+		return say(buf, len, e, "has a dot after an address");
+	}
 
 	/* a domain or a wildcard */
 	bool wild = false;

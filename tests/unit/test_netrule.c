@@ -214,6 +214,9 @@ static void test_entry_errors(void **state)
 	    {"fe80::1%eth0", "has an IPv6 zone index"},
 	    {"pypi.org:443:80", "has more than one ':'"},
 	    {"[10.0.0.1]:80", "has brackets, which are for IPv6 addresses only: give 10.0.0.1:80"},
+	    {"[10.0.0.0/8]", "has brackets, which are for IPv6 addresses only: give 10.0.0.0/8"},
+	    {"[10.0.0.1/8]", "'[10.0.0.1/8]' has brackets, which are for IPv6 addresses only"},
+	    {"10.0.0.1.:443", "has a dot after an address: give 10.0.0.1:443"},
 	    {"[pypi.org]", "has brackets, which hold an IPv6 address or CIDR only"},
 	    {"[]", "has brackets"},
 	    {"[::1", "has '[' without ']'"},
@@ -248,6 +251,11 @@ static void test_entry_errors(void **state)
 	const char *why = aks_netrule_problem(big, buf, sizeof(buf));
 	assert_non_null(why);
 	assert_non_null(strstr(why, "...' is not a valid domain: it is longer than 253"));
+	/* a suggestion is always a valid entry, or there is none */
+	assert_string_equal(aks_netrule_problem("[10.0.0.1/8]", buf, sizeof(buf)),
+	                    "'[10.0.0.1/8]' has brackets, which are for IPv6 addresses only");
+	assert_string_equal(aks_netrule_problem("a..b/x", buf, sizeof(buf)),
+	                    "'a..b/x' has a path: an entry is a host, not a URL");
 	/* a path after a long host: no suggestion rather than a cut one */
 	memset(big, 'a', 100);
 	memcpy(big + 100, ".test/x", 8);
