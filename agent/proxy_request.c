@@ -96,11 +96,13 @@ static bool is_token_char(unsigned char c)
 	       strchr("!#$%&'*+-.^_`|~", c);
 }
 
-/* Headers a proxy consumes, or that would let one connection carry a second request. */
+/* Headers a proxy consumes (every Proxy-*), or that would let one connection carry a second
+ * request. */
 static bool dropped_header(const char *name, size_t n)
 {
-	static const char *const names[] = {"proxy-connection", "proxy-authorization", "connection",
-	                                    "keep-alive", NULL};
+	if (n >= 6 && strncasecmp(name, "proxy-", 6) == 0)
+		return true;
+	static const char *const names[] = {"connection", "keep-alive", NULL};
 	for (size_t i = 0; names[i]; i++)
 		if (strlen(names[i]) == n && strncasecmp(names[i], name, n) == 0)
 			return true;
