@@ -480,6 +480,31 @@ static void t_fallback_said_once(void **state)
 	assert_int_equal(f->per_call, 2);
 }
 
+/* Under an allowlist the agent's egress proxy is the only way out: a handle whose agent
+ * cannot start is refused, never run per call (nothing would enforce network_allow); one
+ * whose agent starts has the proxy in every program's environment. */
+static void t_egress_no_fallback(void **state)
+{
+	fake_sb *f = *state;
+	aks_agent_session_free(f->s);
+	static const char *const allow[] = {"pypi.org", NULL};
+	aks_agent_session_opts o = {
+	    .id = "fake-1", .cwd = f->dir, .egress_proxy = true, .network_allow = allow};
+	aks_error *err = NULL;
+	assert_int_equal(aks_agent_session_new(f->prog, &fake_ops, f, &o, &f->s, &err), AKS_OK);
+	expect_out(f, "case $HTTPS_PROXY in http://127.0.0.1:*) echo proxied;; esac", NULL,
+	           "proxied\n");
+	aks_agent_session_free(f->s);
+	assert_int_equal(aks_agent_session_new(f->prog, &fake_ops, f, &o, &f->s, &err), AKS_OK);
+	f->open_refuses = true;
+	int rc;
+	aks_result *r = run(f, "echo x", NULL, 30, &rc, &err);
+	assert_int_equal(rc, AKS_EIO);
+	assert_int_equal(f->per_call, 0);
+	aks_result_free(r);
+	aks_error_free(err);
+}
+
 static void t_remembered_placement_checked_again(void **state)
 {
 	fake_sb *f = *state;
@@ -782,6 +807,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_lazy_start_and_state, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_restart_notice_once, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_fallback_said_once, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_egress_no_fallback, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_remembered_placement_checked_again, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_no_hello_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_unusable_program, setup, teardown),
