@@ -215,6 +215,7 @@ typedef struct fake_sb {
 	bool open_refuses;     /* open() answers *why */
 	int open_fails_left;   /* open() starts a program that never says HELLO */
 	bool place_unverified; /* place() says it trusted a memory */
+	int place_delay_ms;    /* place() takes this long (a copy over a slow exec) */
 	bool last_look_again;
 	int check_rc;          /* what check() answers */
 	int checks;            /* how often check() was asked */
@@ -229,6 +230,8 @@ static int fake_place(void *vsb, bool look_again, const aks_call *call, char **p
 	(void)err;
 	fake_sb *f = vsb;
 	f->places++;
+	if (f->place_delay_ms)
+		usleep((useconds_t)f->place_delay_ms * 1000);
 	f->last_look_again = look_again;
 	*verified = !f->place_unverified || look_again;
 	*path = strdup(aks_agent_program_path(f->prog));
@@ -659,6 +662,28 @@ static void t_timeout_wording(void **state)
 	aks_result_free(r);
 }
 
+/* Placing and starting the agent is setup: the program still gets its whole timeout, on
+ * the first call as on a restart (a slow placement once ate all of a 4 s one). */
+static void t_setup_not_counted(void **state)
+{
+	fake_sb *f = *state;
+	f->place_delay_ms = 1200;
+	for (int i = 0; i < 2; i++) {
+		aks_error *err = NULL;
+		int rc;
+		aks_result *r = run(f, "sleep 1.2; echo done", NULL, 2, &rc, &err);
+		if (rc != AKS_OK)
+			fail_msg("call %d: %s", i, aks_error_message(err));
+		assert_string_equal(aks_result_get_stdout(r, NULL), "done\n");
+		aks_result_free(r);
+		kill(f->pid, SIGKILL); /* the second call restarts it */
+		waitpid(f->pid, NULL, 0);
+		f->pid = 0;
+		usleep(100 * 1000);
+	}
+	assert_int_equal(f->places, 2);
+}
+
 static void t_long_texts(void **state)
 {
 	fake_sb *f = *state;
@@ -814,6 +839,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_lost_agent_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_broken_stream, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_timeout_wording, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_setup_not_counted, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_watch_while_running, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_long_texts, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_files, setup, teardown),

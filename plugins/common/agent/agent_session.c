@@ -397,10 +397,18 @@ static int still_there(aks_agent_session *s, const aks_call *call, bool *alive, 
 	return AKS_OK;
 }
 
-/* Before an operation: *use when it goes through the agent. Errors are the operation's. */
-static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_error **err)
+/* Before an operation: *use when it goes through the agent. Errors are the operation's.
+ * *run is the call the operation then runs under: call itself, but when the agent had to be
+ * placed and started first (its first use, or a restart), with the deadline moved on by the
+ * time that took. Starting the agent is the provider's setup, like creating the sandbox, and
+ * the program still gets the policy's whole timeout (a copy placed again over a slow
+ * cluster's exec once ate all of a 4 s one). */
+static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_call *run,
+                  aks_error **err)
 {
 	*use = false;
+	if (call)
+		*run = *call;
 	if (s->state == S_OFF || s->state == S_FALLBACK)
 		return AKS_OK;
 	if (!aks_agent_program_usable(s->prog)) {
@@ -420,8 +428,11 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_err
 			    "restarted); starting another (the Python session's state is lost)",
 			    s->ops->noun, s->id, s->ops->noun);
 		stop_agent(s);
+		int64_t started_ms = s->host->now_ms();
 		if ((rc = bring_up(s, call, restart, err)) != AKS_OK || s->state != S_UP)
 			return rc;
+		if (call && run->deadline_ms > 0)
+			run->deadline_ms += s->host->now_ms() - started_ms;
 		if (restart)
 			set_notice(
 			    s,
@@ -500,7 +511,7 @@ static bool cancelled_first(aks_agent_session *s, const aks_call *call, aks_resu
 
 /* ensure() for an execution: *rc set and true when the operation ends here. */
 static bool exec_ensure(aks_agent_session *s, size_t len, size_t max, const aks_call *call,
-                        aks_result *out, bool *use, aks_error **err, int *rc)
+                        aks_result *out, bool *use, aks_call *run, aks_error **err, int *rc)
 {
 	*use = false;
 	if (cancelled_first(s, call, out, err, rc))
@@ -508,7 +519,7 @@ static bool exec_ensure(aks_agent_session *s, size_t len, size_t max, const aks_
 	/* too long for one frame: the per-call path takes it (or says why not) */
 	if (len > max)
 		return false;
-	*rc = ensure(s, call, use, err);
+	*rc = ensure(s, call, use, run, err);
 	if (*rc == AKS_ETIMEOUT || *rc == AKS_ECANCELLED)
 		s->host->result_set_timed_out(out);
 	return *rc != AKS_OK;
@@ -605,9 +616,12 @@ int aks_agent_execute_code(aks_agent_session *s, const char *code, const char *l
 	bool session = strcmp(language, "python") == 0 && strcmp(interp, "python3") == 0;
 	bool use;
 	int rc;
-	if (exec_ensure(s, strlen(code), session ? MAX_SESSION : MAX_STDIN, call, out, &use, err,
-	                &rc))
+	aks_call run;
+	if (exec_ensure(s, strlen(code), session ? MAX_SESSION : MAX_STDIN, call, out, &use, &run,
+	                err, &rc))
 		return rc;
+	if (use && call)
+		call = &run;
 	if (!use)
 		return per_call_done(s, s->ops->execute_code(s->sb, code, language, call, out, err),
 		                     out);
@@ -624,8 +638,11 @@ int aks_agent_execute_command(aks_agent_session *s, const char *command, const a
 		return s->host->error_set(err, AKS_EINVAL, "execute_command: no command");
 	bool use;
 	int rc;
-	if (exec_ensure(s, strlen(command), MAX_STDIN, call, out, &use, err, &rc))
+	aks_call run;
+	if (exec_ensure(s, strlen(command), MAX_STDIN, call, out, &use, &run, err, &rc))
 		return rc;
+	if (use && call)
+		call = &run;
 	if (!use)
 		return per_call_done(s, s->ops->execute_command(s->sb, command, call, out, err),
 		                     out);
@@ -663,9 +680,10 @@ int aks_agent_install_packages(aks_agent_session *s, const char *python,
 	if (!argv)
 		return rc;
 	bool use;
-	if (!exec_ensure(s, 0, 0, call, out, &use, err, &rc)) {
+	aks_call run;
+	if (!exec_ensure(s, 0, 0, call, out, &use, &run, err, &rc)) {
 		aks_agent_spawn spec = {.argv = argv};
-		rc = use ? run_spec(s, &spec, call, out, err)
+		rc = use ? run_spec(s, &spec, call ? &run : NULL, out, err)
 		         : per_call_done(s, s->ops->install_packages(s->sb, argv, call, out, err),
 		                         out);
 	}
@@ -708,9 +726,12 @@ int aks_agent_upload(aks_agent_session *s, const char *path, const char *cpath, 
                      size_t len, const aks_call *call, aks_error **err)
 {
 	bool use;
-	int rc = ensure(s, call, &use, err);
+	aks_call run;
+	int rc = ensure(s, call, &use, &run, err);
 	if (rc != AKS_OK)
 		return rc;
+	if (use && call)
+		call = &run;
 	if (!use)
 		return s->ops->upload(s->sb, path, cpath, data, len, call, err);
 	aks_error *e = NULL;
@@ -722,9 +743,12 @@ int aks_agent_download(aks_agent_session *s, const char *path, const char *cpath
                        const aks_call *call, aks_result *out, aks_error **err)
 {
 	bool use;
-	int rc = ensure(s, call, &use, err);
+	aks_call run;
+	int rc = ensure(s, call, &use, &run, err);
 	if (rc != AKS_OK)
 		return rc;
+	if (use && call)
+		call = &run;
 	if (!use)
 		return per_call_done(s, s->ops->download(s->sb, path, cpath, call, out, err), out);
 	uint64_t max = s->ops->download_max ? s->ops->download_max : UINT64_MAX;
