@@ -133,6 +133,7 @@ static const aks_host_api host_api = {
     .principal_set = aks__principal_set,
     .principal_add_group = aks__principal_add_group,
     .principal_add_credential = aks__principal_add_credential,
+    .result_add_egress_refused = aks__result_add_egress_refused,
 };
 
 const aks_host_api *aks__host_api(void)

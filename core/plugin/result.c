@@ -8,6 +8,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ struct aks_result {
 	size_t file_cap;
 	int exit_code;
 	bool timed_out;
+	unsigned egress_refused; /* connections an egress policy refused (host api 1.2) */
 	stream_capture out;
 	stream_capture err;
 	char *notice;
@@ -278,6 +280,18 @@ AKS_EXPORT bool aks_result_is_truncated(const aks_result *r, int stream)
 AKS_EXPORT bool aks_result_timed_out(const aks_result *r)
 {
 	return r && r->timed_out;
+}
+
+void aks__result_add_egress_refused(aks_result *r, unsigned count)
+{
+	if (r)
+		r->egress_refused =
+		    count > UINT_MAX - r->egress_refused ? UINT_MAX : r->egress_refused + count;
+}
+
+AKS_EXPORT unsigned aks_result_get_egress_refused(const aks_result *r)
+{
+	return r ? r->egress_refused : 0;
 }
 
 AKS_EXPORT const char *aks_result_get_notice(const aks_result *r)

@@ -16,6 +16,8 @@ aks_result *aks__result_new(size_t stream_cap, size_t file_cap);
 int aks__result_write(aks_result *r, int stream, const void *data, size_t len, aks_error **err);
 void aks__result_set_exit_code(aks_result *r, int exit_code);
 void aks__result_set_timed_out(aks_result *r);
+/* Adds to the count of connections an egress policy refused (saturating). */
+void aks__result_add_egress_refused(aks_result *r, unsigned count);
 int aks__result_set_notice(aks_result *r, const char *notice);
 int aks__result_add_file(aks_result *r, const char *path, const char *mime_type);
 int aks__result_set_provider_data(aks_result *r, const char *json_object);

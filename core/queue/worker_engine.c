@@ -358,6 +358,7 @@ static int run_operation(run_state *st, aks_error **err)
 	aks_engine_op op = {.profile = st->profile,
 	                    .req = &mreq,
 	                    .principal = &st->req->principal,
+	                    .conversation = st->req->ak_session_id,
 	                    .cancel = st->cancel,
 	                    .keep_handle = true,
 	                    .record = st->ikey ? record_sandbox : NULL,

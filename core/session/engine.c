@@ -4,6 +4,7 @@
  */
 #include "config.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,13 +154,15 @@ const char *aks__engine_op_name(int op)
 	}
 }
 
-/* The operation itself (§5.2's table), under the call's deadline. */
+/* The operation itself (§5.2's table), under the call's deadline. *egress_refused: the
+ * connections its result reports refused, failed or not. */
 static int run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *call,
-                  aks_result **out, aks_error **err)
+                  aks_result **out, unsigned *egress_refused, aks_error **err)
 {
 	aks_error *e = NULL;
 	int rc;
 	*out = NULL;
+	*egress_refused = 0;
 	switch (req->op) {
 	case AKS_MGR_EXECUTE_CODE:
 		rc = aks__sandbox_execute_code(sb, req->code,
@@ -176,6 +179,7 @@ static int run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *c
 		rc = aks_sandbox_download_file(sb, req->path, call, out, &e);
 		break;
 	}
+	*egress_refused = aks_result_get_egress_refused(*out);
 	if (rc == AKS_OK)
 		return rc;
 	aks_result_free(*out); /* what a killed program printed is not shown */
@@ -193,10 +197,22 @@ static int run_op(aks_sandbox *sb, const aks_mgr_request *req, const aks_call *c
 
 /* ---- running one operation in a session (engine.h) ---- */
 
-static void prepare_call(const aks_engine_op *op, aks_call *call)
+/* The call, with the context its provider logs and audits by (call->context): the
+ * conversation and the sandbox session, in ctx (the call's; borrowed from op and s). */
+static void prepare_call(const aks_engine_op *op, const aks_session_rec *s, aks_call *call,
+                         const char *ctx[5])
 {
 	const aks_policy *policy = aks_profile_get_policy(op->profile);
 	aks_call_init(call, policy->timeout, policy, op->principal, op->cancel);
+	int n = 0;
+	if (op->conversation) {
+		ctx[n++] = AKS_CONTEXT_CONVERSATION;
+		ctx[n++] = op->conversation;
+	}
+	ctx[n++] = AKS_CONTEXT_SESSION;
+	ctx[n++] = s->id;
+	ctx[n] = NULL;
+	call->context = ctx;
 }
 
 /* s takes sb's id when it is a new sandbox, recorded before it is used. On failure sb is
@@ -239,9 +255,10 @@ static int take_sandbox(const aks_engine_op *op, aks_session_rec *s, bool use_ca
                         aks_sandbox **sb, bool *cached, aks_engine_outcome *out, aks_error **err)
 {
 	aks_call call;
+	const char *ctx[5];
 	bool recreated;
 	*cached = false;
-	prepare_call(op, &call);
+	prepare_call(op, s, &call, ctx);
 	aks_owner_claim *claim = NULL;
 	int rc = acquire(op, s, &call, sb, &recreated, use_cache ? cached : NULL, &claim, err);
 	if (rc == AKS_OK)
@@ -270,8 +287,13 @@ static int run_once(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
 	if (rc < 0)
 		return rc;
 	aks_call call;
-	prepare_call(op, &call); /* the operation gets the whole timeout */
-	rc = run_op(sb, op->req, &call, &out->result, err);
+	const char *ctx[5];
+	prepare_call(op, s, &call, ctx); /* the operation gets the whole timeout */
+	unsigned refused;
+	rc = run_op(sb, op->req, &call, &out->result, &refused, err);
+	/* The session's tally, written back with it (`aksandbox sessions`: egress_refused) */
+	s->egress_refused =
+	    refused > UINT_MAX - s->egress_refused ? UINT_MAX : s->egress_refused + refused;
 	if (rc == AKS_EGONE && cached) {
 		aks_sandbox_close(sb);
 		if (err && *err) {

@@ -36,7 +36,8 @@ typedef struct aks_engine_op {
 	const aks_profile *profile;
 	const aks_mgr_request *req; /* the operation; req->output: its tap (NULL: none) */
 	const aks_principal *principal;
-	aks_cancel *cancel; /* NULL: not cancellable */
+	const char *conversation; /* for the provider's logs (call->context); NULL: none */
+	aks_cancel *cancel;       /* NULL: not cancellable */
 	/* Take the handle this process kept for the session's sandbox (core/plugin/
 	 * handle_cache.h), and give it back afterwards. false: attach or create a handle of its
 	 * own and close it after the operation (the manager's per_call). */

@@ -89,6 +89,7 @@ static void engine_op_of(const submit_state *st, bool keep_handle, aks_engine_op
 	*op = (aks_engine_op){.profile = st->profile,
 	                      .req = st->req,
 	                      .principal = st->principal,
+	                      .conversation = st->caller->conversation,
 	                      .cancel = st->caller->cancel,
 	                      .keep_handle = keep_handle,
 	                      .owner = st->m->owner};

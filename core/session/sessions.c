@@ -4,6 +4,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,8 @@ struct json_object *aks__session_to_json(const aks_session_rec *r)
 	/* Only while there is one: records without it read as they always did. */
 	if (r->reset_notice)
 		aks__jset(o, "reset_notice", json_object_new_string(r->reset_notice), &oom);
+	if (r->egress_refused) /* likewise: only once its egress policy refused something */
+		aks__jset(o, "egress_refused", json_object_new_int64(r->egress_refused), &oom);
 	if (oom) {
 		json_object_put(o);
 		return NULL;
@@ -118,6 +121,8 @@ int aks__session_from_json(struct json_object *o, aks_session_rec *r, aks_error 
 	r->last_used_at = json_object_get_double(json_object_object_get(o, "last_used_at"));
 	const char *status = json_object_get_string(json_object_object_get(o, "status"));
 	r->closed = status && strcmp(status, "closed") == 0;
+	int64_t refused = json_object_get_int64(json_object_object_get(o, "egress_refused"));
+	r->egress_refused = refused <= 0 ? 0 : refused >= UINT_MAX ? UINT_MAX : (unsigned)refused;
 	return AKS_OK;
 }
 

@@ -27,6 +27,8 @@ typedef struct aks_session_rec {
 	double last_used_at; /* epoch seconds; drives the idle reset */
 	bool closed;
 	char *reset_notice; /* the reaper destroyed the sandbox: the next call's notice */
+	/* Connections its egress policy refused, over the session's life (results' counts). */
+	unsigned egress_refused;
 } aks_session_rec;
 
 void aks__session_clear(aks_session_rec *s);

@@ -258,9 +258,10 @@ static int tool_list(tool_call *tc, char **out, aks_error **err)
 	char *json = NULL;
 	if (rows) {
 		for (size_t i = 0; i < n; i++)
-			rows[i] = (aks_tool_session_row){recs[i].id, recs[i].name, recs[i].profile,
-			                                 recs[i].closed ? "closed" : "active",
-			                                 recs[i].last_used_at};
+			rows[i] = (aks_tool_session_row){
+			    recs[i].id,           recs[i].name,
+			    recs[i].profile,      recs[i].closed ? "closed" : "active",
+			    recs[i].last_used_at, recs[i].egress_refused};
 		json = aks__tool_json_sessions(rows, n);
 	}
 	free(rows);

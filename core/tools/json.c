@@ -564,11 +564,14 @@ char *aks__tool_json_sessions(const aks_tool_session_row *rows, size_t count)
 	bool ok = obj && list;
 	for (size_t i = 0; ok && i < count; i++) {
 		struct json_object *row = json_object_new_object();
-		ok = row && add_str(row, "sandbox_session_id", rows[i].sandbox_session_id) &&
-		     add_str(row, "name", rows[i].name) &&
-		     add_str(row, "profile", rows[i].profile) &&
-		     add_str(row, "status", rows[i].status) &&
-		     add_obj(row, "last_used_at", json_object_new_double(rows[i].last_used_at));
+		ok =
+		    row && add_str(row, "sandbox_session_id", rows[i].sandbox_session_id) &&
+		    add_str(row, "name", rows[i].name) &&
+		    add_str(row, "profile", rows[i].profile) &&
+		    add_str(row, "status", rows[i].status) &&
+		    add_obj(row, "last_used_at", json_object_new_double(rows[i].last_used_at)) &&
+		    (!rows[i].egress_refused ||
+		     add_obj(row, "egress_refused", json_object_new_int64(rows[i].egress_refused)));
 		if (ok && json_object_array_add(list, row) != 0)
 			ok = false;
 		if (!ok)

@@ -130,10 +130,12 @@ typedef struct aks_tool_session_row {
 	const char *profile;
 	const char *status;  /* "active" or "closed" */
 	double last_used_at; /* epoch seconds */
+	unsigned egress_refused;
 } aks_tool_session_row;
 
 /* list_sandbox_sessions: {"sessions": [{sandbox_session_id, name, profile,
- * status, last_used_at}, ...]}. */
+ * status, last_used_at}, ...]}, and egress_refused in a row once its egress policy has
+ * refused a connection (the reference has no allowlist to count for). */
 char *aks__tool_json_sessions(const aks_tool_session_row *rows, size_t count);
 /* new_sandbox_session: {sandbox_session_id, name, profile} (name NULL: null). */
 char *aks__tool_json_new_session(const char *session_id, const char *name, const char *profile);

@@ -236,8 +236,7 @@ static bool exec_running(aks_sandbox_impl *sb, const char *exec_id, const aks_ca
 static void kill_marked(aks_sandbox_impl *sb, const char *marker, const char *exec_id)
 {
 	const aks_host_api *host = sb->prov->host;
-	aks_call quick = {
-	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL, NULL};
+	aks_call quick = {AKS_CALL_INIT, .deadline_ms = host->now_ms() + 15000, .timeout = 15};
 	aks_error *e = NULL;
 	int rc = AKS_OK;
 	for (int i = 0; i < 5; i++) {

@@ -751,8 +751,7 @@ static int remove_volume(dk_conn *c, const char *volume, const aks_call *call, a
 /* A call of its own for cleaning up after a failure (the failed call's deadline may be over). */
 static aks_call cleanup_call(const aks_host_api *host)
 {
-	aks_call quick = {
-	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 30000, 30, NULL, NULL, NULL, NULL};
+	aks_call quick = {AKS_CALL_INIT, .deadline_ms = host->now_ms() + 30000, .timeout = 30};
 	return quick;
 }
 

@@ -587,8 +587,7 @@ out:
 static void kill_marked(aks_sandbox_impl *sb, const char *marker)
 {
 	const aks_host_api *host = sb->prov->host;
-	aks_call quick = {
-	    AKS_CALL_VERSION, sizeof(aks_call), host->now_ms() + 15000, 15, NULL, NULL, NULL, NULL};
+	aks_call quick = {AKS_CALL_INIT, .deadline_ms = host->now_ms() + 15000, .timeout = 15};
 	const char *argv[] = {"/bin/sh", "-c", aks_ctr_kill_script, "sh", marker, NULL};
 	k8s_exec_opts o = {.argv = argv};
 	aks_error *e = NULL;

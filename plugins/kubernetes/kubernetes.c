@@ -315,7 +315,7 @@ static const char *k8s_instance_description(const aks_provider_impl *prov)
 /* A call bounded by `seconds` from now, keeping the caller's cancellation. */
 static aks_call bounded(const aks_provider_impl *prov, const aks_call *call, double seconds)
 {
-	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, seconds, NULL, NULL, NULL, NULL};
+	aks_call c = {AKS_CALL_INIT, .timeout = seconds};
 	if (call) {
 		c.principal = call->principal;
 		c.policy = call->policy;

@@ -137,8 +137,8 @@ check "10,000 connections: bounded, the rest cut at once" bounded "$(probe storm
 check "and the proxy still serves" "hello through the proxy" "$(probe after_storm)"
 
 # The audit: one line per connection with the session, principal, destination and verdict.
-grep -q "egress allowed sandbox=.* principal=.* dest=allowed.test:$HTTPS addr=127.0.0.1 rule=\"allowed.test\" bytes_out=[1-9]" "$T/host.log"
-check "the host's log has each allowed connection with its bytes" 0 "$?"
+grep -q "egress allowed sandbox=[^ ]* session=default:box conversation=cli principal=agent dest=allowed.test:$HTTPS addr=127.0.0.1 rule=\"allowed.test\" bytes_out=[1-9]" "$T/host.log"
+check "the host's log has each allowed connection: session, conversation, principal, bytes" 0 "$?"
 grep -q "egress refused sandbox=.* dest=blocked.test:$HTTP .*reason=\"no network_allow entry allows blocked.test" "$T/host.log"
 check "and each refused one with its reason" 0 "$?"
 grep -q "egress refused .* dest=allowed.test:$HTTPS .*reason=\"the TLS server name 'blocked.test' is not the destination allowed.test\"" "$T/host.log"
@@ -151,6 +151,16 @@ case $out in
 *) r="$out" ;;
 esac
 check "the result's notice counts the refusals of the call and names them" yes "$r"
+
+# The session's tally of refusals, over calls of separate processes: every refused line of
+# the log, counted once (`aksandbox sessions`, egress_refused).
+logged=$(grep -c "egress refused sandbox=[^ ]* session=default:box conversation=cli " "$T/host.log")
+tally=$(aks sessions | python3 -c 'import json,sys
+d = json.load(sys.stdin)
+s = d.get("sessions", d) if isinstance(d, dict) else d
+print(" ".join(str(x.get("egress_refused", 0)) for x in s if x.get("sandbox_session_id") == "default:box"))')
+check "the session counts its refusals, as many as the log has (more than one call's)" yes \
+	"$([ "$logged" -gt 1 ] && [ "$tally" = "$logged" ] && echo yes || echo "no: sessions says '$tally', the log has $logged")"
 
 # The provider's own checks (egress_extra, set by the .test), then the plan.
 if type egress_extra >/dev/null 2>&1; then egress_extra; fi

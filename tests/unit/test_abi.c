@@ -20,9 +20,10 @@ _Static_assert(offsetof(aks_capabilities, languages) == 16, "capabilities layout
 _Static_assert(sizeof(aks_capabilities) == 40, "capabilities size");
 _Static_assert(sizeof(aks_policy) == 72, "policy size");
 _Static_assert(sizeof(aks_principal) == 40, "principal size");
-/* ABI 1.0 ended at host_private, 48 bytes; labels was appended in 1.1. */
+/* ABI 1.0 ended at host_private, 48 bytes; labels was appended in 1.1, context in 1.2. */
 _Static_assert(offsetof(aks_call, labels) == 48, "call layout");
-_Static_assert(sizeof(aks_call) == 56, "call size");
+_Static_assert(offsetof(aks_call, context) == 56, "call layout");
+_Static_assert(sizeof(aks_call) == 64, "call size");
 _Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
 /* Version 1 ended at `cancel`, 40 bytes. */
 _Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");
@@ -36,7 +37,10 @@ _Static_assert(offsetof(aks_provider_ops, list_sandboxes) == 80, "provider ops l
 _Static_assert(sizeof(aks_provider_ops) == 88, "provider ops size");
 _Static_assert(sizeof(aks_sandbox_ops) == 64, "sandbox ops size");
 _Static_assert(offsetof(aks_host_api, log) == 8, "host api layout");
-_Static_assert(sizeof(aks_host_api) == 8 + 24 * sizeof(void *), "host api size");
+/* 24 slots in 1.0 and 1.1; result_add_egress_refused was appended in 1.2. */
+_Static_assert(offsetof(aks_host_api, result_add_egress_refused) == 8 + 24 * sizeof(void *),
+               "host api layout");
+_Static_assert(sizeof(aks_host_api) == 8 + 25 * sizeof(void *), "host api size");
 #endif
 
 /* Status codes are append-only and never renumbered. */

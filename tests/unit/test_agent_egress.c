@@ -151,6 +151,17 @@ typedef struct fixture {
 
 static fixture fx;
 
+/* A call as the host makes one: a principal, and the context the audit names. */
+static const aks_call *caller(const char *subject)
+{
+	static aks_principal principal = {AKS_PRINCIPAL_INIT};
+	static const char *const context[] = {AKS_CONTEXT_CONVERSATION, "conv-1",
+	                                      AKS_CONTEXT_SESSION, "default:p", NULL};
+	static aks_call call = {AKS_CALL_INIT, .principal = &principal, .context = context};
+	principal.subject = subject;
+	return &call;
+}
+
 static void start_with(const char *const *allow)
 {
 	memset(&fx, 0, sizeof(fx));
@@ -168,10 +179,10 @@ static void start_with(const char *const *allow)
 	         "meta.test=169.254.169.254");
 	setenv("AKS_TEST_EGRESS_RESOLVE", map, 1);
 	th_start(&fx.t);
-	aks_egress_opts o = {
-	    .provider = "test", .sandbox_id = "sb-1", .allow = allow, .principal = "agent-7"};
+	aks_egress_opts o = {.provider = "test", .sandbox_id = "sb-1", .allow = allow};
 	aks_error *err = NULL;
-	int rc = aks_egress_start(aks__host_api(), fx.t.conn, &o, NULL, &fx.egress, &err);
+	int rc =
+	    aks_egress_start(aks__host_api(), fx.t.conn, &o, caller("agent-7"), &fx.egress, &err);
 	if (rc != AKS_OK)
 		fail_msg("egress start: %s", aks_error_message(err));
 }
@@ -309,16 +320,29 @@ static void t_http_allowed_and_blocked(void **state)
 	assert_non_null(strstr(o.out, "Host 'blocked.test'"));
 	assert_int_equal(srv.requests, before);
 	assert_int_equal(aks_egress_refused(fx.egress), 2);
+	/* a principal cannot forge a field of the line: quoted, its quote made ', its newline
+	 * escaped (by the host's logger) */
+	aks_egress_set_caller(fx.egress, caller("evil\" dest=ok.test:1\negress allowed"));
+	runf(&o, "curl -s http://blocked.test:%u/", srv.port);
 	stop();
 	char *log = slurp(fx.log);
-	char line[200];
+	char line[300];
 	snprintf(line, sizeof(line),
-	         "egress allowed sandbox=sb-1 principal=agent-7 dest=allowed.test:%u", srv.port);
+	         "egress allowed sandbox=sb-1 session=default:p conversation=conv-1 "
+	         "principal=agent-7 dest=allowed.test:%u",
+	         srv.port);
 	assert_non_null(strstr(log, line));
 	assert_non_null(strstr(log, "rule=\"allowed.test\""));
 	snprintf(line, sizeof(line),
-	         "egress refused sandbox=sb-1 principal=agent-7 dest=blocked.test:%u", srv.port);
+	         "egress refused sandbox=sb-1 session=default:p conversation=conv-1 "
+	         "principal=agent-7 dest=blocked.test:%u",
+	         srv.port);
 	assert_non_null(strstr(log, line));
+	snprintf(line, sizeof(line),
+	         "principal=\"evil' dest=ok.test:1\\x0aegress allowed\" dest=blocked.test:%u",
+	         srv.port);
+	if (!strstr(log, line))
+		fail_msg("no escaped principal in:\n%s", log);
 	free(log);
 	unlink(fx.log);
 }

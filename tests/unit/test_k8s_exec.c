@@ -357,14 +357,7 @@ static int teardown(void **state)
 static const aks_call *bounded(void)
 {
 	static aks_call call;
-	call = (aks_call){AKS_CALL_VERSION,
-	                  sizeof(aks_call),
-	                  prov.host->now_ms() + 20000,
-	                  20,
-	                  NULL,
-	                  NULL,
-	                  NULL,
-	                  NULL};
+	call = (aks_call){AKS_CALL_INIT, .deadline_ms = prov.host->now_ms() + 20000, .timeout = 20};
 	return &call;
 }
 

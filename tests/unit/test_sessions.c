@@ -14,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "core/session/sessions.h"
 
 static char dir[] = "/tmp/aks-sessions-XXXXXX";
@@ -75,6 +77,29 @@ static void test_uuid4(void **state)
 	assert_int_equal(strspn(a, "0123456789abcdef"), 32);
 	assert_int_equal(a[12], '4');
 	assert_string_not_equal(a, b);
+}
+
+/* The record's JSON keeps the tally of egress refusals, and a record without one (the
+ * reference's, or one whose policy refused nothing) reads as 0 and is written without it. */
+static void test_egress_refused_round_trip(void **state)
+{
+	(void)state;
+	aks_session_rec r = {.id = "default:p", .profile = "p", .egress_refused = 7};
+	struct json_object *o = aks__session_to_json(&r);
+	assert_non_null(o);
+	assert_int_equal(json_object_get_int(json_object_object_get(o, "egress_refused")), 7);
+	aks_session_rec back;
+	assert_int_equal(aks__session_from_json(o, &back, NULL), AKS_OK);
+	assert_int_equal(back.egress_refused, 7);
+	aks__session_clear(&back);
+	json_object_put(o);
+	r.egress_refused = 0;
+	o = aks__session_to_json(&r);
+	assert_null(json_object_object_get(o, "egress_refused"));
+	assert_int_equal(aks__session_from_json(o, &back, NULL), AKS_OK);
+	assert_int_equal(back.egress_refused, 0);
+	aks__session_clear(&back);
+	json_object_put(o);
 }
 
 static void test_new_find_list_remove(void **state)
@@ -191,6 +216,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_uuid4),
+	    cmocka_unit_test(test_egress_refused_round_trip),
 	    cmocka_unit_test(test_new_find_list_remove),
 	    cmocka_unit_test(test_conversations_are_isolated),
 	    cmocka_unit_test(test_runtime_sessions_are_shared),

@@ -383,15 +383,17 @@ static void test_session_shapes(void **state)
 	(void)state;
 	ASSERT_JSON(aks__tool_json_sessions(NULL, 0), "{\"sessions\": []}");
 	const aks_tool_session_row rows[] = {
-	    {"default:default", NULL, "default", "active", 1700000000.123456},
-	    {"9b2f0c1e4d5a4b6c8e7f0a1b2c3d4e5f", "uv-project", "default", "closed", 1700000100.0},
+	    {"default:default", NULL, "default", "active", 1700000000.123456, 0},
+	    {"9b2f0c1e4d5a4b6c8e7f0a1b2c3d4e5f", "uv-project", "default", "closed", 1700000100.0,
+	     3},
 	};
 	ASSERT_JSON(aks__tool_json_sessions(rows, 2),
 	            "{\"sessions\": [{\"sandbox_session_id\": \"default:default\", \"name\": null, "
 	            "\"profile\": \"default\", \"status\": \"active\", \"last_used_at\": "
 	            "1700000000.123456}, {\"sandbox_session_id\": "
 	            "\"9b2f0c1e4d5a4b6c8e7f0a1b2c3d4e5f\", \"name\": \"uv-project\", \"profile\": "
-	            "\"default\", \"status\": \"closed\", \"last_used_at\": 1700000100.0}]}");
+	            "\"default\", \"status\": \"closed\", \"last_used_at\": 1700000100.0, "
+	            "\"egress_refused\": 3}]}");
 	ASSERT_JSON(aks__tool_json_new_session("9b2f", "uv-project", "default"),
 	            "{\"sandbox_session_id\": \"9b2f\", \"name\": \"uv-project\", "
 	            "\"profile\": \"default\"}");

@@ -77,7 +77,10 @@ struct aks_egress_relay {
 	aks_netmap *map;
 	char provider[32];
 	char sandbox[128];
-	char principal[128];
+	/* whom the current call is for (aks_egress_set_caller), as logfmt values */
+	char principal[160];
+	char conversation[160];
+	char session[160];
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	estream *streams;
@@ -396,12 +399,12 @@ static void audit(aks_egress_relay *e, const estream *s)
 	char dest[300];
 	snprintf(dest, sizeof(dest), strchr(s->host, ':') ? "[%s]:%u" : "%s:%u", s->host, s->port);
 	e->host->log(refused ? AKS_LOG_WARNING : AKS_LOG_INFO, e->provider,
-	             "egress %s sandbox=%s principal=%s dest=%s addr=%s rule=\"%s\" bytes_out=%llu "
-	             "bytes_in=%llu ms=%lld%s%s%s",
+	             "egress %s sandbox=%s session=%s conversation=%s principal=%s dest=%s addr=%s "
+	             "rule=\"%s\" bytes_out=%llu bytes_in=%llu ms=%lld%s%s%s",
 	             refused   ? "refused"
 	             : allowed ? "allowed"
 	                       : "failed",
-	             e->sandbox, e->principal[0] ? e->principal : "-", dest,
+	             e->sandbox, e->session, e->conversation, e->principal, dest,
 	             s->addr[0] ? s->addr : "-", s->rule, (unsigned long long)s->bytes_out,
 	             (unsigned long long)s->bytes_in, (long long)(e->host->now_ms() - s->started),
 	             s->why[0] ? " reason=\"" : "", s->why, s->why[0] ? "\"" : "");
@@ -610,9 +613,9 @@ int aks_egress_start(const aks_host_api *host, aks_agent *conn, const aks_egress
 	e->wake[0] = e->wake[1] = e->abort[0] = e->abort[1] = -1;
 	snprintf(e->provider, sizeof(e->provider), "%s", o->provider ? o->provider : "egress");
 	snprintf(e->sandbox, sizeof(e->sandbox), "%s", o->sandbox_id ? o->sandbox_id : "-");
-	snprintf(e->principal, sizeof(e->principal), "%s", o->principal ? o->principal : "");
 	pthread_mutex_init(&e->mu, NULL);
 	pthread_cond_init(&e->cv, NULL);
+	aks_egress_set_caller(e, call);
 	char msg[300];
 	size_t bad = 0;
 	int rc = AKS_OK;
@@ -720,9 +723,42 @@ unsigned aks_egress_refused_since(const aks_egress_relay *e, unsigned since, cha
 	return n;
 }
 
-void aks_egress_set_principal(aks_egress_relay *e, const char *principal)
+/* v as one logfmt value in out: "-" for none, quoted when it holds a space, '=' or '"', and
+ * a '"' in it written as '\'', so that a principal or conversation id cannot forge a field of
+ * the line. (The host's logger escapes control characters and backslashes itself.) */
+static void logfmt_value(char *out, size_t len, const char *v)
 {
+	if (!v || !*v) {
+		snprintf(out, len, "-");
+		return;
+	}
+	bool quote = strpbrk(v, " =\"") != NULL;
+	size_t n = 0;
+	if (quote)
+		out[n++] = '"';
+	for (const char *p = v; *p && n + 2 < len; p++)
+		out[n++] = *p == '"' ? '\'' : *p;
+	if (quote)
+		out[n++] = '"';
+	out[n] = '\0';
+}
+
+static const char *context_of(const aks_call *call, const char *key)
+{
+	for (const char *const *kv = call ? call->context : NULL; kv && kv[0] && kv[1]; kv += 2)
+		if (strcmp(kv[0], key) == 0)
+			return kv[1];
+	return NULL;
+}
+
+void aks_egress_set_caller(aks_egress_relay *e, const aks_call *call)
+{
+	const char *principal =
+	    call && call->principal && call->principal->subject ? call->principal->subject : NULL;
 	pthread_mutex_lock(&e->mu);
-	snprintf(e->principal, sizeof(e->principal), "%s", principal ? principal : "");
+	logfmt_value(e->principal, sizeof(e->principal), principal);
+	logfmt_value(e->conversation, sizeof(e->conversation),
+	             context_of(call, AKS_CONTEXT_CONVERSATION));
+	logfmt_value(e->session, sizeof(e->session), context_of(call, AKS_CONTEXT_SESSION));
 	pthread_mutex_unlock(&e->mu);
 }

@@ -42,7 +42,8 @@ struct aks_agent_session {
 	bool egress_proxy;
 	char **network_allow;
 	aks_egress_relay *egress;
-	unsigned egress_refused; /* by the egress of agents stopped before */
+	unsigned egress_refused;  /* by the egress of agents stopped before */
+	unsigned egress_reported; /* of all refused, those already counted on a result */
 	void *stream;
 	char *path;        /* where the program is in the sandbox, once placed */
 	bool was_up;       /* the agent ran for this handle before: a new start is a restart */
@@ -118,7 +119,7 @@ static int over(aks_agent_session *s, int rc, const aks_call *call, aks_error **
  * least the provider's setup time (the operation's own timeout is for the operation). */
 static aks_call setup_call(const aks_agent_session *s, const aks_call *call)
 {
-	aks_call c = {AKS_CALL_VERSION, sizeof(aks_call), 0, 0, NULL, NULL, NULL, NULL};
+	aks_call c = {AKS_CALL_INIT};
 	if (call)
 		c = *call;
 	int64_t floor = s->ops->setup_ms ? s->host->now_ms() + s->ops->setup_ms : 0;
@@ -214,10 +215,16 @@ unsigned aks_agent_session_egress_refused(const aks_agent_session *s)
 	return s->egress_refused + (s->egress ? aks_egress_refused(s->egress) : 0);
 }
 
-static const char *principal_of(const aks_call *call)
+/* Counts on out the refusals no result has counted yet (the host tallies them on the
+ * sandbox session): those of this operation, and any of a background program since. */
+static void report_refused(aks_agent_session *s, aks_result *out)
 {
-	return call && call->principal && call->principal->subject ? call->principal->subject
-	                                                           : NULL;
+	unsigned total = aks_agent_session_egress_refused(s);
+	if (!out || total <= s->egress_reported ||
+	    !AKS_HOST_HAS(s->host, result_add_egress_refused))
+		return;
+	s->host->result_add_egress_refused(out, total - s->egress_reported);
+	s->egress_reported = total;
 }
 
 /* ---- bringing the agent up ------------------------------------------------------------------ */
@@ -296,8 +303,7 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *
 	if (rc == AKS_OK && s->egress_proxy) {
 		aks_egress_opts eo = {.provider = s->prog->provider,
 		                      .sandbox_id = s->id,
-		                      .allow = (const char *const *)s->network_allow,
-		                      .principal = principal_of(setup)};
+		                      .allow = (const char *const *)s->network_allow};
 		rc = aks_egress_start(host, s->agent, &eo, &hello, &s->egress, err);
 		if (rc != AKS_OK) { /* the list cannot be enforced: the call fails, closed */
 			stop_agent(s);
@@ -445,7 +451,7 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_cal
 	*use = true;
 	s->used_ms = s->host->now_ms();
 	if (s->egress)
-		aks_egress_set_principal(s->egress, principal_of(call));
+		aks_egress_set_caller(s->egress, call);
 	return AKS_OK;
 }
 
@@ -572,6 +578,7 @@ static int run_spec(aks_agent_session *s, aks_agent_spawn *spec, const aks_call 
 		give_notice(s, out, said);
 	else if (said[0] && out)
 		host->result_set_notice(out, said);
+	report_refused(s, out);
 	return rc;
 }
 
@@ -759,5 +766,6 @@ int aks_agent_download(aks_agent_session *s, const char *path, const char *cpath
 		rc = refused ? pass(s->host, rc, e, err)
 		             : file_error(s, "read", path, rc, e, call, err);
 	give_notice(s, out, NULL);
+	report_refused(s, out);
 	return rc;
 }

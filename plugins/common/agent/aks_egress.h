@@ -33,7 +33,6 @@ typedef struct aks_egress_opts {
 	const char *provider;     /* prefixes the log lines ("docker") */
 	const char *sandbox_id;   /* for the audit log */
 	const char *const *allow; /* the policy's network_allow, NULL-terminated */
-	const char *principal;    /* the call's principal, for the audit log, or NULL */
 } aks_egress_opts;
 
 /*
@@ -53,8 +52,9 @@ unsigned aks_egress_refused(const aks_egress_relay *e);
 /* The same, and the refusals after the first `since` in buf: "dest (why)", the latest few
  * joined by "; ". */
 unsigned aks_egress_refused_since(const aks_egress_relay *e, unsigned since, char *buf, size_t len);
-/* The principal for the audit log from now on (the handle's current call's). */
-void aks_egress_set_principal(aks_egress_relay *e, const char *principal);
+/* Whom the audit log names from now on: call's principal and its context's conversation
+ * and sandbox session (the handle's current call; NULL: nobody). */
+void aks_egress_set_caller(aks_egress_relay *e, const aks_call *call);
 
 /* ---- the decisions, without sockets (egress_decide.c), for the relay and the tests ---- */
 

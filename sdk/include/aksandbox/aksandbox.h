@@ -375,6 +375,10 @@ AKS_EXPORT uint64_t aks_result_get_stream_total(const aks_result *r, int stream)
 AKS_EXPORT bool aks_result_is_truncated(const aks_result *r, int stream);
 AKS_EXPORT bool aks_result_timed_out(const aks_result *r);
 AKS_EXPORT const char *aks_result_get_notice(const aks_result *r);
+/* Connections the profile's egress policy (network_allow) refused on the sandbox that this
+ * result reports: those refused while the operation ran, and any refused since the
+ * previous result that reported some (a program left running in the background). */
+AKS_EXPORT unsigned aks_result_get_egress_refused(const aks_result *r);
 AKS_EXPORT const char *aks_result_get_provider_data(const aks_result *r);
 AKS_EXPORT size_t aks_result_get_file_count(const aks_result *r);
 AKS_EXPORT const unsigned char *aks_result_get_file(const aks_result *r, size_t index,

@@ -252,6 +252,14 @@ typedef struct aks_host_api {
 	int (*principal_add_group)(aks_principal_builder *b, const char *group);
 	int (*principal_add_credential)(aks_principal_builder *b, const char *key,
 	                                const char *value);
+
+#if AKS_TARGET_ABI_MINOR >= 2
+	/* Appended in ABI 1.2. Counts connections an egress policy refused on the sandbox
+	 * since the last result that counted any (while this operation ran, or between
+	 * operations: a program left running in the background). The host adds them to the
+	 * sandbox session's tally (`aksandbox sessions`: egress_refused). NULL r: nothing. */
+	void (*result_add_egress_refused)(aks_result *r, unsigned count);
+#endif
 } aks_host_api;
 
 #define AKS_HOST_API_INIT                                                                          \

@@ -150,6 +150,13 @@ struct aks_call {
 	 * record of what it creates. */
 	const char *const *labels;
 #endif
+#if AKS_TARGET_ABI_MINOR >= 2
+	/* Appended in ABI 1.2. Whom the operation is for, for the provider's own logs and
+	 * audit lines (an egress proxy's verdicts): NULL-terminated key, value pairs, among
+	 * them AKS_CONTEXT_CONVERSATION and AKS_CONTEXT_SESSION (the sandbox session's id).
+	 * Borrowed for the call; NULL when the host has none (housekeeping, a direct call). */
+	const char *const *context;
+#endif
 };
 
 #define AKS_CALL_INIT .struct_version = AKS_CALL_VERSION, .struct_size = sizeof(aks_call)
@@ -157,6 +164,10 @@ struct aks_call {
 /* The labels a host gives create (call->labels). */
 #define AKS_LABEL_OWNER "io.aksandbox.owner"
 #define AKS_LABEL_CLAIM "io.aksandbox.claim"
+
+/* The keys of call->context (ABI 1.2). */
+#define AKS_CONTEXT_CONVERSATION "conversation"
+#define AKS_CONTEXT_SESSION      "session"
 
 /* Receives one sandbox from list_sandboxes: its id (what create's handle answered) and its
  * labels of call->labels' keys that it carries (NULL-terminated key, value pairs; borrowed for

@@ -10,14 +10,15 @@
 #define AKSANDBOX_VERSION_H
 
 #define AKS_ABI_MAJOR 1
-#define AKS_ABI_MINOR 1
+#define AKS_ABI_MINOR 2
 
 /*
  * The oldest host minor a plugin is built to load on. A plugin that needs nothing of the
  * later minors defines it (before it includes any aksandbox header, or with -D) to the
  * minor it targets, say 0: AKS_PLUGIN_DEFINE then records that minor, so hosts from it on
  * load the plugin, and the headers leave out what later minors added (in 1.1:
- * aks_call.labels and aks_provider_ops.list_sandboxes), so the plugin cannot use, by
+ * aks_call.labels and aks_provider_ops.list_sandboxes; in 1.2: aks_call.context and
+ * aks_host_api.result_add_egress_refused), so the plugin cannot use, by
  * mistake, what such a host does not have. Unset, it is AKS_ABI_MINOR: the plugin loads on
  * hosts of this SDK's minor and later. Hosts (programs that include aksandbox.h) always
  * use the whole ABI.
