@@ -264,6 +264,130 @@ static int teardown(void **state)
 
 /* ---- the tests --------------------------------------------------------------------------- */
 
+/* ---- an agent that is not the one we build: what its HELLO and NET_LISTENING say ------- */
+
+typedef struct fake_agent {
+	int in, out;       /* its ends: reads the host's frames, writes its answers */
+	uint32_t features; /* HELLO_OK's FEATURES */
+	uint32_t window;   /* NET_LISTENING's WINDOW; 0: the one asked */
+	unsigned listens;  /* NET_LISTENs it was sent */
+	pthread_t thread;
+} fake_agent;
+
+static void fake_answer(fake_agent *fa, const aks_agent_frame *f)
+{
+	aks_agent_buf b = {0};
+	size_t at;
+	if (f->type == AKS_AGENT_HELLO) {
+		at = aks__agent_frame_begin(&b, AKS_AGENT_HELLO_OK, 0, f->id);
+		aks__agent_put_u32(&b, AKS_AGENT_T_VERSION, AKS_AGENT_VERSION);
+		aks__agent_put_str(&b, AKS_AGENT_T_AGENT, "aksandbox-agent 0.0.1 (older)");
+		aks__agent_put_u32(&b, AKS_AGENT_T_MAX_PAYLOAD, AKS_AGENT_MAX_PAYLOAD);
+		aks__agent_put_u32(&b, AKS_AGENT_T_WINDOW, AKS_AGENT_WINDOW);
+		aks__agent_put_u32(&b, AKS_AGENT_T_FEATURES, fa->features);
+		aks__agent_put_u32(&b, AKS_AGENT_T_PID, 4242);
+	} else if (f->type == AKS_AGENT_NET_LISTEN) {
+		fa->listens++;
+		uint32_t asked = 0, n;
+		uint16_t tag;
+		const uint8_t *v;
+		aks_agent_tlv it;
+		aks__agent_tlv_init(&it, f);
+		while (aks__agent_tlv_next(&it, &tag, &v, &n) > 0)
+			if (tag == AKS_AGENT_T_WINDOW && n == 4)
+				asked = aks__agent_get32(v);
+		at = aks__agent_frame_begin(&b, AKS_AGENT_NET_LISTENING, AKS_AGENT_FLAG_END, f->id);
+		aks__agent_put_u32(&b, AKS_AGENT_T_PORT, 3128);
+		aks__agent_put_u32(&b, AKS_AGENT_T_WINDOW, fa->window ? fa->window : asked);
+	} else {
+		return;
+	}
+	aks__agent_frame_end(&b, at);
+	for (size_t off = 0; off < b.len;) {
+		ssize_t w = write(fa->out, b.data + off, b.len - off);
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+	aks__agent_buf_free(&b);
+}
+
+static void *fake_agent_main(void *arg)
+{
+	fake_agent *fa = arg;
+	aks_agent_decoder d;
+	assert_int_equal(aks__agent_decoder_init(&d, AKS_AGENT_MAX_PAYLOAD), 0);
+	for (;;) {
+		size_t avail;
+		uint8_t *space = aks__agent_decoder_space(&d, &avail);
+		ssize_t r = read(fa->in, space, avail);
+		if (r <= 0)
+			break; /* the host closed: the end */
+		aks__agent_decoder_commit(&d, (size_t)r);
+		aks_agent_frame f;
+		uint32_t code;
+		while (aks__agent_decoder_next(&d, &f, &code) == AKS_AGENT_DEC_FRAME)
+			fake_answer(fa, &f);
+	}
+	aks__agent_decoder_free(&d);
+	close(fa->in);
+	close(fa->out);
+	return NULL;
+}
+
+/* Connects the client to a fake agent, then tries to start the egress proxy over it. */
+static int egress_over_fake(fake_agent *fa, aks_error **err)
+{
+	int to[2], from[2];
+	assert_int_equal(pipe2(to, O_CLOEXEC), 0);
+	assert_int_equal(pipe2(from, O_CLOEXEC), 0);
+	fa->in = to[0];
+	fa->out = from[1];
+	assert_int_equal(pthread_create(&fa->thread, NULL, fake_agent_main, fa), 0);
+	aks_call call = {AKS_CALL_INIT, .deadline_ms = aks__host_api()->now_ms() + 10000,
+	                 .timeout = 10};
+	aks_agent *conn = NULL;
+	int rc = aks__agent_start(aks__host_api(), from[0], to[1], &call, &conn, err);
+	assert_int_equal(rc, AKS_OK);
+	const char *const allow[] = {"allowed.test", NULL};
+	aks_egress_opts o = {.provider = "test", .sandbox_id = "sb-old", .allow = allow};
+	aks_egress_relay *e = NULL;
+	rc = aks_egress_start(aks__host_api(), conn, &o, &call, &e, err);
+	assert_null(e);        /* never half started */
+	aks__agent_free(conn); /* closes its ends: the fake reads EOF */
+	pthread_join(fa->thread, NULL);
+	return rc;
+}
+
+/* An agent from before the proxy (no FEATURES bit): the allowlist fails closed, with the
+ * reason, before anything is asked of it. */
+static void t_old_agent_refused(void **state)
+{
+	(void)state;
+	fake_agent fa = {.features = AKS_AGENT_FEATURE_PYTHON_SESSION};
+	aks_error *err = NULL;
+	assert_int_equal(egress_over_fake(&fa, &err), AKS_EPOLICY);
+	assert_non_null(strstr(aks_error_message(err), "has no egress proxy"));
+	assert_non_null(strstr(aks_error_message(err), "network_allow cannot be enforced"));
+	assert_int_equal(fa.listens, 0);
+	aks_error_free(err);
+}
+
+/* An agent that would keep another window than the host's: refused, the numbers said. */
+static void t_window_mismatch_refused(void **state)
+{
+	(void)state;
+	fake_agent fa = {.features = AKS_AGENT_FEATURE_PYTHON_SESSION | AKS_AGENT_FEATURE_EGRESS,
+	                 .window = AKS_AGENT_NET_WINDOW * 4};
+	aks_error *err = NULL;
+	int rc = egress_over_fake(&fa, &err);
+	assert_true(rc < 0);
+	assert_int_equal(fa.listens, 1);
+	if (!err || !strstr(aks_error_message(err), "egress window is"))
+		fail_msg("error: %s", err ? aks_error_message(err) : "(none)");
+	aks_error_free(err);
+}
+
 static void t_environment(void **state)
 {
 	(void)state;
@@ -622,6 +746,7 @@ int main(void)
 	    cmocka_unit_test(t_post_and_download), cmocka_unit_test(t_socks),
 	    cmocka_unit_test(t_special_addresses), cmocka_unit_test(t_cidr_and_port),
 	    cmocka_unit_test(t_proxy_abuse),       cmocka_unit_test(t_tls),
+	    cmocka_unit_test(t_old_agent_refused), cmocka_unit_test(t_window_mismatch_refused),
 	};
 	signal(SIGPIPE, SIG_IGN);
 	return cmocka_run_group_tests(tests, setup, teardown);
