@@ -210,6 +210,21 @@ static void signal_descendants(pid_t root, int sig, pid_t skip_pgrp)
 	free(pairs);
 }
 
+/* Reaps every child that has ended (main_pid's status into *main_status); true when no child
+ * is left at all. */
+static bool reap_ended(pid_t main_pid, int *main_status, bool *main_seen)
+{
+	int st;
+	pid_t p;
+	while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+		if (p == main_pid && main_status) {
+			*main_status = st;
+			*main_seen = true;
+		}
+	}
+	return p < 0 && errno == ECHILD;
+}
+
 void proc_kill_children(pid_t main_pid, int *main_status, bool *main_seen, int bound_ms)
 {
 	pid_t self = getpid();
@@ -221,16 +236,13 @@ void proc_kill_children(pid_t main_pid, int *main_status, bool *main_seen, int b
 			if (!*main_seen)
 				kill(main_pid, SIGKILL);
 		}
+		/* A subreaper with no child left has no descendant left (every orphan of the
+		 * tree comes back to it): done without reading all of /proc, which the common
+		 * case (the program exited and left nothing behind) paid on every call. */
+		if (reap_ended(main_pid, main_status, main_seen))
+			return;
 		signal_children_of(self, SIGKILL);
-		int st;
-		pid_t p;
-		while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
-			if (p == main_pid && main_status) {
-				*main_status = st;
-				*main_seen = true;
-			}
-		}
-		if (p < 0 && errno == ECHILD)
+		if (reap_ended(main_pid, main_status, main_seen))
 			return;
 		if (agent_now_ms() >= until)
 			return; /* without /proc an unkillable child must not hang us */

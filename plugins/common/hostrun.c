@@ -7,13 +7,16 @@
 #endif
 
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "aks_buf.h"
 #include "aks_hostrun.h"
@@ -140,16 +143,41 @@ int aks_hostrun(const aks_host_api *host, const aks_hostrun_spec *r, const aks_c
 
 /* ---- a child of this host ------------------------------------------------------------------ */
 
+static int64_t monotonic_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 void aks_hostrun_reap(pid_t *pid, int grace_ms)
 {
-	for (int waited = 0; *pid > 0 && waited < grace_ms; waited += 10) {
+	if (*pid <= 0)
+		return;
+	/* Woken by the exit itself (a pidfd is readable once the process is a zombie), not by
+	 * a polling nap that a child exiting at once paid in full; a 2 ms nap where pidfds are
+	 * missing (kernels before 5.3). */
+	int pidfd = (int)syscall(SYS_pidfd_open, *pid, 0);
+	int64_t until = monotonic_ms() + grace_ms;
+	while (*pid > 0) {
 		pid_t r = waitpid(*pid, NULL, WNOHANG);
-		if (r == *pid || (r < 0 && errno != EINTR))
+		if (r == *pid || (r < 0 && errno != EINTR)) {
 			*pid = 0;
-		struct timespec ts = {0, 10 * 1000 * 1000};
-		if (*pid > 0)
+			break;
+		}
+		int64_t left = until - monotonic_ms();
+		if (left <= 0)
+			break;
+		if (pidfd >= 0) {
+			struct pollfd pf = {pidfd, POLLIN, 0};
+			poll(&pf, 1, (int)left);
+		} else {
+			struct timespec ts = {0, 2 * 1000 * 1000};
 			nanosleep(&ts, NULL);
+		}
 	}
+	if (pidfd >= 0)
+		close(pidfd);
 	if (*pid > 0) {
 		kill(*pid, SIGKILL);
 		while (waitpid(*pid, NULL, 0) < 0 && errno == EINTR)
