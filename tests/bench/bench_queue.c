@@ -9,9 +9,9 @@
  * It starts a private nats-server (JetStream) and redis-server through
  * tests/integration/{nats,redis}-server.sh, then:
  * 1. Throughput: CALLERS threads of this process share one runtime and call
- *    run_command {"command": "true"} CALLS times in all, spread over SESSIONS sessions
- *    (each caller has its own sessions, so no caller waits for another's session lock).
- *    Once in process (thread broker), then through the fleet with 1, 2 and 4 worker
+ *    run_command {"command": "true"} (or -x COMMAND, e.g. "sleep 0.2") CALLS times in all, spread
+ * over SESSIONS sessions (each caller has its own sessions, so no caller waits for another's
+ * session lock). Once in process (thread broker), then through the fleet with 1, 2 and 4 worker
  *    processes (AKSANDBOX worker, each with 2 input consumers); executions per second
  *    from the first call to the last answer, and the ratio to the thread broker.
  * 2. Added latency: one caller, sequential, LATENCY_CALLS calls on one session, the queue
@@ -197,21 +197,30 @@ static char *call(struct host *h, const char *tool, const char *args)
 	return json;
 }
 
-/* run_command true on a session; exits unless it ran and exited 0. */
-static int64_t run_true(struct host *h, const char *session)
+/* What the throughput phase runs (-x): "true" measures what the broker itself costs; a
+ * command that waits ("sleep 0.2") whether workers serve sessions in parallel. */
+static const char *throughput_command = "true";
+
+/* run_command COMMAND on a session; exits unless it ran and exited 0. */
+static int64_t run_cmd(struct host *h, const char *session, const char *command)
 {
-	char args[256];
-	snprintf(args, sizeof(args), "{\"command\": \"true\", \"sandbox_session_id\": \"%s\"}",
-	         session);
+	char args[512];
+	snprintf(args, sizeof(args), "{\"command\": \"%s\", \"sandbox_session_id\": \"%s\"}",
+	         command, session);
 	int64_t t0 = bench_now_ns();
 	char *json = call(h, "run_command", args);
 	int64_t t = bench_now_ns() - t0;
 	if (!strstr(json, "\"exit_code\": 0")) {
-		fprintf(stderr, PROG ": run_command true: %s\n", json);
+		fprintf(stderr, PROG ": run_command %s: %s\n", command, json);
 		exit(1);
 	}
 	free(json);
 	return t;
+}
+
+static int64_t run_true(struct host *h, const char *session)
+{
+	return run_cmd(h, session, "true");
 }
 
 static char **new_sessions(struct host *h, int n)
@@ -252,7 +261,7 @@ static void *caller_main(void *arg)
 {
 	struct caller *c = arg;
 	for (int i = 0; i < c->calls; i++)
-		run_true(c->h, c->sessions[i % c->nsessions]);
+		run_cmd(c->h, c->sessions[i % c->nsessions], throughput_command);
 	return NULL;
 }
 
@@ -289,7 +298,7 @@ static double throughput(struct host *h, char **sessions, int nsessions, int cal
 static void usage(void)
 {
 	fprintf(stderr, "usage: " PROG " [-n CALLS] [-c CALLERS] [-s SESSIONS] [-l LATENCY_CALLS] "
-	                "[-p POLL] AKSANDBOX DIR\n");
+	                "[-p POLL] [-x COMMAND] AKSANDBOX DIR\n");
 	exit(2);
 }
 
@@ -297,7 +306,7 @@ int main(int argc, char **argv)
 {
 	int calls = 400, callers = 8, nsessions = 32, lat = 100, opt;
 	double poll = 0.002;
-	while ((opt = getopt(argc, argv, "n:c:s:l:p:")) != -1) {
+	while ((opt = getopt(argc, argv, "n:c:s:l:p:x:")) != -1) {
 		switch (opt) {
 		case 'n':
 			calls = atoi(optarg);
@@ -313,6 +322,11 @@ int main(int argc, char **argv)
 			break;
 		case 'p':
 			poll = atof(optarg);
+			break;
+		case 'x':
+			if (strpbrk(optarg, "\"\\"))
+				usage(); /* it goes into JSON as it is */
+			throughput_command = optarg;
 			break;
 		default:
 			usage();
@@ -372,11 +386,12 @@ int main(int argc, char **argv)
 	}
 
 	printf("Queue broker (nats-server %s, redis-server %s)\n", nats_url, redis_url);
-	printf("Throughput: run_command true, %d calls from %d caller threads over %d sessions "
+	printf("Throughput: run_command %s, %d calls from %d caller threads over %d sessions "
 	       "(executions/s)\n",
-	       calls, callers, nsessions);
+	       throughput_command, calls, callers, nsessions);
 	double base = throughput(&thread, ts, nsessions, callers, calls);
 	printf("  %-46s %8.1f\n", "in process (broker: thread)", base);
+	double one = 0;
 	for (int w = 1; w <= MAX_WORKERS; w *= 2) {
 		while (nworkers < w)
 			start_worker();
@@ -386,7 +401,12 @@ int main(int argc, char **argv)
 		char label[96];
 		snprintf(label, sizeof(label), "queue, %d worker process%s (%d consumers)", w,
 		         w > 1 ? "es" : "", w * CONSUMERS_PER_WORKER);
-		printf("  %-46s %8.1f   ratio to thread: %.2fx\n", label, q, q / base);
+		if (w == 1)
+			one = q;
+		printf("  %-46s %8.1f   ratio to thread: %.2fx", label, q, q / base);
+		if (w > 1)
+			printf(", to 1 worker: %.2fx", q / one);
+		printf("\n");
 	}
 
 	/* Latency with one worker, as a single agent sees it. */

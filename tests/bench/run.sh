@@ -198,6 +198,11 @@ if [ -e "$B/tests/bench/bench_queue" ]; then
 	echo
 	"$(real_binary "$B/tests/bench/bench_queue")" -n "${BENCH_QUEUE_CALLS:-400}" \
 		-l "${BENCH_QUEUE_LATENCY:-100}" "$AKS" "$T"
+	# The same fleet on commands that wait rather than compute (these machines have two
+	# cores): whether sessions on different workers really run in parallel.
+	echo
+	"$(real_binary "$B/tests/bench/bench_queue")" -n "${BENCH_QUEUE_SLEEP_CALLS:-64}" -l 5 \
+		-x "sleep 0.2" "$AKS" "$T"
 fi
 
 # The kubernetes provider (when it was built): a command in an existing pod through the
