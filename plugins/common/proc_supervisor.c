@@ -315,34 +315,46 @@ static int64_t mono_ms(void)
  * the kernel gets here; we then report rather than hang the caller. */
 #define KILL_STALL_MS 3000
 
+/* Reaps every child that has ended (the program's status when it is one); *reaped when any
+ * was. True once no child is left (ECHILD; or an error there is nothing to do about). */
+static bool reap_ended(pid_t prog, int *status, bool *done, bool *reaped)
+{
+	for (;;) {
+		int st;
+		pid_t p = waitpid(-1, &st, WNOHANG);
+		if (p > 0) {
+			*reaped = true;
+			if (p == prog && !*done) {
+				*status = st;
+				*done = true;
+			}
+			continue;
+		}
+		if (p == 0)
+			return false;
+		if (errno != EINTR)
+			return true;
+	}
+}
+
 /* Kills and reaps until we have no child left (waitpid says ECHILD): then no
  * descendant is left either. Records the program's status when it is reaped. */
 static void kill_and_reap_all(pid_t self, pid_t prog, int *status, bool *done)
 {
 	long nap = 1;
 	int64_t last_progress = mono_ms();
+	bool reaped = false;
+	/* The common end (the program exited and left nothing running) costs no pass over
+	 * /proc: with no child left there is no descendant left. */
+	if (reap_ended(prog, status, done, &reaped))
+		return;
 	for (;;) {
 		/* Without /proc, the program's process group is all we can reach. */
 		if (!kill_descendants(self))
 			kill(-prog, SIGKILL);
-		bool reaped = false;
-		for (;;) {
-			int st;
-			pid_t p = waitpid(-1, &st, WNOHANG);
-			if (p > 0) {
-				reaped = true;
-				if (p == prog && !*done) {
-					*status = st;
-					*done = true;
-				}
-				continue;
-			}
-			if (p == 0)
-				break;
-			if (errno == EINTR)
-				continue;
-			return; /* ECHILD: nothing left (anything else: nothing we can do) */
-		}
+		reaped = false;
+		if (reap_ended(prog, status, done, &reaped))
+			return;
 		if (reaped) {
 			nap = 1;
 			last_progress = mono_ms();
