@@ -347,13 +347,14 @@ static const char *entry_problem(const char *e, struct rule *r, char *buf, size_
 
 /* What to suggest instead of e: s[0..n) with one trailing dot dropped (the same name, and the
  * message ends without a period), into out, when that is itself a valid entry and short
- * enough to show whole; false otherwise (a wrong or cut suggestion is worse than none). */
+ * enough to show whole; false otherwise (a wrong or cut suggestion is worse than none, and
+ * "a.." would leave "a.", a valid name that would end the message with a period). */
 static bool suggestion(const char *s, size_t n, char *out, size_t cap)
 {
 	struct rule r;
 	if (n && s[n - 1] == '.')
 		n--;
-	if (!n || n > QUOTE_MAX || n >= cap)
+	if (!n || s[n - 1] == '.' || n > QUOTE_MAX || n >= cap)
 		return false;
 	memcpy(out, s, n);
 	out[n] = '\0';
