@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Which pipe a chunk of output came from. Same values as aks_stream. */
 enum { AKS_PROC_STDOUT = 1, AKS_PROC_STDERR = 2 };
@@ -97,5 +98,13 @@ int aks_proc_run(const aks_proc_spec *spec, aks_proc_outcome *out);
 
 /* The shell convention: the exit status, or 128 + the signal number. */
 int aks_proc_exit_code(int wait_status);
+
+/* CLOCK_MONOTONIC in milliseconds (async-signal-safe: the supervisor uses it in its child). */
+static inline int64_t aks_proc_mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 #endif /* AKS_PROC_H */

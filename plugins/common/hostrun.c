@@ -143,13 +143,6 @@ int aks_hostrun(const aks_host_api *host, const aks_hostrun_spec *r, const aks_c
 
 /* ---- a child of this host ------------------------------------------------------------------ */
 
-static int64_t monotonic_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void aks_hostrun_reap(pid_t *pid, int grace_ms)
 {
 	if (*pid <= 0)
@@ -158,14 +151,14 @@ void aks_hostrun_reap(pid_t *pid, int grace_ms)
 	 * a polling nap that a child exiting at once paid in full; a 2 ms nap where pidfds are
 	 * missing (kernels before 5.3). */
 	int pidfd = (int)syscall(SYS_pidfd_open, *pid, 0);
-	int64_t until = monotonic_ms() + grace_ms;
+	int64_t until = aks_proc_mono_ms() + grace_ms;
 	while (*pid > 0) {
 		pid_t r = waitpid(*pid, NULL, WNOHANG);
 		if (r == *pid || (r < 0 && errno != EINTR)) {
 			*pid = 0;
 			break;
 		}
-		int64_t left = until - monotonic_ms();
+		int64_t left = until - aks_proc_mono_ms();
 		if (left <= 0)
 			break;
 		if (pidfd >= 0) {

@@ -39,13 +39,6 @@ int aks_proc_exit_code(int wait_status)
 	return -1;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static const char *find_path(const char *const *envp)
 {
 	for (; envp && *envp; envp++)
@@ -93,7 +86,7 @@ static void request_kill(run_state *s, int end)
 	if (s->ctl >= 0)
 		(void)send(s->ctl, &k, 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	if (!s->final)
-		s->give_up_at = mono_ms() + KILL_GRACE_MS;
+		s->give_up_at = aks_proc_mono_ms() + KILL_GRACE_MS;
 }
 
 /* Last resort when the supervisor cannot do its job. */
@@ -116,7 +109,7 @@ static void on_message(run_state *s, const aks__proc_msg *m)
 		s->out->status_known = true;
 		s->out->wait_status = m->value;
 		s->out->exit_code = aks_proc_exit_code(m->value);
-		s->give_up_at = mono_ms() + DRAIN_GRACE_MS;
+		s->give_up_at = aks_proc_mono_ms() + DRAIN_GRACE_MS;
 		break;
 	case AKS__PROC_MSG_FAILED:
 		s->final = true;
@@ -124,7 +117,7 @@ static void on_message(run_state *s, const aks__proc_msg *m)
 			s->start_failed = true;
 			s->start_errno = m->value > 0 ? m->value : EAGAIN;
 		}
-		s->give_up_at = mono_ms() + DRAIN_GRACE_MS;
+		s->give_up_at = aks_proc_mono_ms() + DRAIN_GRACE_MS;
 		break;
 	default:
 		break;
@@ -158,7 +151,7 @@ static void read_control(run_state *s)
 			s->supervisor_gone = true;
 			if (s->prog > 0)
 				kill(-s->prog, SIGKILL);
-			s->give_up_at = mono_ms() + DRAIN_GRACE_MS;
+			s->give_up_at = aks_proc_mono_ms() + DRAIN_GRACE_MS;
 		}
 		return;
 	}
@@ -195,7 +188,7 @@ static void event_loop(run_state *s)
 		bool ctl_done = s->final || s->ctl < 0;
 		if (s->out_r < 0 && s->err_r < 0 && ctl_done)
 			return;
-		int64_t now = mono_ms();
+		int64_t now = aks_proc_mono_ms();
 		if (!s->kill_sent && !s->final) {
 			if (spec->cancelled && spec->cancelled(spec->ctx))
 				request_kill(s, AKS_PROC_CANCELLED);

@@ -303,13 +303,6 @@ static bool kill_descendants(pid_t self)
 	return true;
 }
 
-static int64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts); /* async-signal-safe */
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* How long the kill phase may go on without reaping anything. Only a process
  * we may not signal (a setuid program, when we are not root) or one stuck in
  * the kernel gets here; we then report rather than hang the caller. */
@@ -342,7 +335,7 @@ static bool reap_ended(pid_t prog, int *status, bool *done, bool *reaped)
 static void kill_and_reap_all(pid_t self, pid_t prog, int *status, bool *done)
 {
 	long nap = 1;
-	int64_t last_progress = mono_ms();
+	int64_t last_progress = aks_proc_mono_ms();
 	bool reaped = false;
 	/* The common end (the program exited and left nothing running) costs no pass over
 	 * /proc: with no child left there is no descendant left. */
@@ -357,9 +350,9 @@ static void kill_and_reap_all(pid_t self, pid_t prog, int *status, bool *done)
 			return;
 		if (reaped) {
 			nap = 1;
-			last_progress = mono_ms();
+			last_progress = aks_proc_mono_ms();
 		} else {
-			if (mono_ms() - last_progress > KILL_STALL_MS)
+			if (aks_proc_mono_ms() - last_progress > KILL_STALL_MS)
 				return;
 			/* Killed processes take a moment to die; back off a
 			 * little rather than spin. */
