@@ -294,6 +294,7 @@ static int run_once(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
 	/* The session's tally, written back with it (`aksandbox sessions`: egress_refused) */
 	s->egress_refused =
 	    refused > UINT_MAX - s->egress_refused ? UINT_MAX : s->egress_refused + refused;
+	out->changed = out->changed || refused > 0;
 	if (rc == AKS_EGONE && cached) {
 		aks_sandbox_close(sb);
 		if (err && *err) {

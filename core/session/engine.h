@@ -58,6 +58,7 @@ typedef struct aks_engine_outcome {
 	 * fails). */
 	char *notice;
 	bool ran;        /* the operation was run; s->last_used_at is when it ended */
+	bool changed;    /* s changed beyond last_used_at (its egress_refused tally) */
 	bool reacquired; /* a kept handle's sandbox was gone: acquired again, ran again (once) */
 	/* Without op->record (per_call): the claim of the sandbox created for the call, which the
 	 * caller releases (aks__owner_release) once it has destroyed the sandbox, so that a crash

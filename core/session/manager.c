@@ -124,7 +124,26 @@ static int record_sandbox(void *ctx, const aks_session_rec *s, aks_error **err)
 	stored_run *r = ctx;
 	int rc = aks__sessions_save(r->st->m->store, r->st->ns, s, err);
 	r->dirty = rc < 0; /* saved: the record is s now */
+	if (rc == AKS_OK)
+		r->recorded_used = s->last_used_at;
 	return rc;
+}
+
+/*
+ * Whether a call that changed nothing but the session's last use must write its record.
+ * Not when the record's last use is younger than a hundredth of the idle timeout (at most
+ * TOUCH_SLACK_MAX seconds): a burst of calls then costs one store write, not one each (two
+ * fsyncs in the file store). What that gives up is bounded: the record's last use lags
+ * the real one by less than that slack, so an idle reset (here or by a reaper) comes at
+ * 99% of the idle timeout at the earliest, and `sessions` shows a last use that much older.
+ */
+#define TOUCH_SLACK_MAX 5.0
+static bool touch_due(const stored_run *r)
+{
+	double slack = (double)aks_profile_get_idle_timeout(r->st->profile) / 100.0;
+	if (slack > TOUCH_SLACK_MAX)
+		slack = TOUCH_SLACK_MAX;
+	return r->recorded_used == 0 || r->s.last_used_at - r->recorded_used >= slack;
 }
 
 /* A stored session's operation on the session's sandbox, kept handles and self-heal
@@ -143,7 +162,7 @@ static int run_stored_here(stored_run *r, aks_mgr_outcome *out, aks_error **err)
 		free(r->notice);
 		r->notice = done.notice;
 	}
-	r->dirty = r->dirty || done.ran;
+	r->dirty = r->dirty || done.changed || (done.ran && touch_due(r));
 	return rc;
 }
 
@@ -213,6 +232,7 @@ static int load_session(stored_run *r, double now, aks_error **err)
 	const submit_state *st = r->st;
 	int rc = aks__sessions_find_in(st->m->store, st->ns, st->id, &r->s, err);
 	r->existed = rc == AKS_OK;
+	r->recorded_used = r->existed ? r->s.last_used_at : 0;
 	if (rc != AKS_ENOTFOUND)
 		return rc;
 	if (st->explicit_id)
@@ -240,12 +260,15 @@ static int tell_notice(stored_run *r, aks_mgr_outcome *out, aks_error **err)
 {
 	int rc = AKS_OK;
 	if (out->task_id) {
-		if (r->notice && !r->s.reset_notice)
+		if (r->notice && !r->s.reset_notice) {
 			r->s.reset_notice = aks_steal(&r->notice);
-	} else if ((rc = set_notice(out, r->notice, err)) == AKS_OK) {
+			r->dirty = true;
+		}
+	} else if ((rc = set_notice(out, r->notice, err)) == AKS_OK && r->s.reset_notice) {
 		/* The reaper's notice has been told: it is not told again. */
 		free(r->s.reset_notice);
 		r->s.reset_notice = NULL;
+		r->dirty = true;
 	}
 	if (rc == AKS_OK && !(out->session_id = strdup(r->st->id)))
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");

@@ -45,10 +45,11 @@ typedef struct submit_state {
  * lookup to the write-back (manager.c). A flavor's run_stored updates s, dirty and notice. */
 typedef struct stored_run {
 	submit_state *st;
-	aks_session_rec s; /* as loaded, then as it is to be written back */
-	bool existed;      /* the session has a record, or must get one now */
-	bool dirty;        /* s differs from its record */
-	char *notice;      /* to tell the agent (malloc'd): idle reset, the reaper's, a recreate */
+	aks_session_rec s;    /* as loaded, then as it is to be written back */
+	bool existed;         /* the session has a record, or must get one now */
+	bool dirty;           /* s differs from its record */
+	double recorded_used; /* last_used_at as the record holds it (0: no record yet) */
+	char *notice; /* to tell the agent (malloc'd): idle reset, the reaper's, a recreate */
 } stored_run;
 
 /*

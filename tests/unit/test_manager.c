@@ -59,9 +59,11 @@ static int write_config(fixture *fx, bool enabled)
 	        "            local_subprocess: {workdir: %s/boxes}}\n"
 	        "    ext: {type: fake, environment: attached, idle_timeout: 1,\n"
 	        "          fake: {attaches_external: true, attach_to: ext-1}}\n"
-	        "    sluggish: {type: fake, policy: {timeout: 0.3}, fake: {create_delay: 30}}\n",
+	        "    sluggish: {type: fake, policy: {timeout: 0.3}, fake: {create_delay: 30}}\n"
+	        "    lazy: {type: local_subprocess, idle_timeout: 600,\n"
+	        "           local_subprocess: {workdir: %s/boxes}}\n",
 	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir,
-	        fx->dir);
+	        fx->dir, fx->dir);
 	return fclose(f);
 }
 
@@ -297,10 +299,11 @@ static void test_unknown_session_and_profile(void **state)
 	       "{\"error\": \"unknown sandbox session ''\", \"sandbox_session_id\": \"\"}");
 	expect(fx, "run_code", "{\"code\": \"1\", \"sandbox_session_id\": \"nope\"}",
 	       "{\"error\": \"unknown sandbox session 'nope'\", \"sandbox_session_id\": \"nope\"}");
-	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
-	       "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
-	       "'ext', 'idle', 'local', 'quick', 'shared', 'slow', 'sluggish', 'strictp']\", "
-	       "\"sandbox_session_id\": \"\"}");
+	expect(
+	    fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
+	    "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
+	    "'ext', 'idle', 'lazy', 'local', 'quick', 'shared', 'slow', 'sluggish', 'strictp']\", "
+	    "\"sandbox_session_id\": \"\"}");
 	/* a miss creates nothing */
 	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
 }
@@ -565,6 +568,39 @@ static void age_session(fixture *fx, const char *id, double seconds)
 	assert_int_equal(aks__sessions_save(st, "conv-a", &s, NULL), AKS_OK);
 	aks__session_clear(&s);
 	aks__store_close(st);
+}
+
+/* The session's last use as its record holds it. */
+static double recorded_use(fixture *fx, const char *id)
+{
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", id, &s, NULL), AKS_OK);
+	double used = s.last_used_at;
+	aks__session_clear(&s);
+	aks__store_close(st);
+	return used;
+}
+
+/* A call that changes nothing but the last use writes the record only once it is a
+ * hundredth of the idle timeout old (600 s: 5 s at most); an older one is written again. */
+static void test_touch_is_throttled(void **state)
+{
+	fixture *fx = *state;
+	free(call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"lazy\"}"));
+	double first = recorded_use(fx, "default:lazy");
+	assert_true(first > 0);
+	for (int i = 0; i < 3; i++) {
+		char *got =
+		    call(fx, "run_command", "{\"command\": \"echo hi\", \"profile\": \"lazy\"}");
+		assert_non_null(strstr(got, "\"stdout\": \"hi\\n\""));
+		free(got);
+	}
+	assert_true(recorded_use(fx, "default:lazy") == first);
+	/* Five seconds and more since the recorded use: the next call records its own. */
+	age_session(fx, "default:lazy", 6);
+	free(call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"lazy\"}"));
+	assert_true(recorded_use(fx, "default:lazy") >= first);
 }
 
 /* write_sandbox_file says when the write landed in a reset or recreated sandbox. */
@@ -1061,6 +1097,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_reset_notice_survives_error, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_slow_create_times_out, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_idle_reset, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_touch_is_throttled, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_write_notice, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_attached_idle, setup, teardown),
