@@ -107,6 +107,7 @@ int cli_cmd_code(int argc, char *argv[]);
 int cli_cmd_check(int argc, char *argv[]);
 /* cmd_gc.c: the garbage collector over the state store. */
 int cli_cmd_gc(int argc, char *argv[]);
+int cli_cmd_pool(int argc, char *argv[]);
 /* cmd_tool.c: the agent tools over the state directory's sessions. */
 int cli_cmd_tool(int argc, char *argv[]);
 int cli_cmd_tools(int argc, char *argv[]);

@@ -175,6 +175,14 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 		                       json_object_new_string(aks_profile_get_attach_to(p)));
 	json_object_object_add(o, "idle_timeout",
 	                       json_object_new_int64(aks_profile_get_idle_timeout(p)));
+	if (aks_profile_get_pool_size(p) > 0) {
+		struct json_object *pool = json_object_new_object();
+		json_object_object_add(pool, "size",
+		                       json_object_new_int(aks_profile_get_pool_size(p)));
+		json_object_object_add(pool, "max_idle",
+		                       json_object_new_double(aks_profile_get_pool_max_idle(p)));
+		json_object_object_add(o, "pool", pool);
+	}
 
 	struct json_object *policy = json_object_new_object();
 	static const char *const egress[] = {"allow", "deny", "allowlist"};
@@ -431,6 +439,13 @@ static void print_text(struct json_object *r)
 		       str(p, "scope"), str(p, "environment"),
 		       json_object_object_get(p, "attach_to") ? ", attach_to " : "",
 		       str(p, "attach_to"), str(p, "idle_timeout"));
+		struct json_object *pool = json_object_object_get(p, "pool");
+		if (pool)
+			printf(
+			    "  pool         %s sandboxes created ahead, replaced after %g s idle "
+			    "(filled by `aksandbox pool` and `aksandbox mcp`)\n",
+			    str(pool, "size"),
+			    json_object_get_double(json_object_object_get(pool, "max_idle")));
 		struct json_object *id = json_object_object_get(p, "identity");
 		printf("  identity     %s", str(id, "mode"));
 		if (json_object_object_get(id, "reason"))

@@ -99,6 +99,23 @@ static const struct command commands[] = {
      "  -n, --dry-run      list what would be destroyed, destroy nothing\n"
      "  --json             print the report as one JSON document\n"
      "  -h, --help         show this help\n"},
+    {"pool", cli_cmd_pool, "[-c FILE] [--json] [--watch SECONDS]",
+     "fill the warm pools of the profiles that have one",
+     "For every profile with a pool (pool: {size: N, max_idle: S}), destroys the\n"
+     "pooled sandboxes older than max_idle and creates the missing ones with the\n"
+     "profile's policy, recorded in the state store. A new session (and `run`)\n"
+     "then takes a pooled sandbox instead of waiting for a create. `aksandbox mcp`\n"
+     "keeps its pools filled by itself; this command is for hosts that only run\n"
+     "the CLI: once (from a timer), or with --watch until SIGINT or SIGTERM, when\n"
+     "it also does what mcp's background reaper does (idle resets, gc). See\n"
+     "docs/pools.md.\n"
+     "Exits 0, or 1 when a pool could not be filled to its size.\n"
+     "\n"
+     "Options:\n"
+     "  -c, --config FILE      the configuration file (as the global -c)\n"
+     "  --json                 print the report as one JSON document\n"
+     "  -w, --watch SECONDS    keep the pools filled: refill every SECONDS\n"
+     "  -h, --help             show this help\n"},
     {"tool", cli_cmd_tool, "NAME [JSON|-]", "call an agent tool and print its JSON result",
      "Calls the agent tool NAME (run_code, run_command, write_sandbox_file,\n"
      "read_sandbox_file, check_sandbox_task, list_sandbox_sessions,\n"

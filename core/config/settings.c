@@ -636,10 +636,64 @@ static int parse_broker(aks_settings *s, const aks_node *sb, aks_error **err)
 /* ---- profiles ---- */
 
 /* With the original's provider blocks, so that a misspelt one gets a suggestion. */
-static const char *const profile_keys[] = {
-    "type",     "scope",  "environment", "idle_timeout",
-    "identity", "policy", "params",      AKS_BUILTIN_PROVIDER_BLOCKS,
-    NULL};
+static const char *const profile_keys[] = {"type",
+                                           "scope",
+                                           "environment",
+                                           "idle_timeout",
+                                           "identity",
+                                           "policy",
+                                           "params",
+                                           "pool",
+                                           AKS_BUILTIN_PROVIDER_BLOCKS,
+                                           NULL};
+
+/* A pool holds at most this many sandboxes per profile. */
+#define POOL_MAX_SIZE 64
+
+/*
+ * `pool: {size: N, max_idle: S}`: N sandboxes created ahead for the profile's new sessions
+ * (core/session/pool.h). Refused where it cannot be what it says: an attached profile creates
+ * nothing; a user-identity profile would hand a sandbox made before anyone asked to whoever
+ * asks first (pools are not per principal); under the queue broker the workers create the
+ * sandboxes, and they do not fill pools.
+ */
+static int parse_pool(const aks_settings *s, const aks_node *pn, const char *path, aks_profile *p,
+                      aks_error **err)
+{
+	char ppath[300], sub[340];
+	const aks_node *pool = NULL;
+	static const char *const pool_keys[] = {"size", "max_idle", NULL};
+	double size = 0, max_idle = 600;
+	int rc = get_map(pn, "pool", join(ppath, sizeof(ppath), path, "pool"), &pool, err);
+	if (rc == AKS_OK)
+		rc = check_keys(pool, ppath, pool_keys, NULL, NULL, err);
+	if (rc == AKS_OK)
+		rc = get_number(pool, "size", join(sub, sizeof(sub), ppath, "size"), true, 0, false,
+		                false, &size, NULL, err);
+	if (rc == AKS_OK)
+		rc = get_number(pool, "max_idle", join(sub, sizeof(sub), ppath, "max_idle"), false,
+		                0, true, false, &max_idle, NULL, err);
+	if (rc < 0 || !pool)
+		return rc;
+	if (size > POOL_MAX_SIZE)
+		return fail(err, aks__node_get(pool, "size"), join(sub, sizeof(sub), ppath, "size"),
+		            "must be at most %d, got %g", POOL_MAX_SIZE, size);
+	const char *why = NULL;
+	if (size > 0 && p->environment == AKS_ENV_ATTACHED)
+		why = "an attached environment is never created, so there is nothing to pool";
+	else if (size > 0 && p->identity_mode == AKS_IDENTITY_USER)
+		why =
+		    "a user-identity profile cannot pool: a sandbox made ahead belongs to no user "
+		    "yet, and would go to whichever user asked first";
+	else if (size > 0 && strcmp(s->broker.flavor, "queue") == 0)
+		why = "under sandbox.broker.flavor: queue the workers create the sandboxes, and "
+		      "they do not fill pools";
+	if (why)
+		return fail(err, pool, ppath, "%s", why);
+	p->pool_size = (int)size;
+	p->pool_max_idle = max_idle;
+	return AKS_OK;
+}
 
 /* The types whose plugins' blocks a mapping may hold besides its own keys. */
 struct block_names {
@@ -953,6 +1007,8 @@ static int parse_profile(aks_settings *s, const char *name, const aks_node *pn, 
 		if (rc == AKS_OK)
 			rc = get_map(pn, "params", join(sub, sizeof(sub), path, "params"), &params,
 			             err);
+		if (rc == AKS_OK)
+			rc = parse_pool(s, pn, path, p, err);
 	}
 	if (rc == AKS_OK && !p->policy.network_allow) {
 		/* Keep the policy's lists non-NULL even when the block omitted them. */

@@ -51,6 +51,8 @@ struct aks_profile {
 	int environment;      /* aks_environment */
 	int64_t idle_timeout; /* seconds */
 	int identity_mode;    /* aks_identity_mode */
+	int pool_size;        /* sandboxes kept created ahead (0: no pool) */
+	double pool_max_idle; /* seconds a pooled sandbox waits before it is replaced */
 	aks_policy policy;
 	char **network_allow; /* owned arrays behind policy's pointers */
 	char **fs_allow_read;

@@ -191,6 +191,16 @@ AKS_EXPORT int64_t aks_profile_get_idle_timeout(const aks_profile *p)
 	return p ? p->idle_timeout : 0;
 }
 
+AKS_EXPORT int aks_profile_get_pool_size(const aks_profile *p)
+{
+	return p && p->environment != AKS_ENV_ATTACHED ? p->pool_size : 0;
+}
+
+AKS_EXPORT double aks_profile_get_pool_max_idle(const aks_profile *p)
+{
+	return p ? p->pool_max_idle : 0;
+}
+
 AKS_EXPORT int aks_profile_get_identity_mode(const aks_profile *p)
 {
 	return p ? p->identity_mode : AKS_IDENTITY_AGENT;

@@ -13,6 +13,7 @@
 #include "plugin/provider.h"
 #include "plugin/result.h"
 #include "session/engine.h"
+#include "session/pool.h"
 #include "session/sessions.h"
 #include "tools/json.h"
 #include "util/util.h"
@@ -92,6 +93,54 @@ static int forget_gone(const aks_profile *p, const char *target, const char *ses
 }
 
 /*
+ * A new sandbox from the profile's warm pool (session/pool.h): *out attached to the first
+ * pooled one that still answers, or AKS_ENOTFOUND when the pool has none (or cannot be
+ * read: the pool only saves time, so the caller creates one as without it). A pooled sandbox
+ * that is gone is cleaned up and the next one tried.
+ */
+static int take_pooled(aks_owner *owner, const aks_profile *p, const aks_call *call,
+                       aks_sandbox **out)
+{
+	if (!owner || !aks__pool_enabled(p))
+		return AKS_ENOTFOUND;
+	for (int tries = 0; tries <= aks__profile_pool_size(p); tries++) {
+		char *sid = NULL;
+		aks_error *e = NULL;
+		int rc = aks__pool_take(owner, p, &sid, &e);
+		if (rc < 0)
+			aks__log(AKS_LOG_WARNING, "sandbox", "pool '%s': %s",
+			         aks_profile_get_name(p),
+			         e ? aks_error_message(e) : aks_strerror(rc));
+		aks_error_free(e);
+		if (!sid)
+			return AKS_ENOTFOUND;
+		e = NULL;
+		rc = aks_provider_attach(aks_profile_get_provider(p), sid, call, out, &e);
+		if (rc == AKS_OK) {
+			aks__log(AKS_LOG_DEBUG, "sandbox", "pool '%s': took sandbox %s",
+			         aks_profile_get_name(p), sid);
+			free(sid);
+			return AKS_OK;
+		}
+		aks__log(AKS_LOG_WARNING, "sandbox", "pool '%s': pooled sandbox %s: %s",
+		         aks_profile_get_name(p), sid, e ? aks_error_message(e) : aks_strerror(rc));
+		aks_error_free(e);
+		aks__engine_destroy_sandbox(p, sid, NULL);
+		free(sid);
+	}
+	return AKS_ENOTFOUND;
+}
+
+int aks__engine_new_sandbox(aks_owner *owner, const aks_profile *p, const aks_call *call,
+                            aks_sandbox **out, aks_owner_claim **claim, aks_error **err)
+{
+	*claim = NULL;
+	if (take_pooled(owner, p, call, out) == AKS_OK)
+		return AKS_OK;
+	return aks__owner_create(owner, p, call, out, claim, err);
+}
+
+/*
  * Attach-or-create with self-heal: s->sandbox_id is attached when set (an attached
  * profile's attach_to when not); a gone one is forgotten and created anew (*recreated).
  * With `cached` non-NULL, the handle this process kept for the target is taken first,
@@ -124,7 +173,7 @@ static int acquire(const aks_engine_op *op, const aks_session_rec *s, const aks_
 			return rc;
 		*recreated = true;
 	}
-	return aks__owner_create(op->owner, p, call, out, claim, err);
+	return aks__engine_new_sandbox(op->owner, p, call, out, claim, err);
 }
 
 /* Gives a handle back after its operation: kept for the session's next call, or closed. */

@@ -107,6 +107,13 @@ int aks__engine_run(const aks_engine_op *op, aks_session_rec *s, aks_engine_outc
 void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
 /* The call the backend's housekeeping runs under (a destroy outside any operation, the
  * collector's listings): the plain "agent" principal, the default policy and its timeout. */
+/*
+ * A new sandbox for profile p: one of its warm pool when it has one ready (session/pool.h;
+ * *claim is then NULL: the pool's record was its protection, and the caller records it or
+ * destroys it), else aks__owner_create's (claimed in owner's store, labelled).
+ */
+int aks__engine_new_sandbox(aks_owner *owner, const aks_profile *p, const aks_call *call,
+                            aks_sandbox **out, aks_owner_claim **claim, aks_error **err);
 void aks__engine_housekeeping_call(aks_principal *principal, aks_policy *policy, aks_call *call);
 /* The backend part alone, for a sandbox no session record holds (yet): the provider's status,
  * its error in *err (may be NULL) besides the log. */

@@ -24,6 +24,7 @@
 #include "session/engine.h"
 #include "session/manager.h"
 #include "session/manager_internal.h"
+#include "session/pool.h"
 #include "session/tasks.h"
 #include "tools/json.h"
 #include "util/util.h"
@@ -755,6 +756,38 @@ int aks__manager_gc(aks_manager *m, bool dry_run, struct json_object **report, a
 		    "(each `aksandbox worker` collects those of its response store)",
 		    m->flavor->name);
 	return aks__owner_gc(m->owner, m->settings, dry_run, report, err);
+}
+
+int aks__manager_fill_pools(aks_manager *m, struct json_object **report, aks_error **err)
+{
+	*report = NULL;
+	if (!m->flavor->reaps)
+		return aks__error_set(err, AKS_ECAPABILITY,
+		                      "broker flavor '%s': the workers create the sandboxes, and "
+		                      "they keep no pools",
+		                      m->flavor->name);
+	json_object *all = json_object_new_array();
+	if (!all)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	size_t count = aks_settings_get_profile_count(m->settings);
+	for (size_t i = 0; i < count; i++) {
+		aks_profile *p = aks_settings_get_profile(m->settings, i);
+		if (!aks__pool_enabled(p))
+			continue;
+		json_object *one = NULL;
+		int rc = aks__pool_fill(m->owner, p, &one, err);
+		if (rc < 0) {
+			json_object_put(all);
+			return rc;
+		}
+		if (json_object_array_add(all, one) < 0) {
+			json_object_put(one);
+			json_object_put(all);
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		}
+	}
+	*report = all;
+	return AKS_OK;
 }
 
 int aks__manager_reap(aks_manager *m, size_t *reaped, aks_error **err)

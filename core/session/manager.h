@@ -110,6 +110,9 @@ struct json_object;
 typedef struct aks_owner aks_owner;
 aks_owner *aks__manager_owner(aks_manager *m);
 int aks__manager_gc(aks_manager *m, bool dry_run, struct json_object **report, aks_error **err);
+/* Fills every pooled profile's warm pool (session/pool.h): *report is the array of their
+ * fill reports ([] when no profile pools). AKS_ECAPABILITY under the queue flavor. */
+int aks__manager_fill_pools(aks_manager *m, struct json_object **report, aks_error **err);
 
 /* destroy_sandbox_session (§4.6): idempotent; never calls the provider for an
  * attached profile. AKS_ENOTFOUND (err unset) when no session has that id. */

@@ -18,6 +18,7 @@
 #include "plugin/provider.h"
 #include "session/engine.h"
 #include "session/owner.h"
+#include "session/pool.h"
 #include "session/sessions.h"
 #include "util/json_build.h"
 #include "util/util.h"
@@ -28,6 +29,9 @@
 struct aks_owner {
 	aks_state_store *store;
 	pthread_mutex_t mu;
+	pthread_mutex_t hook_mu; /* guards the pool hook */
+	void (*pool_taken)(void *ctx);
+	void *pool_taken_ctx;
 	char id[33]; /* "" until read or minted */
 };
 
@@ -45,6 +49,7 @@ int aks__owner_new(aks_state_store *store, aks_owner **out, aks_error **err)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	o->store = store;
 	pthread_mutex_init(&o->mu, NULL);
+	pthread_mutex_init(&o->hook_mu, NULL);
 	*out = o;
 	return AKS_OK;
 }
@@ -54,7 +59,34 @@ void aks__owner_free(aks_owner *o)
 	if (!o)
 		return;
 	pthread_mutex_destroy(&o->mu);
+	pthread_mutex_destroy(&o->hook_mu);
 	free(o);
+}
+
+aks_state_store *aks__owner_store(aks_owner *o)
+{
+	return o ? o->store : NULL;
+}
+
+void aks__owner_on_pool_take(aks_owner *o, void (*fn)(void *ctx), void *ctx)
+{
+	if (!o)
+		return;
+	pthread_mutex_lock(&o->hook_mu);
+	o->pool_taken = fn;
+	o->pool_taken_ctx = ctx;
+	pthread_mutex_unlock(&o->hook_mu);
+}
+
+void aks__owner_pool_taken(aks_owner *o)
+{
+	if (!o)
+		return;
+	/* Called under hook_mu, so that the hook's removal waits for a call in progress. */
+	pthread_mutex_lock(&o->hook_mu);
+	if (o->pool_taken)
+		o->pool_taken(o->pool_taken_ctx);
+	pthread_mutex_unlock(&o->hook_mu);
 }
 
 /* ---- the owner id ---- */
@@ -417,8 +449,8 @@ static int note_claim(void *ctx, const char *key, json_object *rec)
 	return json_object_object_add(g->dead_claims, key, yes) < 0 ? AKS_ENOMEM : AKS_OK;
 }
 
-/* A "session:" record's sandbox: the state store's sessions have it at the top, a worker's
- * inventory records in their body. */
+/* A "session:" record's sandbox: the state store's sessions (and the pool's records) have it
+ * at the top, a worker's inventory records in their body. */
 static int note_recorded(void *ctx, const char *key, json_object *rec)
 {
 	(void)key;
@@ -439,7 +471,10 @@ static int read_recorded(gc_state *g, aks_state_store *store, aks_error **err)
 	char **names = NULL;
 	int rc = aks__store_list(store, &names, err);
 	for (size_t i = 0; rc == AKS_OK && names[i]; i++)
-		if (strcmp(names[i], AKS_STORE_NS_OWNER) != 0)
+		if (strcmp(names[i], AKS_STORE_NS_POOL) == 0)
+			rc = aks__store_scan(store, names[i], AKS_POOL_KEY_PREFIX, note_recorded, g,
+			                     err);
+		else if (strcmp(names[i], AKS_STORE_NS_OWNER) != 0)
 			rc = aks__store_scan(store, names[i], "session:", note_recorded, g, err);
 	aks__store_free_names(names);
 	if (rc == AKS_ENOMEM && err && !*err)

@@ -36,6 +36,13 @@ typedef struct aks_owner_claim aks_owner_claim;
 /* The owner of `store` (borrowed; it must outlive the owner). No I/O. */
 int aks__owner_new(aks_state_store *store, aks_owner **out, aks_error **err);
 void aks__owner_free(aks_owner *o);
+/* The store o owns (borrowed). */
+aks_state_store *aks__owner_store(aks_owner *o);
+/* fn(ctx) is called, on the taking thread, each time this process takes a sandbox from one
+ * of o's warm pools (the background refill's wake-up); fn NULL: no more calls. o NULL is
+ * fine. */
+void aks__owner_on_pool_take(aks_owner *o, void (*fn)(void *ctx), void *ctx);
+void aks__owner_pool_taken(aks_owner *o);
 
 /* Writes a claim for a sandbox about to be created for `profile`: *out holds the labels the
  * provider's create must get (aks__owner_claim_labels). Mints the owner id on first use. */

@@ -24,6 +24,7 @@
 #include "config/settings.h"
 #include "plugin/provider.h"
 #include "plugin/result.h"
+#include "session/engine.h"
 #include "session/manager.h"
 #include "session/owner.h"
 #include "store/store.h"
@@ -40,6 +41,7 @@ struct aks_runtime {
 	 * interval. */
 	bool reaper_started;
 	bool reaper_stop; /* guarded by reaper_mu */
+	bool pool_taken;  /* a session took a pooled sandbox: refill now (reaper_mu) */
 	double reaper_interval;
 	pthread_mutex_t reaper_mu;
 	pthread_cond_t reaper_cv;
@@ -102,6 +104,7 @@ static void stop_reaper(aks_runtime *rt)
 {
 	if (!rt->reaper_started)
 		return;
+	aks__owner_on_pool_take(aks__manager_owner(rt->manager), NULL, NULL);
 	pthread_mutex_lock(&rt->reaper_mu);
 	rt->reaper_stop = true;
 	pthread_cond_signal(&rt->reaper_cv);
@@ -501,8 +504,8 @@ AKS_EXPORT int aks_runtime_create_sandbox(aks_runtime *rt, const aks_profile *pr
 		                      "aks_runtime_create_sandbox: missing argument");
 	/* Disabled, or the queue flavor: no store of this process records it, so no owner. */
 	aks_owner_claim *claim = NULL;
-	int rc =
-	    aks__owner_create(aks__manager_owner(rt->manager), profile, call, out, &claim, err);
+	int rc = aks__engine_new_sandbox(aks__manager_owner(rt->manager), profile, call, out,
+	                                 &claim, err);
 	if (rc < 0)
 		return rc;
 	if (claim)
@@ -546,11 +549,54 @@ static void reaper_gc(aks_runtime *rt)
 	aks_error_free(e);
 }
 
+AKS_EXPORT int aks_runtime_fill_pools(aks_runtime *rt, char **report, aks_error **err)
+{
+	if (report)
+		*report = NULL;
+	if (!rt || !report)
+		return aks__error_set(err, AKS_EINVAL,
+		                      "aks_runtime_fill_pools: rt and report are required");
+	if (!rt->manager)
+		return aks__error_set(err, AKS_ECONFIG,
+		                      "the sandbox is disabled: no pools to fill");
+	json_object *r = NULL;
+	int rc = aks__manager_fill_pools(rt->manager, &r, err);
+	if (rc < 0)
+		return rc;
+	*report = aks__json_dumps(r);
+	json_object_put(r);
+	return *report ? AKS_OK : aks__error_set(err, AKS_ENOMEM, "out of memory");
+}
+
 /* ---- the background reaper ---- */
+
+/* One fill of the warm pools from the background reaper: failures are logged (by the pool
+ * for a backend's, here for the store's), never fatal. */
+static void reaper_fill(aks_runtime *rt)
+{
+	json_object *r = NULL;
+	aks_error *e = NULL;
+	if (aks__manager_fill_pools(rt->manager, &r, &e) < 0 &&
+	    aks_error_code(e) != AKS_ECAPABILITY)
+		aks__log(AKS_LOG_WARNING, "sandbox", "pool: %s", aks_error_message(e));
+	json_object_put(r);
+	aks_error_free(e);
+}
+
+/* The pool's hook: a session took a pooled sandbox, so the reaper refills at once. */
+static void wake_for_pool(void *ctx)
+{
+	aks_runtime *rt = ctx;
+	pthread_mutex_lock(&rt->reaper_mu);
+	rt->pool_taken = true;
+	pthread_cond_signal(&rt->reaper_cv);
+	pthread_mutex_unlock(&rt->reaper_mu);
+}
 
 static void *reaper_main(void *arg)
 {
 	aks_runtime *rt = arg;
+	reaper_fill(rt); /* a long-running host has its pools ready from its start */
 	pthread_mutex_lock(&rt->reaper_mu);
 	while (!rt->reaper_stop) {
 		struct timespec deadline;
@@ -563,8 +609,16 @@ static void *reaper_main(void *arg)
 			deadline.tv_nsec -= 1000000000L;
 		}
 		int rc = 0;
-		while (!rt->reaper_stop && rc != ETIMEDOUT)
+		while (!rt->reaper_stop && rc != ETIMEDOUT) {
+			if (rt->pool_taken) {
+				rt->pool_taken = false;
+				pthread_mutex_unlock(&rt->reaper_mu);
+				reaper_fill(rt);
+				pthread_mutex_lock(&rt->reaper_mu);
+				continue;
+			}
 			rc = pthread_cond_timedwait(&rt->reaper_cv, &rt->reaper_mu, &deadline);
+		}
 		if (rt->reaper_stop)
 			break;
 		/* The pass runs unlocked: close only has to wait for a pass in
@@ -576,6 +630,7 @@ static void *reaper_main(void *arg)
 			         aks_error_message(e));
 		aks_error_free(e);
 		reaper_gc(rt);
+		reaper_fill(rt); /* and replaces what outlived max_idle */
 		pthread_mutex_lock(&rt->reaper_mu);
 	}
 	pthread_mutex_unlock(&rt->reaper_mu);
@@ -608,6 +663,7 @@ AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds
 		                      strerror(rc));
 	pthread_mutex_init(&rt->reaper_mu, NULL);
 	rt->reaper_stop = false;
+	rt->pool_taken = false;
 	rt->reaper_interval = interval_seconds;
 	if ((rc = pthread_create(&rt->reaper, NULL, reaper_main, rt)) != 0) {
 		pthread_cond_destroy(&rt->reaper_cv);
@@ -616,5 +672,6 @@ AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds
 		                      strerror(rc));
 	}
 	rt->reaper_started = true;
+	aks__owner_on_pool_take(aks__manager_owner(rt->manager), wake_for_pool, rt);
 	return AKS_OK;
 }

@@ -176,7 +176,7 @@ static char *tool(aks_runtime *rt, const aks_tool_context *ctx, const char *name
 }
 
 static void bench_tools(const char *image, const char *agent, const char *cli_container, size_t n,
-                        size_t m)
+                        size_t m, double docker_run_ms)
 {
 	char dir[] = "/tmp/bench-docker-tool-XXXXXX";
 	if (!mkdtemp(dir)) {
@@ -198,8 +198,11 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 	        "labels: {io.aksandbox.test: bench}}\n"
 	        "    boxpc:\n      type: docker\n      scope: per_session\n"
 	        "      docker: {image: %s, pull: false, agent: false, "
+	        "labels: {io.aksandbox.test: bench}}\n"
+	        "    boxpool:\n      type: docker\n      pool: {size: 1}\n"
+	        "      docker: {image: %s, pull: false, agent: %s, "
 	        "labels: {io.aksandbox.test: bench}}\n",
-	        image, agent, image);
+	        image, agent, image, image, agent);
 	fclose(f);
 	aks_error *err = NULL;
 	aks_settings *settings = NULL;
@@ -218,7 +221,8 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 		free(tool(rt, &ctx, "run_command", args_pc));
 	}
 	int64_t *va = calloc(n, sizeof(int64_t)), *vp = calloc(n, sizeof(int64_t)),
-	        *vc = calloc(n, sizeof(int64_t)), *first = calloc(m, sizeof(int64_t));
+	        *vc = calloc(n, sizeof(int64_t)), *first = calloc(m, sizeof(int64_t)),
+	        *pooled = calloc(m, sizeof(int64_t));
 	size_t ncli = n < 30 ? n : 30;
 	char *docker_exec[] = {"/usr/bin/docker", "exec", (char *)cli_container, "true", NULL};
 	for (size_t i = 0; i < n; i++) {
@@ -252,6 +256,31 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 		snprintf(a, sizeof(a), "{\"sandbox_session_id\": \"%s\"}", sid);
 		free(tool(rt, &ctx, "destroy_sandbox_session", a));
 	}
+	/* The same with a warm pool (filled between samples, untimed, as a host's background
+	 * refill does while the agent thinks). */
+	for (size_t i = 0; i < m; i++) {
+		char *report = NULL;
+		if (aks_runtime_fill_pools(rt, &report, &err) < 0)
+			bench_die(prog, "fill the pool", err);
+		free(report);
+		char a[256];
+		char *json = tool(rt, &ctx, "new_sandbox_session", "{\"profile\": \"boxpool\"}");
+		const char *p = strstr(json, "\"sandbox_session_id\": \"");
+		if (!p) {
+			fprintf(stderr, "%s: new_sandbox_session: %s\n", prog, json);
+			exit(1);
+		}
+		char sid[128];
+		snprintf(sid, sizeof(sid), "%.*s", (int)strcspn(p + 23, "\""), p + 23);
+		free(json);
+		snprintf(a, sizeof(a), "{\"command\": \"true\", \"sandbox_session_id\": \"%s\"}",
+		         sid);
+		int64_t t0 = bench_now_ns();
+		free(tool(rt, &ctx, "run_command", a));
+		pooled[i] = bench_now_ns() - t0;
+		snprintf(a, sizeof(a), "{\"sandbox_session_id\": \"%s\"}", sid);
+		free(tool(rt, &ctx, "destroy_sandbox_session", a));
+	}
 	free(
 	    tool(rt, &ctx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:box\"}"));
 	free(tool(rt, &ctx, "destroy_sandbox_session",
@@ -264,6 +293,10 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 	report("run_command true, existing session, agent: false", vp, n);
 	report("docker exec <id> true (CLI; fewer samples)", vc, ncli);
 	report("a new session's first run_command (creates; agent)", first, m);
+	report("the same with a warm pool (pool: {size: 1})", pooled, m);
+	printf("  first run_command with a pool / docker run --rm: %.3fx; without: %.3fx\n",
+	       bench_median_ms(pooled, m) / docker_run_ms,
+	       bench_median_ms(first, m) / docker_run_ms);
 	printf("  agent / docker exec: %.3fx;  agent: false / docker exec: %.3fx;  agent / "
 	       "agent: false: %.3fx\n",
 	       a / d, pc / d, a / pc);
@@ -276,6 +309,7 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 	free(vp);
 	free(vc);
 	free(first);
+	free(pooled);
 }
 
 /* create + first command (+ destroy) on prov: into first[i] and whole[i]. */
@@ -420,7 +454,7 @@ int main(int argc, char **argv)
 	printf("  first command / docker run: agent %.2fx, agent: false %.2fx\n", fa / rr, fp / rr);
 
 	/* the CLI's samples in the tool section use the per-call sandbox, still running */
-	bench_tools(image, agent, idp, n, m);
+	bench_tools(image, agent, idp, n, m, rr);
 	if (aks_provider_destroy(prov_p, idp, &call, &err) != AKS_OK)
 		bench_die(prog, "destroy", err);
 

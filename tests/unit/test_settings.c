@@ -333,6 +333,11 @@ static void test_key_and_type_errors(void **state)
 	    "config.yaml:5:28: the in_memory sandbox transport and the in_memory response "
 	    "store are only valid together (the single-process test topology); pair a broker "
 	    "transport (sqs/kafka/nats) with a shared response store (redis/valkey/dynamodb)");
+	EXPECT_ERROR("sandbox:\n  broker:\n    flavor: queue\n    queue: {type: in_memory}\n"
+	             "    response_store: {type: in_memory}\n  profiles:\n"
+	             "    p: {type: local_subprocess, pool: {size: 1}}\n",
+	             "config.yaml:7:39: sandbox.profiles.p.pool: under sandbox.broker.flavor: "
+	             "queue the workers create the sandboxes, and they do not fill pools");
 }
 
 static void test_profile_errors(void **state)
@@ -395,6 +400,26 @@ static void test_profile_errors(void **state)
 	    PROFILE("      type: local_subprocess\n      local_subprocess: {env: [a]}\n"),
 	    "config.yaml:6:31: sandbox.profiles.p.local_subprocess.env: expected mapping of "
 	    "strings, got a list");
+	/* pool: a size and a max_idle in bounds, and only where a pool can be what it says */
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      pool: {size: 2, mx_idle: 5}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:23: unknown key 'sandbox.profiles.p.pool.mx_idle'; did you "
+	             "mean 'max_idle'?");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      pool: {size: 1.5}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:20: sandbox.profiles.p.pool.size: '1.5' is not a whole number");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      pool: {size: 65}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:20: sandbox.profiles.p.pool.size: must be at most 64, got 65");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      pool: {size: 1, max_idle: 0}\n"
+	                     "      local_subprocess: {}\n"),
+	             "config.yaml:6:33: sandbox.profiles.p.pool.max_idle: must be greater than 0, "
+	             "got 0");
+	EXPECT_ERROR(PROFILE("      type: local_subprocess\n      identity: {mode: user}\n"
+	                     "      pool: {size: 1}\n      local_subprocess: {}\n"),
+	             "config.yaml:7:13: sandbox.profiles.p.pool: a user-identity profile cannot "
+	             "pool: a sandbox made ahead belongs to no user yet, and would go to whichever "
+	             "user asked first");
 	char *msg = load_err_env(PROFILE("      type: acme_cloud\n"), no_env, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "config.yaml:5:13: sandbox.profiles.p.type: plugin "
 	                            "'acme_cloud' not found; searched: "));
@@ -526,6 +551,10 @@ static void test_environment_matrix(void **state)
 	    "config.yaml:6:20: sandbox profile 'p' declares environment: attached, but "
 	    "provider 'local_subprocess' cannot attach to an existing environment; it only "
 	    "provisions managed sandboxes");
+	EXPECT_ERROR(PROFILE("      type: docker\n      environment: attached\n"
+	                     "      pool: {size: 1}\n      docker: {attach_to: c1}\n"),
+	             "config.yaml:7:13: sandbox.profiles.p.pool: an attached environment is never "
+	             "created, so there is nothing to pool");
 	EXPECT_ERROR(PROFILE("      type: docker\n      environment: attached\n      docker: {}\n"),
 	             "config.yaml:6:20: sandbox profile 'p' declares environment: attached but no "
 	             "attach_to target is configured");

@@ -325,6 +325,10 @@ AKS_EXPORT int64_t aks_profile_get_idle_timeout(const aks_profile *profile);
 AKS_EXPORT int aks_profile_get_identity_mode(const aks_profile *profile);
 AKS_EXPORT const aks_policy *aks_profile_get_policy(const aks_profile *profile);
 AKS_EXPORT const char *aks_profile_get_attach_to(const aks_profile *profile);
+/* The warm pool (ABI 1.2; `pool: {size, max_idle}`): how many sandboxes it keeps created
+ * ahead (0: none), and how many seconds one waits before it is replaced. */
+AKS_EXPORT int aks_profile_get_pool_size(const aks_profile *profile);
+AKS_EXPORT double aks_profile_get_pool_max_idle(const aks_profile *profile);
 /* The params block as JSON text ("{}" when absent). */
 AKS_EXPORT const char *aks_profile_get_params(const aks_profile *profile);
 /* The profile's provider instance (NULL when the sandbox is disabled). */
@@ -484,6 +488,18 @@ AKS_EXPORT int aks_runtime_reap(aks_runtime *rt, aks_error **err);
  * after every pass.
  */
 AKS_EXPORT int aks_runtime_gc(aks_runtime *rt, bool dry_run, char **report, aks_error **err);
+/*
+ * Fills the warm pools (ABI 1.2; a profile's `pool: {size, max_idle}`, docs/pools.md): for
+ * every pooled profile, pooled sandboxes older than max_idle are destroyed and the missing
+ * ones created with the profile's policy, so that new sessions (and aks_runtime_create_sandbox)
+ * take one instead of waiting for a create. *report (malloc'd, the caller's) is a JSON array
+ * of {profile, size, ready, created, replaced, failed: [message]}: a create that failed is
+ * reported there, not as an error. AKS_ECONFIG when the sandbox is disabled,
+ * AKS_ECAPABILITY under the queue flavor, or an error of the state store. The background
+ * reaper (aks_runtime_start_reaper) fills them when it starts, after every pass, and at once
+ * when a sandbox was taken from a pool.
+ */
+AKS_EXPORT int aks_runtime_fill_pools(aks_runtime *rt, char **report, aks_error **err);
 /*
  * A sandbox of `profile` outside any session (what `aksandbox run` makes for one program):
  * aks_provider_create, with the creation claimed in the runtime's state store and the
