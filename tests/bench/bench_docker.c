@@ -163,16 +163,7 @@ static int64_t plugin_true(aks_sandbox *sb)
 
 static char *tool(aks_runtime *rt, const aks_tool_context *ctx, const char *name, const char *args)
 {
-	char *json = NULL;
-	aks_error *err = NULL;
-	if (aks_runtime_call_tool(rt, name, args, ctx, &json, &err) < 0)
-		bench_die(prog, name, err);
-	if (strncmp(json, "{\"error\"", 8) == 0 ||
-	    (strcmp(name, "run_command") == 0 && !strstr(json, "\"exit_code\": 0"))) {
-		fprintf(stderr, "%s: %s %s: %s\n", prog, name, args ? args : "", json);
-		exit(1);
-	}
-	return json;
+	return bench_tool(prog, rt, ctx, name, args);
 }
 
 static void bench_tools(const char *image, const char *agent, const char *cli_container, size_t n,
@@ -258,29 +249,8 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 	}
 	/* The same with a warm pool (filled between samples, untimed, as a host's background
 	 * refill does while the agent thinks). */
-	for (size_t i = 0; i < m; i++) {
-		char *report = NULL;
-		if (aks_runtime_fill_pools(rt, &report, &err) < 0)
-			bench_die(prog, "fill the pool", err);
-		free(report);
-		char a[256];
-		char *json = tool(rt, &ctx, "new_sandbox_session", "{\"profile\": \"boxpool\"}");
-		const char *p = strstr(json, "\"sandbox_session_id\": \"");
-		if (!p) {
-			fprintf(stderr, "%s: new_sandbox_session: %s\n", prog, json);
-			exit(1);
-		}
-		char sid[128];
-		snprintf(sid, sizeof(sid), "%.*s", (int)strcspn(p + 23, "\""), p + 23);
-		free(json);
-		snprintf(a, sizeof(a), "{\"command\": \"true\", \"sandbox_session_id\": \"%s\"}",
-		         sid);
-		int64_t t0 = bench_now_ns();
-		free(tool(rt, &ctx, "run_command", a));
-		pooled[i] = bench_now_ns() - t0;
-		snprintf(a, sizeof(a), "{\"sandbox_session_id\": \"%s\"}", sid);
-		free(tool(rt, &ctx, "destroy_sandbox_session", a));
-	}
+	for (size_t i = 0; i < m; i++)
+		pooled[i] = bench_pooled_first(prog, rt, &ctx, "boxpool");
 	free(
 	    tool(rt, &ctx, "destroy_sandbox_session", "{\"sandbox_session_id\": \"default:box\"}"));
 	free(tool(rt, &ctx, "destroy_sandbox_session",

@@ -177,6 +177,49 @@ static int64_t plugin_first(aks_provider *prov)
 	return t;
 }
 
+/* A new session's first run_command through the tool layer, with a warm pool of one pod
+ * (pool: {size: 1}; filled between samples, untimed): into out[0..m). */
+static void pooled_first(size_t m, int64_t *out)
+{
+	char dir[] = "/tmp/bench-k8s-pool-XXXXXX";
+	if (!mkdtemp(dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	char config[96], state[96], cmd[128];
+	snprintf(config, sizeof(config), "%s/config.yaml", dir);
+	snprintf(state, sizeof(state), "%s/state", dir);
+	FILE *f = fopen(config, "w");
+	if (!f) {
+		perror(config);
+		exit(1);
+	}
+	fprintf(f,
+	        "sandbox:\n  enabled: true\n  default_profile: pooled\n  profiles:\n"
+	        "    pooled:\n      type: kubernetes\n      pool: {size: 1}\n"
+	        "      kubernetes:\n        kubeconfig: %s\n        namespace: %s\n"
+	        "        image: %s\n        image_pull_policy: Never\n"
+	        "        labels: {aksandbox-test: %s}\n        agent: %s\n",
+	        kubeconfig, ns, image, strchr(label, '=') + 1, agent_path);
+	fclose(f);
+	aks_error *err = NULL;
+	aks_settings *settings = NULL;
+	aks_runtime *rt = NULL;
+	if (aks_settings_load(config, NULL, &settings, &err) < 0)
+		bench_die(prog, "settings", err);
+	if (aks_runtime_open(settings, state, &rt, &err) < 0)
+		bench_die(prog, "runtime", err);
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, "bench", NULL);
+	for (size_t i = 0; i < m; i++)
+		out[i] = bench_pooled_first(prog, rt, &ctx, "pooled");
+	aks_runtime_close(rt);
+	aks_settings_free(settings);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "%s: cannot remove %s\n", prog, dir);
+}
+
 /* The same pod by hand: the same image, `sleep infinity` as PID 1, the same
  * label; run, wait for Ready, exec; deleted with the plugin's grace (5 s),
  * without waiting (not timed). */
@@ -345,6 +388,16 @@ int main(int argc, char **argv)
 	report("  of which kubectl wait --for=condition=Ready", kwait, m);
 	report("  of which kubectl exec", kx, m);
 	printf("  plugin / kubectl: %.2fx (%+.3f ms)\n", f / ka, f - ka);
+	int64_t *pooled = calloc(m, sizeof(int64_t));
+	if (!pooled) {
+		fprintf(stderr, "%s: out of memory\n", prog);
+		return 1;
+	}
+	pooled_first(m, pooled);
+	double pf = bench_median_ms(pooled, m);
+	report("a new session's first run_command with a warm pool (tool layer)", pooled, m);
+	printf("  with a pool / kubectl: %.3fx (%+.3f ms)\n", pf / ka, pf - ka);
+	free(pooled);
 
 	free(plug);
 	free(pc);

@@ -124,3 +124,47 @@ void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb)
 		bench_die(prog, "destroy", err);
 	free(id);
 }
+
+char *bench_tool(const char *prog, aks_runtime *rt, const aks_tool_context *ctx, const char *name,
+                 const char *args)
+{
+	char *json = NULL;
+	aks_error *err = NULL;
+	if (aks_runtime_call_tool(rt, name, args, ctx, &json, &err) < 0)
+		bench_die(prog, name, err);
+	if (strncmp(json, "{\"error\"", 8) == 0 ||
+	    (strcmp(name, "run_command") == 0 && !strstr(json, "\"exit_code\": 0"))) {
+		fprintf(stderr, "%s: %s %s: %s\n", prog, name, args ? args : "", json);
+		exit(1);
+	}
+	return json;
+}
+
+int64_t bench_pooled_first(const char *prog, aks_runtime *rt, const aks_tool_context *ctx,
+                           const char *profile)
+{
+	char *report = NULL;
+	aks_error *err = NULL;
+	if (aks_runtime_fill_pools(rt, &report, &err) < 0)
+		bench_die(prog, "fill the pools", err);
+	free(report);
+	char args[256];
+	snprintf(args, sizeof(args), "{\"profile\": \"%s\"}", profile);
+	char *json = bench_tool(prog, rt, ctx, "new_sandbox_session", args);
+	const char *p = strstr(json, "\"sandbox_session_id\": \"");
+	if (!p) {
+		fprintf(stderr, "%s: new_sandbox_session: %s\n", prog, json);
+		exit(1);
+	}
+	char sid[128];
+	snprintf(sid, sizeof(sid), "%.*s", (int)strcspn(p + 23, "\""), p + 23);
+	free(json);
+	snprintf(args, sizeof(args), "{\"command\": \"true\", \"sandbox_session_id\": \"%s\"}",
+	         sid);
+	int64_t t0 = bench_now_ns();
+	free(bench_tool(prog, rt, ctx, "run_command", args));
+	int64_t t = bench_now_ns() - t0;
+	snprintf(args, sizeof(args), "{\"sandbox_session_id\": \"%s\"}", sid);
+	free(bench_tool(prog, rt, ctx, "destroy_sandbox_session", args));
+	return t;
+}

@@ -28,5 +28,13 @@ aks_sandbox *bench_create(const char *prog, aks_provider *prov, const aks_policy
 void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb);
 /* Prints "<prog>: <what>: <error>", frees the error and exits 1. */
 void bench_die(const char *prog, const char *what, aks_error *err) __attribute__((noreturn));
+/* A tool call through rt; exits with the reason on an error result (or a run_command whose
+ * exit code is not 0). Returns the JSON (the caller's). */
+char *bench_tool(const char *prog, aks_runtime *rt, const aks_tool_context *ctx, const char *name,
+                 const char *args);
+/* Fills rt's warm pools (untimed, as a host's background refill does between calls), then
+ * times a new session of `profile`'s first run_command true; the session is destroyed. */
+int64_t bench_pooled_first(const char *prog, aks_runtime *rt, const aks_tool_context *ctx,
+                           const char *profile);
 
 #endif /* AKS_BENCH_UTIL_H */
