@@ -52,6 +52,12 @@ void cli_error_print(const cli_error *err);
 int cli_write_all(int fd, const void *data, size_t len);
 /* "aksandbox: <text>\n" on stderr. */
 void cli_warn(const char *fmt, ...) AKS_PRINTF(1, 2);
+struct json_object;
+/* A command's JSON report on stdout: as is with `json`, else print_text of it parsed. Returns
+ * CLI_EXIT_OK or CLI_EXIT_FAILURE (the output could not be written); *parsed is the parsed
+ * report (the caller's; NULL when it does not parse). */
+int cli_print_report(const char *text, bool json, void (*print_text)(struct json_object *),
+                     struct json_object **parsed);
 
 /*
  * Joins argv into one POSIX shell command that runs exactly that argv: every

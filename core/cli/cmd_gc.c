@@ -5,13 +5,11 @@
  */
 #include "config.h"
 
-#include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -106,19 +104,8 @@ int cli_cmd_gc(int argc, char *argv[])
 		cli_error_print(&err);
 		return CLI_EXIT_ERROR;
 	}
-	json_object *r = json_tokener_parse(text);
-	int status = CLI_EXIT_OK;
-	if (json) {
-		if (cli_write_all(STDOUT_FILENO, text, strlen(text)) < 0 ||
-		    cli_write_all(STDOUT_FILENO, "\n", 1) < 0) {
-			cli_warn("cannot write the output: %s", strerror(errno));
-			status = CLI_EXIT_FAILURE;
-		}
-	} else if (r) {
-		print_text(r);
-		if (fflush(stdout) != 0)
-			status = CLI_EXIT_FAILURE;
-	}
+	json_object *r = NULL;
+	int status = cli_print_report(text, json, print_text, &r);
 	/* A sandbox that could not be destroyed is still there: say so in the status. */
 	if (json_object_array_length(json_object_object_get(r, "failed")) > 0)
 		status = CLI_EXIT_FAILURE;

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <json-c/json.h>
 
@@ -139,19 +138,8 @@ int cli_cmd_pool(int argc, char *argv[])
 		cli_error_print(&err);
 		return CLI_EXIT_ERROR;
 	}
-	json_object *all = json_tokener_parse(text);
-	int status = CLI_EXIT_OK;
-	if (json) {
-		if (cli_write_all(STDOUT_FILENO, text, strlen(text)) < 0 ||
-		    cli_write_all(STDOUT_FILENO, "\n", 1) < 0) {
-			cli_warn("cannot write the output: %s", strerror(errno));
-			status = CLI_EXIT_FAILURE;
-		}
-	} else if (all) {
-		print_text(all);
-		if (fflush(stdout) != 0)
-			status = CLI_EXIT_FAILURE;
-	}
+	json_object *all = NULL;
+	int status = cli_print_report(text, json, print_text, &all);
 	/* A pool left short (its backend refused a create) is a failure to say in the status. */
 	if (!all || any_short(all))
 		status = CLI_EXIT_FAILURE;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "aks_text.h"
 #include "cli.h"
 
@@ -54,6 +56,23 @@ int cli_write_all(int fd, const void *data, size_t len)
 		len -= (size_t)n;
 	}
 	return 0;
+}
+
+int cli_print_report(const char *text, bool json, void (*print_text)(struct json_object *),
+                     struct json_object **parsed)
+{
+	*parsed = json_tokener_parse(text);
+	if (json) {
+		if (cli_write_all(STDOUT_FILENO, text, strlen(text)) < 0 ||
+		    cli_write_all(STDOUT_FILENO, "\n", 1) < 0) {
+			cli_warn("cannot write the output: %s", strerror(errno));
+			return CLI_EXIT_FAILURE;
+		}
+		return CLI_EXIT_OK;
+	}
+	if (*parsed)
+		print_text(*parsed);
+	return fflush(stdout) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
 }
 
 void cli_warn(const char *fmt, ...)

@@ -169,39 +169,26 @@ static char *tool(aks_runtime *rt, const aks_tool_context *ctx, const char *name
 static void bench_tools(const char *image, const char *agent, const char *cli_container, size_t n,
                         size_t m, double docker_run_ms)
 {
-	char dir[] = "/tmp/bench-docker-tool-XXXXXX";
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
+	char *yaml = NULL;
+	if (asprintf(&yaml,
+	             "sandbox:\n  enabled: true\n  default_profile: box\n  profiles:\n"
+	             "    box:\n      type: docker\n      scope: per_session\n"
+	             "      docker: {image: %s, pull: false, agent: %s, "
+	             "labels: {io.aksandbox.test: bench}}\n"
+	             "    boxpc:\n      type: docker\n      scope: per_session\n"
+	             "      docker: {image: %s, pull: false, agent: false, "
+	             "labels: {io.aksandbox.test: bench}}\n"
+	             "    boxpool:\n      type: docker\n      pool: {size: 1}\n"
+	             "      docker: {image: %s, pull: false, agent: %s, "
+	             "labels: {io.aksandbox.test: bench}}\n",
+	             image, agent, image, image, agent) < 0) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		exit(1);
 	}
-	char config[128], state[128], cmd[200];
-	snprintf(config, sizeof(config), "%s/config.yaml", dir);
-	snprintf(state, sizeof(state), "%s/state", dir);
-	FILE *f = fopen(config, "w");
-	if (!f) {
-		perror(config);
-		exit(1);
-	}
-	fprintf(f,
-	        "sandbox:\n  enabled: true\n  default_profile: box\n  profiles:\n"
-	        "    box:\n      type: docker\n      scope: per_session\n"
-	        "      docker: {image: %s, pull: false, agent: %s, "
-	        "labels: {io.aksandbox.test: bench}}\n"
-	        "    boxpc:\n      type: docker\n      scope: per_session\n"
-	        "      docker: {image: %s, pull: false, agent: false, "
-	        "labels: {io.aksandbox.test: bench}}\n"
-	        "    boxpool:\n      type: docker\n      pool: {size: 1}\n"
-	        "      docker: {image: %s, pull: false, agent: %s, "
-	        "labels: {io.aksandbox.test: bench}}\n",
-	        image, agent, image, image, agent);
-	fclose(f);
-	aks_error *err = NULL;
-	aks_settings *settings = NULL;
-	aks_runtime *rt = NULL;
-	if (aks_settings_load(config, NULL, &settings, &err) < 0)
-		bench_die(prog, "settings", err);
-	if (aks_runtime_open(settings, state, &rt, &err) < 0)
-		bench_die(prog, "runtime", err);
+	bench_runtime b;
+	bench_runtime_open(prog, yaml, &b);
+	free(yaml);
+	aks_runtime *rt = b.rt;
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, "bench", NULL);
 	const char *args_agent = "{\"command\": \"true\"}";
@@ -270,11 +257,7 @@ static void bench_tools(const char *image, const char *agent, const char *cli_co
 	printf("  agent / docker exec: %.3fx;  agent: false / docker exec: %.3fx;  agent / "
 	       "agent: false: %.3fx\n",
 	       a / d, pc / d, a / pc);
-	aks_runtime_close(rt);
-	aks_settings_free(settings);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "%s: cannot remove %s\n", prog, dir);
+	bench_runtime_close(prog, &b);
 	free(va);
 	free(vp);
 	free(vc);

@@ -181,43 +181,25 @@ static int64_t plugin_first(aks_provider *prov)
  * (pool: {size: 1}; filled between samples, untimed): into out[0..m). */
 static void pooled_first(size_t m, int64_t *out)
 {
-	char dir[] = "/tmp/bench-k8s-pool-XXXXXX";
-	if (!mkdtemp(dir)) {
-		perror("mkdtemp");
+	char *yaml = NULL;
+	if (asprintf(&yaml,
+	             "sandbox:\n  enabled: true\n  default_profile: pooled\n  profiles:\n"
+	             "    pooled:\n      type: kubernetes\n      pool: {size: 1}\n"
+	             "      kubernetes:\n        kubeconfig: %s\n        namespace: %s\n"
+	             "        image: %s\n        image_pull_policy: Never\n"
+	             "        labels: {aksandbox-test: %s}\n        agent: %s\n",
+	             kubeconfig, ns, image, strchr(label, '=') + 1, agent_path) < 0) {
+		fprintf(stderr, "%s: out of memory\n", prog);
 		exit(1);
 	}
-	char config[96], state[96], cmd[128];
-	snprintf(config, sizeof(config), "%s/config.yaml", dir);
-	snprintf(state, sizeof(state), "%s/state", dir);
-	FILE *f = fopen(config, "w");
-	if (!f) {
-		perror(config);
-		exit(1);
-	}
-	fprintf(f,
-	        "sandbox:\n  enabled: true\n  default_profile: pooled\n  profiles:\n"
-	        "    pooled:\n      type: kubernetes\n      pool: {size: 1}\n"
-	        "      kubernetes:\n        kubeconfig: %s\n        namespace: %s\n"
-	        "        image: %s\n        image_pull_policy: Never\n"
-	        "        labels: {aksandbox-test: %s}\n        agent: %s\n",
-	        kubeconfig, ns, image, strchr(label, '=') + 1, agent_path);
-	fclose(f);
-	aks_error *err = NULL;
-	aks_settings *settings = NULL;
-	aks_runtime *rt = NULL;
-	if (aks_settings_load(config, NULL, &settings, &err) < 0)
-		bench_die(prog, "settings", err);
-	if (aks_runtime_open(settings, state, &rt, &err) < 0)
-		bench_die(prog, "runtime", err);
+	bench_runtime b;
+	bench_runtime_open(prog, yaml, &b);
+	free(yaml);
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, "bench", NULL);
 	for (size_t i = 0; i < m; i++)
-		out[i] = bench_pooled_first(prog, rt, &ctx, "pooled");
-	aks_runtime_close(rt);
-	aks_settings_free(settings);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "%s: cannot remove %s\n", prog, dir);
+		out[i] = bench_pooled_first(prog, b.rt, &ctx, "pooled");
+	bench_runtime_close(prog, &b);
 }
 
 /* The same pod by hand: the same image, `sleep infinity` as PID 1, the same

@@ -168,3 +168,37 @@ int64_t bench_pooled_first(const char *prog, aks_runtime *rt, const aks_tool_con
 	free(bench_tool(prog, rt, ctx, "destroy_sandbox_session", args));
 	return t;
 }
+
+void bench_runtime_open(const char *prog, const char *yaml, bench_runtime *b)
+{
+	snprintf(b->dir, sizeof(b->dir), "/tmp/bench-runtime-XXXXXX");
+	if (!mkdtemp(b->dir)) {
+		perror("mkdtemp");
+		exit(1);
+	}
+	char config[96], state[96];
+	snprintf(config, sizeof(config), "%s/config.yaml", b->dir);
+	snprintf(state, sizeof(state), "%s/state", b->dir);
+	FILE *f = fopen(config, "w");
+	if (!f || fputs(yaml, f) < 0 || fclose(f) != 0) {
+		perror(config);
+		exit(1);
+	}
+	aks_error *err = NULL;
+	b->settings = NULL;
+	b->rt = NULL;
+	if (aks_settings_load(config, NULL, &b->settings, &err) < 0)
+		bench_die(prog, "settings", err);
+	if (aks_runtime_open(b->settings, state, &b->rt, &err) < 0)
+		bench_die(prog, "runtime", err);
+}
+
+void bench_runtime_close(const char *prog, bench_runtime *b)
+{
+	aks_runtime_close(b->rt);
+	aks_settings_free(b->settings);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", b->dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "%s: cannot remove %s\n", prog, b->dir);
+}

@@ -28,6 +28,15 @@ aks_sandbox *bench_create(const char *prog, aks_provider *prov, const aks_policy
 void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb);
 /* Prints "<prog>: <what>: <error>", frees the error and exits 1. */
 void bench_die(const char *prog, const char *what, aks_error *err) __attribute__((noreturn));
+/* A runtime over the configuration `yaml`, written in a new temporary directory beside its
+ * state directory; bench_runtime_close removes both. Exits with the reason on failure. */
+typedef struct bench_runtime {
+	char dir[64];
+	aks_settings *settings;
+	aks_runtime *rt;
+} bench_runtime;
+void bench_runtime_open(const char *prog, const char *yaml, bench_runtime *b);
+void bench_runtime_close(const char *prog, bench_runtime *b);
 /* A tool call through rt; exits with the reason on an error result (or a run_command whose
  * exit code is not 0). Returns the JSON (the caller's). */
 char *bench_tool(const char *prog, aks_runtime *rt, const aks_tool_context *ctx, const char *name,
