@@ -325,8 +325,9 @@ static const char cpu_probe[] =
 /* Above this share of the unlimited work under cpu: 0.5, the limit did not hold. */
 #define CPU_LIE_RATIO 0.8
 /* A limited program whose own clock says at most this share of a core was held to its
- * limit, whatever work it did. */
-#define CPU_HELD_SHARE 0.6
+ * limit, whatever work it did; one whose clock says more than CPU_PLAIN_LIE_SHARE was not. */
+#define CPU_HELD_SHARE      0.6
+#define CPU_PLAIN_LIE_SHARE 0.9
 /* A run during which tasks of this machine waited for a CPU longer than this share of its
  * time was not on a free core (Linux's pressure stall information). */
 #define CPU_QUIET_STALL 0.1
@@ -421,7 +422,10 @@ static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_pol
 		/* What looks like a lie is measured again: one more unlimited run on a free
 		 * core can only raise the best, and a provider without a limit stays caught. */
 		bool looks_lied = s.limited > CPU_LIE_RATIO * s.best;
-		if (i + 1 >= CPU_ROUNDS && s.quiet_free && s.best_share >= 0.8 && !looks_lied)
+		/* ... unless the limited program's own clock already says it had a whole core. */
+		bool plain_lie = looks_lied && s.limited_share > CPU_PLAIN_LIE_SHARE;
+		if (i + 1 >= CPU_ROUNDS && s.quiet_free && s.best_share >= 0.8 &&
+		    (!looks_lied || plain_lie))
 			break;
 	}
 	/* Without a limit a busy loop must get most of a core, or the machine is too busy
