@@ -461,8 +461,8 @@ static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_pol
 	if (s.limited_share <= CPU_HELD_SHARE) {
 		aks_check_note("NOT VERIFIED: policy_resources: cpu: a busy loop under cpu: 0.5 "
 		               "did %.2f of the work it does without the policy, but its own "
-		               "clock says %.2f of a core: the CPU was slower during the "
-		               "unlimited runs",
+		               "clock says %.2f of a core: the machine is too busy to measure "
+		               "cpu: 0.5 on (the CPU was slower during the unlimited runs)",
 		               ratio, s.limited_share);
 		return false;
 	}
