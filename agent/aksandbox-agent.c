@@ -30,7 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -63,25 +65,46 @@ int agent_track_fd(int fd, bool nonblock)
 	return fd;
 }
 
-void agent_send_error(agent *a, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
+void conn_send_error(conn *c, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
 {
 	char msg[512];
 	va_list ap;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_ERROR, AKS_AGENT_FLAG_END, id);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_CODE, code);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_FRAME_TYPE, type);
-	aks__agent_put_str(&a->out, AKS_AGENT_T_MESSAGE, msg);
-	aks__agent_frame_end(&a->out, s);
+	size_t s = aks__agent_frame_begin(&c->out, AKS_AGENT_ERROR, AKS_AGENT_FLAG_END, id);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_CODE, code);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_FRAME_TYPE, type);
+	aks__agent_put_str(&c->out, AKS_AGENT_T_MESSAGE, msg);
+	aks__agent_frame_end(&c->out, s);
 }
 
-req *agent_find(agent *a, uint32_t id)
+req *conn_find(conn *c, uint32_t id)
 {
 	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
-		if (a->reqs[i].kind != REQ_FREE && a->reqs[i].id == id)
-			return &a->reqs[i];
+		if (c->reqs[i].kind != REQ_FREE && c->reqs[i].id == id)
+			return &c->reqs[i];
+	return NULL;
+}
+
+/* A free slot, its owner kept and every fd -1. */
+static void req_reset(req *r)
+{
+	conn *owner = r->c;
+	memset(r, 0, sizeof(*r));
+	r->c = owner;
+	r->kind = REQ_FREE;
+	r->fd = -1;
+	r->p.ctl = r->p.status = r->p.in = r->p.out = r->p.err = -1;
+}
+
+req *conn_new_req(conn *c)
+{
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
+		if (c->reqs[i].kind == REQ_FREE) {
+			req_reset(&c->reqs[i]);
+			return &c->reqs[i];
+		}
 	return NULL;
 }
 
@@ -96,14 +119,13 @@ void agent_free_req(req *r)
 	free(r->tmp);
 	free(r->path);
 	free(r->stdin_data);
-	memset(r, 0, sizeof(*r));
-	r->fd = -1;
-	r->kind = REQ_FREE;
+	free(r->queued_src);
+	req_reset(r);
 }
 
 /* ---- requests ---- */
 
-static void on_hello(agent *a, const aks_agent_frame *f)
+static void on_hello(conn *c, const aks_agent_frame *f)
 {
 	aks_agent_tlv it;
 	aks__agent_tlv_init(&it, f);
@@ -122,32 +144,33 @@ static void on_hello(agent *a, const aks_agent_frame *f)
 			window = aks__agent_get32(v);
 	}
 	if (rc < 0) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-		                 "HELLO: truncated field");
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                "HELLO: truncated field");
 		return;
 	}
 	if (lo > AKS_AGENT_VERSION || hi < AKS_AGENT_VERSION) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_VERSION,
-		                 "the host speaks protocol versions %u to %u; this agent speaks %u",
-		                 lo, hi, AKS_AGENT_VERSION);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_VERSION,
+		                "the host speaks protocol versions %u to %u; this agent speaks %u",
+		                lo, hi, AKS_AGENT_VERSION);
 		return;
 	}
 	if (window < AKS_AGENT_CHUNK)
 		window = AKS_AGENT_CHUNK;
 	if (window > 16u * 1024 * 1024)
 		window = 16u * 1024 * 1024;
-	a->window = window;
-	a->hello = true;
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_HELLO_OK, 0, f->id);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_VERSION, AKS_AGENT_VERSION);
-	aks__agent_put_str(&a->out, AKS_AGENT_T_AGENT, "aksandbox-agent " AKS_PACKAGE_VERSION);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_PAYLOAD, AKS_AGENT_MAX_PAYLOAD);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_WINDOW, window);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_FEATURES,
+	c->window = window;
+	c->hello = true;
+	size_t s = aks__agent_frame_begin(&c->out, AKS_AGENT_HELLO_OK, 0, f->id);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_VERSION, AKS_AGENT_VERSION);
+	aks__agent_put_str(&c->out, AKS_AGENT_T_AGENT, "aksandbox-agent " AKS_PACKAGE_VERSION);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_MAX_PAYLOAD, AKS_AGENT_MAX_PAYLOAD);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_WINDOW, window);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_FEATURES,
 	                   AKS_AGENT_FEATURE_PYTHON_SESSION | AKS_AGENT_FEATURE_EGRESS);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_PID, (uint32_t)getpid());
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_MAX_REQUESTS, AGENT_MAX_REQUESTS);
-	aks__agent_frame_end(&a->out, s);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_PID, (uint32_t)getpid());
+	aks__agent_put_u64(&c->out, AKS_AGENT_T_INSTANCE, c->ag->instance);
+	aks__agent_put_u32(&c->out, AKS_AGENT_T_MAX_REQUESTS, AGENT_MAX_REQUESTS);
+	aks__agent_frame_end(&c->out, s);
 }
 
 /* The interpreters a SRC + LANGUAGE spawn runs, with the flag that takes code. */
@@ -299,7 +322,7 @@ static char **build_env(spawn_args *s)
 	return envp;
 }
 
-static void on_spawn(agent *a, const aks_agent_frame *f)
+static void on_spawn(conn *c, const aks_agent_frame *f)
 {
 	spawn_args s;
 	memset(&s, 0, sizeof(s));
@@ -308,20 +331,20 @@ static void on_spawn(agent *a, const aks_agent_frame *f)
 	char **envp = NULL;
 	req *r = NULL;
 	if (bad) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "SPAWN: %s", bad);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "SPAWN: %s", bad);
 		goto out;
 	}
-	if (f->id == 0 || agent_find(a, f->id)) {
-		agent_send_error(
-		    a, f->id, f->type, f->id ? AKS_AGENT_E_DUPLICATE_ID : AKS_AGENT_E_BAD_PAYLOAD,
+	if (f->id == 0 || conn_find(c, f->id)) {
+		conn_send_error(
+		    c, f->id, f->type, f->id ? AKS_AGENT_E_DUPLICATE_ID : AKS_AGENT_E_BAD_PAYLOAD,
 		    f->id ? "request %u is still running" : "request id %u is reserved", f->id);
 		goto out;
 	}
 	if (s.cwd) {
 		struct stat st;
 		if (stat(s.cwd, &st) < 0 || !S_ISDIR(st.st_mode)) {
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
-			                 "the working directory %s does not exist", s.cwd);
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
+			                "the working directory %s does not exist", s.cwd);
 			goto out;
 		}
 	}
@@ -336,13 +359,13 @@ static void on_spawn(agent *a, const aks_agent_frame *f)
 		       strcmp(languages[i].language, s.language) != 0)
 			i++;
 		if (i == sizeof(languages) / sizeof(languages[0])) {
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-			                 "SPAWN: unknown LANGUAGE '%s'", s.language);
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                "SPAWN: unknown LANGUAGE '%s'", s.language);
 			goto out;
 		}
 		if (strlen(s.src) >= ARG_MAX_ONE) {
-			agent_send_error(
-			    a, f->id, f->type, AKS_AGENT_E_LIMIT,
+			conn_send_error(
+			    c, f->id, f->type, AKS_AGENT_E_LIMIT,
 			    "code of %zu bytes is over the %d-byte limit of one argument; "
 			    "write it to a file and run that",
 			    strlen(s.src), ARG_MAX_ONE - 1);
@@ -354,32 +377,26 @@ static void on_spawn(agent *a, const aks_agent_frame *f)
 		s.argc = 3;
 	}
 	s.argv[s.argc] = NULL;
-	for (int i = 0; i < AGENT_MAX_REQUESTS && !r; i++)
-		if (a->reqs[i].kind == REQ_FREE)
-			r = &a->reqs[i];
-	if (!r) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
-		                 "more than %d requests at once", AGENT_MAX_REQUESTS);
+	if (!(r = conn_new_req(c))) {
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_LIMIT,
+		                "more than %d requests at once", AGENT_MAX_REQUESTS);
 		goto out;
 	}
-	memset(r, 0, sizeof(*r));
-	r->fd = -1;
-	r->p.ctl = r->p.status = r->p.in = r->p.out = r->p.err = -1;
 	r->id = f->id;
-	r->credit = a->window;
+	r->credit = c->window;
 	if (s.timeout_ms)
 		r->deadline = agent_now_ms() + s.timeout_ms;
 	if (s.session) {
 		r->kind = REQ_SPAWN;
-		if (pysession_run(a, r, s.session, s.src) < 0)
+		if (pysession_run(c, r, s.session, s.src) < 0)
 			agent_free_req(r);
 		goto out;
 	}
 	if (s.stdin_len) {
 		r->stdin_data = malloc(s.stdin_len);
 		if (!r->stdin_data) {
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
-			                 "no memory for stdin");
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_LIMIT,
+			                "no memory for stdin");
 			r = NULL;
 			goto out;
 		}
@@ -387,12 +404,12 @@ static void on_spawn(agent *a, const aks_agent_frame *f)
 		r->stdin_len = s.stdin_len;
 	}
 	/* The proxy's settings come last, so they win over the host's and the agent's. */
-	for (char *const *e = netproxy_env(a); e && *e; e++)
+	for (char *const *e = netproxy_env(c->ag); e && *e; e++)
 		if (s.nenv < sizeof(s.env) / sizeof(s.env[0]) - 1)
 			s.env[s.nenv++] = *e;
 	envp = build_env(&s);
 	if (proc_start(&r->p, (char *const *)s.argv, envp, s.cwd, msg, sizeof(msg)) < 0) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_SPAWN, "SPAWN: %s", msg);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_SPAWN, "SPAWN: %s", msg);
 		agent_free_req(r);
 		goto out;
 	}
@@ -422,141 +439,141 @@ bool agent_get_u32(const aks_agent_frame *f, uint16_t want, uint32_t *out)
 	return false;
 }
 
-static void on_kill(agent *a, const aks_agent_frame *f)
+static void on_kill(conn *c, const aks_agent_frame *f)
 {
 	uint32_t sig = SIGKILL;
 	agent_get_u32(f, AKS_AGENT_T_SIGNAL, &sig);
-	req *r = agent_find(a, f->id);
+	req *r = conn_find(c, f->id);
 	if (sig == 0 || sig >= 65) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "KILL: bad signal %u",
-		                 sig);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "KILL: bad signal %u",
+		                sig);
 		return;
 	}
 	if (!r || r->kind != REQ_SPAWN) {
 		/* The program may just have finished: its EXIT is on the way. */
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NO_SUCH_REQUEST,
-		                 "KILL: no program runs as request %u", f->id);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_NO_SUCH_REQUEST,
+		                "KILL: no program runs as request %u", f->id);
 		return;
 	}
 	if (r->session)
-		pysession_kill(r->session, (int)sig); /* the session's interpreter tree */
+		pysession_kill(r, (int)sig); /* the session's interpreter tree */
 	else
 		proc_signal(&r->p, (int)sig);
 }
 
-static void dispatch(agent *a, const aks_agent_frame *f)
+static void dispatch(conn *c, const aks_agent_frame *f)
 {
-	if (!a->hello && f->type != AKS_AGENT_HELLO && f->type != AKS_AGENT_PING) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NO_HELLO,
-		                 "send HELLO first (got %s)",
-		                 aks__agent_type_name(f->type) ? aks__agent_type_name(f->type)
-		                                               : "an unknown frame type");
+	if (!c->hello && f->type != AKS_AGENT_HELLO && f->type != AKS_AGENT_PING) {
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_NO_HELLO,
+		                "send HELLO first (got %s)",
+		                aks__agent_type_name(f->type) ? aks__agent_type_name(f->type)
+		                                              : "an unknown frame type");
 		return;
 	}
 	switch (f->type) {
 	case AKS_AGENT_HELLO:
-		on_hello(a, f);
+		on_hello(c, f);
 		return;
 	case AKS_AGENT_PING:
 		if (f->len > 1024) {
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-			                 "PING payload over 1024 bytes");
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                "PING payload over 1024 bytes");
 			return;
 		}
-		aks__agent_frame_data(&a->out, AKS_AGENT_PONG, 0, f->id, f->payload, f->len);
+		aks__agent_frame_data(&c->out, AKS_AGENT_PONG, 0, f->id, f->payload, f->len);
 		return;
 	case AKS_AGENT_CREDIT: {
 		uint32_t bytes;
-		req *r = agent_find(a, f->id);
+		req *r = conn_find(c, f->id);
 		if (!agent_get_u32(f, AKS_AGENT_T_BYTES, &bytes))
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-			                 "CREDIT needs BYTES");
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+			                "CREDIT needs BYTES");
 		else if (r && r->credit < ((int64_t)1 << 40))
 			r->credit += bytes;
 		return; /* credit for a finished request is a harmless race */
 	}
 	case AKS_AGENT_SPAWN:
-		on_spawn(a, f);
+		on_spawn(c, f);
 		return;
 	case AKS_AGENT_KILL:
-		on_kill(a, f);
+		on_kill(c, f);
 		return;
 	case AKS_AGENT_WRITE:
-		files_write_open(a, f);
+		files_write_open(c, f);
 		return;
 	case AKS_AGENT_WRITE_DATA: {
-		req *r = agent_find(a, f->id);
+		req *r = conn_find(c, f->id);
 		if (r && r->kind == REQ_WRITE)
-			files_write_data(a, r, f);
+			files_write_data(c, r, f);
 		return; /* data of a refused write: the refusal was sent already */
 	}
 	case AKS_AGENT_READ:
-		files_read_open(a, f);
+		files_read_open(c, f);
 		return;
 	case AKS_AGENT_NET_LISTEN:
-		netproxy_listen(a, f);
+		netproxy_listen(c, f);
 		return;
 	case AKS_AGENT_NET_OPENED:
 	case AKS_AGENT_NET_DATA:
 	case AKS_AGENT_NET_CREDIT:
 	case AKS_AGENT_NET_EOF:
 	case AKS_AGENT_NET_CLOSE:
-		netproxy_frame(a, f);
+		netproxy_frame(c, f);
 		return;
 	default: {
 		const char *name = aks__agent_type_name(f->type);
 		if (name)
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
-			                 "frame type 0x%02x (%s) is sent by the agent, not to it",
-			                 f->type, name);
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
+			                "frame type 0x%02x (%s) is sent by the agent, not to it",
+			                f->type, name);
 		else
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
-			                 "unknown frame type 0x%02x", f->type);
+			conn_send_error(c, f->id, f->type, AKS_AGENT_E_UNKNOWN_TYPE,
+			                "unknown frame type 0x%02x", f->type);
 	}
 	}
 }
 
-static void on_decode_error(agent *a, const aks_agent_frame *f, uint32_t code)
+static void on_decode_error(conn *c, const aks_agent_frame *f, uint32_t code)
 {
 	switch (code) {
 	case AKS_AGENT_E_TOO_LARGE:
-		agent_send_error(a, f->id, f->type, code,
-		                 "frame of %u payload bytes is over the %u maximum; skipped",
-		                 f->len, AKS_AGENT_MAX_PAYLOAD);
+		conn_send_error(c, f->id, f->type, code,
+		                "frame of %u payload bytes is over the %u maximum; skipped", f->len,
+		                AKS_AGENT_MAX_PAYLOAD);
 		break;
 	case AKS_AGENT_E_VERSION:
-		agent_send_error(a, f->id, f->type, code,
-		                 "frame version %u is not %u; looking for the next frame",
-		                 f->version, AKS_AGENT_VERSION);
+		conn_send_error(c, f->id, f->type, code,
+		                "frame version %u is not %u; looking for the next frame",
+		                f->version, AKS_AGENT_VERSION);
 		break;
 	default:
-		agent_send_error(
-		    a, 0, 0, code,
+		conn_send_error(
+		    c, 0, 0, code,
 		    "malformed frame header (bad magic or reserved bits); looking for the "
 		    "next frame");
 	}
 }
 
-static void read_requests(agent *a)
+static void read_requests(conn *c)
 {
 	size_t avail;
-	uint8_t *p = aks__agent_decoder_space(&a->dec, &avail);
-	ssize_t n = avail ? read(0, p, avail) : 0;
+	uint8_t *p = aks__agent_decoder_space(&c->dec, &avail);
+	ssize_t n = avail ? read(c->in_fd, p, avail) : 0;
 	if (n < 0 && (errno == EINTR || errno == EAGAIN))
 		return;
 	if (n <= 0 && avail) {
-		a->in_eof = true;
+		c->in_eof = true;
 		return;
 	}
-	aks__agent_decoder_commit(&a->dec, (size_t)n);
+	aks__agent_decoder_commit(&c->dec, (size_t)n);
 	aks_agent_frame f;
 	uint32_t code;
 	int rc;
-	while ((rc = aks__agent_decoder_next(&a->dec, &f, &code)) != AKS_AGENT_DEC_MORE) {
+	while ((rc = aks__agent_decoder_next(&c->dec, &f, &code)) != AKS_AGENT_DEC_MORE) {
 		if (rc == AKS_AGENT_DEC_FRAME)
-			dispatch(a, &f);
+			dispatch(c, &f);
 		else
-			on_decode_error(a, &f, code);
+			on_decode_error(c, &f, code);
 	}
 }
 
@@ -564,7 +581,7 @@ static void read_requests(agent *a)
 
 static uint8_t chunk[AKS_AGENT_CHUNK];
 
-static void pump_output(agent *a, req *r, int *fd, uint8_t type, uint64_t *total)
+static void pump_output(req *r, int *fd, uint8_t type, uint64_t *total)
 {
 	size_t want = r->credit < (int64_t)sizeof(chunk) ? (size_t)r->credit : sizeof(chunk);
 	ssize_t n = read(*fd, chunk, want);
@@ -577,7 +594,7 @@ static void pump_output(agent *a, req *r, int *fd, uint8_t type, uint64_t *total
 	}
 	r->credit -= n;
 	*total += (uint64_t)n;
-	aks__agent_frame_data(&a->out, type, 0, r->id, chunk, (size_t)n);
+	aks__agent_frame_data(&r->c->out, type, 0, r->id, chunk, (size_t)n);
 }
 
 static void pump_stdin(req *r)
@@ -620,55 +637,149 @@ void proc_read_status(proc *p)
 	}
 }
 
-void agent_send_exit(agent *a, req *r, int exit_code, int sig, const char *notice)
+void agent_send_exit(req *r, int exit_code, int sig, const char *notice)
 {
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_EXIT, AKS_AGENT_FLAG_END, r->id);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_EXIT_CODE, (uint32_t)exit_code);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_EXIT_SIGNAL, (uint32_t)sig);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_TIMED_OUT, r->timed_out);
-	aks__agent_put_u64(&a->out, AKS_AGENT_T_OUT_BYTES, r->out_total);
-	aks__agent_put_u64(&a->out, AKS_AGENT_T_ERR_BYTES, r->err_total);
+	aks_agent_buf *out = &r->c->out;
+	size_t s = aks__agent_frame_begin(out, AKS_AGENT_EXIT, AKS_AGENT_FLAG_END, r->id);
+	aks__agent_put_u32(out, AKS_AGENT_T_EXIT_CODE, (uint32_t)exit_code);
+	aks__agent_put_u32(out, AKS_AGENT_T_EXIT_SIGNAL, (uint32_t)sig);
+	aks__agent_put_u32(out, AKS_AGENT_T_TIMED_OUT, r->timed_out);
+	aks__agent_put_u64(out, AKS_AGENT_T_OUT_BYTES, r->out_total);
+	aks__agent_put_u64(out, AKS_AGENT_T_ERR_BYTES, r->err_total);
 	if (notice)
-		aks__agent_put_str(&a->out, AKS_AGENT_T_NOTICE, notice);
-	aks__agent_frame_end(&a->out, s);
+		aks__agent_put_str(out, AKS_AGENT_T_NOTICE, notice);
+	aks__agent_frame_end(out, s);
 }
 
-static void finish_spawn(agent *a, req *r)
+static void finish_spawn(req *r)
 {
 	if (!r->p.have_status) {
-		agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_IO,
-		                 "the program's supervisor died before reporting its status");
+		conn_send_error(r->c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_IO,
+		                "the program's supervisor died before reporting its status");
 	} else {
 		int st = r->p.wstatus;
-		agent_send_exit(a, r, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+		agent_send_exit(r, WIFEXITED(st) ? WEXITSTATUS(st) : -1,
 		                WIFSIGNALED(st) ? WTERMSIG(st) : 0, NULL);
 	}
 	proc_release(&r->p);
 	agent_free_req(r);
 }
 
+/* ---- connections ---- */
+
+static conn *conn_open(agent *a, int in_fd, int out_fd)
+{
+	conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	if (aks__agent_decoder_init(&c->dec, AKS_AGENT_MAX_PAYLOAD) < 0) {
+		free(c);
+		return NULL;
+	}
+	c->ag = a;
+	c->in_fd = in_fd;
+	c->out_fd = out_fd;
+	c->window = AKS_AGENT_WINDOW;
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+		c->reqs[i].c = c;
+		req_reset(&c->reqs[i]);
+	}
+	c->next = a->conns;
+	a->conns = c;
+	a->nconns++;
+	return c;
+}
+
+/* The host went (EOF, a broken stream) or the agent is ending: what the connection runs
+ * dies with it (a supervisor whose order pipe closes kills its tree), its Python runs are
+ * interrupted and its proxy streams reset. */
+static void conn_close(agent *a, conn *c)
+{
+	for (conn **pp = &a->conns; *pp; pp = &(*pp)->next)
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	a->nconns--;
+	pysession_conn_closed(a, c);
+	netproxy_conn_closed(a, c);
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
+		if (c->reqs[i].kind != REQ_FREE)
+			agent_free_req(&c->reqs[i]);
+	if (c->in_fd >= 0)
+		close(c->in_fd);
+	if (c->out_fd >= 0 && c->out_fd != c->in_fd)
+		close(c->out_fd);
+	aks__agent_decoder_free(&c->dec);
+	aks__agent_buf_free(&c->out);
+	free(c);
+}
+
+/* A resident agent's new hosts: only processes of its own user may connect (the socket is
+ * in the sandbox's network namespace, where the sandbox's programs are too: they could run
+ * all this themselves anyway). */
+static void accept_hosts(agent *a)
+{
+	for (;;) {
+		int fd = accept4(a->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0)
+			return;
+		struct ucred cred;
+		socklen_t len = sizeof(cred);
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ||
+		    cred.uid != getuid()) {
+			close(fd);
+			continue;
+		}
+		agent_track_fd(fd, true);
+		conn *c = a->nconns < AGENT_MAX_CONNS ? conn_open(a, fd, fd) : NULL;
+		if (!c) {
+			/* Told why, best effort, then closed: the host sees its stream end. */
+			aks_agent_buf b = {0};
+			size_t s =
+			    aks__agent_frame_begin(&b, AKS_AGENT_ERROR, AKS_AGENT_FLAG_END, 0);
+			aks__agent_put_u32(&b, AKS_AGENT_T_CODE, AKS_AGENT_E_LIMIT);
+			aks__agent_put_u32(&b, AKS_AGENT_T_FRAME_TYPE, 0);
+			aks__agent_put_str(&b, AKS_AGENT_T_MESSAGE,
+			                   "the resident agent serves its most hosts already");
+			aks__agent_frame_end(&b, s);
+			if (!b.failed && write(fd, b.data, aks__agent_buf_pending(&b)) < 0)
+				(void)0;
+			aks__agent_buf_free(&b);
+			close(fd);
+		}
+	}
+}
+
 /* ---- the loop ---- */
 
-enum { SLOT_IN, SLOT_OUT, SLOT_SIG, SLOT_REQ_OUT, SLOT_REQ_ERR, SLOT_REQ_IN, SLOT_REQ_STATUS };
+enum {
+	SLOT_IN,
+	SLOT_OUT,
+	SLOT_SIG,
+	SLOT_LISTEN,
+	SLOT_REQ_OUT,
+	SLOT_REQ_ERR,
+	SLOT_REQ_IN,
+	SLOT_REQ_STATUS
+};
 
 typedef struct slot {
 	int what;
+	conn *c;
 	req *r;
 } slot;
 
 static void shutdown_and_exit(agent *a)
 {
 	/* Everything the agent runs dies with it: supervisors and whatever they leave. */
+	while (a->conns)
+		conn_close(a, a->conns);
 	pysession_close_all(a);
 	netproxy_close_all(a);
-	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
-		if (a->reqs[i].kind != REQ_FREE)
-			agent_free_req(&a->reqs[i]);
 	bool seen = false;
 	proc_kill_children(-1, NULL, &seen, 10000);
 	proc_sweep_orphans(proc_agent_start, 10000);
-	aks__agent_decoder_free(&a->dec);
-	aks__agent_buf_free(&a->out);
 	exit(0);
 }
 
@@ -682,88 +793,135 @@ static void reap(agent *a)
 		; /* supervisors (their news comes through the status pipe) and orphans */
 }
 
-static void loop(agent *a)
+/* The fds one connection's requests poll, and the time to its first deadline. */
+static void add_conn_fds(conn *c, struct pollfd *pfd, slot *slots, nfds_t *n, int64_t now,
+                         int *timeout)
 {
-	enum { MAXFDS = 3 + 4 * AGENT_MAX_REQUESTS + 3 * 64 + 1 + AKS_AGENT_NET_MAX };
-	struct pollfd pfd[MAXFDS];
-	slot slots[MAXFDS];
-	for (;;) {
-		if (a->in_eof || a->out_broken)
-			shutdown_and_exit(a);
-		int64_t now = agent_now_ms();
-		int timeout = -1;
-		size_t pending = aks__agent_buf_pending(&a->out);
-		bool room = pending < AGENT_OUT_SOFT;
-		nfds_t n = 0;
 #define ADD(fd_, ev_, what_, r_)                                                                   \
 	do {                                                                                       \
-		pfd[n].fd = (fd_);                                                                 \
-		pfd[n].events = (ev_);                                                             \
-		pfd[n].revents = 0;                                                                \
-		slots[n].what = (what_);                                                           \
-		slots[n].r = (r_);                                                                 \
-		n++;                                                                               \
+		pfd[*n].fd = (fd_);                                                                \
+		pfd[*n].events = (ev_);                                                            \
+		pfd[*n].revents = 0;                                                               \
+		slots[*n].what = (what_);                                                          \
+		slots[*n].c = c;                                                                   \
+		slots[*n].r = (r_);                                                                \
+		(*n)++;                                                                            \
 	} while (0)
-		if (pending < AGENT_OUT_HARD)
-			ADD(0, POLLIN, SLOT_IN, NULL);
-		if (pending)
-			ADD(1, POLLOUT, SLOT_OUT, NULL);
-		ADD(a->sigfd, POLLIN, SLOT_SIG, NULL);
-		for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
-			req *r = &a->reqs[i];
-			if (r->kind == REQ_READ && r->credit > 0 && room)
-				timeout = 0;
-			if (r->kind != REQ_SPAWN || r->session)
-				continue;
-			if (r->deadline && !r->p.killing) {
-				if (now >= r->deadline) {
-					r->timed_out = true;
-					proc_signal(&r->p, SIGKILL);
-				} else {
-					int left = (int)(r->deadline - now);
-					if (timeout < 0 || left < timeout)
-						timeout = left;
-				}
+	size_t pending = aks__agent_buf_pending(&c->out);
+	bool room = pending < AGENT_OUT_SOFT;
+	if (pending < AGENT_OUT_HARD && !c->in_eof)
+		ADD(c->in_fd, POLLIN, SLOT_IN, NULL);
+	if (pending)
+		ADD(c->out_fd, POLLOUT, SLOT_OUT, NULL);
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+		req *r = &c->reqs[i];
+		if (r->kind == REQ_READ && r->credit > 0 && room)
+			*timeout = 0;
+		if (r->kind != REQ_SPAWN || r->session)
+			continue;
+		if (r->deadline && !r->p.killing) {
+			if (now >= r->deadline) {
+				r->timed_out = true;
+				proc_signal(&r->p, SIGKILL);
+			} else {
+				int left = (int)(r->deadline - now);
+				if (*timeout < 0 || left < *timeout)
+					*timeout = left;
 			}
-			if (r->p.out >= 0 && r->credit > 0 && room)
-				ADD(r->p.out, POLLIN, SLOT_REQ_OUT, r);
-			if (r->p.err >= 0 && r->credit > 0 && room)
-				ADD(r->p.err, POLLIN, SLOT_REQ_ERR, r);
-			if (r->p.in >= 0)
-				ADD(r->p.in, POLLOUT, SLOT_REQ_IN, r);
-			if (r->p.status >= 0)
-				ADD(r->p.status, POLLIN, SLOT_REQ_STATUS, r);
 		}
-		size_t nsess = pysession_add_fds(a, pfd + n, MAXFDS - n, now, &timeout);
-		size_t nnet =
-		    netproxy_add_fds(a, pfd + n + nsess, MAXFDS - n - nsess, now, &timeout);
+		if (r->p.out >= 0 && r->credit > 0 && room)
+			ADD(r->p.out, POLLIN, SLOT_REQ_OUT, r);
+		if (r->p.err >= 0 && r->credit > 0 && room)
+			ADD(r->p.err, POLLIN, SLOT_REQ_ERR, r);
+		if (r->p.in >= 0)
+			ADD(r->p.in, POLLOUT, SLOT_REQ_IN, r);
+		if (r->p.status >= 0)
+			ADD(r->p.status, POLLIN, SLOT_REQ_STATUS, r);
+	}
+#undef ADD
+}
+
+/* Requests that finished: reads that can send more, spawns whose program and output are
+ * done. */
+static void step_conn(conn *c)
+{
+	for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
+		req *r = &c->reqs[i];
+		if (r->kind == REQ_READ)
+			files_read_step(c, r);
+		else if (r->kind == REQ_SPAWN && !r->session && r->p.out < 0 && r->p.err < 0 &&
+		         (r->p.have_status || r->p.status < 0) &&
+		         (!r->p.killing || r->p.status < 0))
+			/* A tree being killed is gone only when its supervisor exits (the status
+			 * pipe closes): EXIT must not overtake the kill. */
+			finish_spawn(r);
+	}
+}
+
+static void loop(agent *a)
+{
+	enum { PER_CONN = 2 + 4 * AGENT_MAX_REQUESTS, EXTRA = 2 + 3 * 64 + 1 + AKS_AGENT_NET_MAX };
+	size_t cap = (size_t)(a->listen_fd >= 0 ? AGENT_MAX_CONNS : 1) * PER_CONN + EXTRA;
+	struct pollfd *pfd = calloc(cap, sizeof(*pfd));
+	slot *slots = calloc(cap, sizeof(*slots));
+	if (!pfd || !slots)
+		shutdown_and_exit(a);
+	for (;;) {
+		for (conn *c = a->conns, *next; c; c = next) {
+			next = c->next;
+			if (!c->in_eof && !c->out_broken && !c->out.failed)
+				continue;
+			/* On stdio the host's end is the agent's; a resident agent stays for the
+			 * next host. Out of memory for an output queue: nothing sane can follow. */
+			if (a->listen_fd < 0 || c->out.failed)
+				shutdown_and_exit(a);
+			conn_close(a, c);
+		}
+		int64_t now = agent_now_ms();
+		int timeout = -1;
+		nfds_t n = 0;
+		pfd[n] = (struct pollfd){.fd = a->sigfd, .events = POLLIN};
+		slots[n++] = (slot){.what = SLOT_SIG};
+		if (a->listen_fd >= 0) {
+			pfd[n] = (struct pollfd){.fd = a->listen_fd, .events = POLLIN};
+			slots[n++] = (slot){.what = SLOT_LISTEN};
+		}
+		for (conn *c = a->conns; c; c = c->next)
+			add_conn_fds(c, pfd, slots, &n, now, &timeout);
+		size_t nsess = pysession_add_fds(a, pfd + n, cap - n, now, &timeout);
+		size_t nnet = netproxy_add_fds(a, pfd + n + nsess, cap - n - nsess, now, &timeout);
 		if (poll(pfd, n + nsess + nnet, timeout) < 0 && errno != EINTR)
 			shutdown_and_exit(a);
+		bool accept_now = false;
 		for (nfds_t i = 0; i < n; i++) {
 			if (!pfd[i].revents)
 				continue;
+			conn *c = slots[i].c;
 			req *r = slots[i].r;
 			switch (slots[i].what) {
 			case SLOT_IN:
-				read_requests(a);
+				read_requests(c);
 				break;
 			case SLOT_OUT: {
-				ssize_t w = write(1, a->out.data + a->out.off,
-				                  aks__agent_buf_pending(&a->out));
+				ssize_t w = write(c->out_fd, c->out.data + c->out.off,
+				                  aks__agent_buf_pending(&c->out));
 				if (w > 0)
-					aks__agent_buf_consume(&a->out, (size_t)w);
+					aks__agent_buf_consume(&c->out, (size_t)w);
 				else if (w < 0 && errno != EAGAIN && errno != EINTR)
-					a->out_broken = true;
+					c->out_broken = true;
 				break;
 			}
 			case SLOT_SIG:
 				reap(a);
 				break;
+			case SLOT_LISTEN:
+				accept_now = true;
+				break;
 			case SLOT_REQ_OUT:
-				pump_output(a, r, &r->p.out, AKS_AGENT_STDOUT, &r->out_total);
+				pump_output(r, &r->p.out, AKS_AGENT_STDOUT, &r->out_total);
 				break;
 			case SLOT_REQ_ERR:
-				pump_output(a, r, &r->p.err, AKS_AGENT_STDERR, &r->err_total);
+				pump_output(r, &r->p.err, AKS_AGENT_STDERR, &r->err_total);
 				break;
 			case SLOT_REQ_IN:
 				pump_stdin(r);
@@ -775,21 +933,11 @@ static void loop(agent *a)
 		}
 		pysession_events(a, pfd + n, nsess);
 		netproxy_events(a, pfd + n + nsess, nnet);
-		for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
-			req *r = &a->reqs[i];
-			if (r->kind == REQ_READ)
-				files_read_step(a, r);
-			else if (r->kind == REQ_SPAWN && !r->session && r->p.out < 0 &&
-			         r->p.err < 0 && (r->p.have_status || r->p.status < 0) &&
-			         (!r->p.killing || r->p.status < 0))
-				/* A tree being killed is gone only when its supervisor exits (the
-				 * status pipe closes): EXIT must not overtake the kill. */
-				finish_spawn(a, r);
-		}
-		if (a->out.failed) {
-			/* Out of memory for the output queue: nothing sane can follow. */
-			shutdown_and_exit(a);
-		}
+		for (conn *c = a->conns; c; c = c->next)
+			step_conn(c);
+		/* After the events: a new connection's fds were in no slot of this round. */
+		if (accept_now)
+			accept_hosts(a);
 	}
 }
 
@@ -797,10 +945,12 @@ static int usage(const char *argv0)
 {
 	fprintf(stderr,
 	        "usage: %s [--kill-leftovers] [--landlock-ro PATH]... [--landlock-rw PATH]...\n"
-	        "          [--exec PROGRAM [ARG...]]\n"
+	        "          [--resident NAME | --exec PROGRAM [ARG...]]\n"
 	        "       %s --landlock-abi | --version\n"
 	        "Speaks the aksandbox agent protocol on stdin and stdout "
 	        "(docs/agent-protocol.md),\n"
+	        "with --resident through the agent resident in the sandbox under NAME "
+	        "(started if none runs),\n"
 	        "or with --exec runs PROGRAM in its place; --landlock-* confine both (exit 125 "
 	        "when they cannot).\n",
 	        argv0, argv0);
@@ -847,6 +997,7 @@ int main(int argc, char **argv)
 	}
 	size_t nro = 0, nrw = 0;
 	char **exec_argv = NULL;
+	const char *resident = NULL;
 	bool bad_usage = false;
 	for (int opt = 1; opt < argc && !exec_argv && !bad_usage; opt++) {
 		bool has_value = opt + 1 < argc;
@@ -858,13 +1009,15 @@ int main(int argc, char **argv)
 			rw[nrw++] = argv[++opt];
 		else if (strcmp(argv[opt], "--exec") == 0 && has_value)
 			exec_argv = argv + opt + 1;
+		else if (strcmp(argv[opt], "--resident") == 0 && has_value)
+			resident = argv[++opt];
 		else
 			bad_usage = true;
 	}
 	int confined = bad_usage ? 0 : confine(ro, nro, rw, nrw);
 	free(ro);
 	free(rw);
-	if (bad_usage)
+	if (bad_usage || (resident && exec_argv))
 		return usage(argv[0]);
 	if (confined < 0)
 		return 125;
@@ -876,11 +1029,21 @@ int main(int argc, char **argv)
 		        e == ENOENT ? "command not found" : strerror(e));
 		return e == ENOENT ? 127 : 126;
 	}
+	if (resident)
+		return resident_relay(resident);
+	return agent_run(-1);
+}
+
+int agent_run(int listen_fd)
+{
 	static agent a;
-	a.window = AKS_AGENT_WINDOW;
+	a.listen_fd = listen_fd;
 	a.net_fd = -1;
-	for (int i = 0; i < AGENT_MAX_REQUESTS; i++)
-		a.reqs[i].fd = -1;
+	/* Told to every host, so one that reconnects knows whether it reached the same agent
+	 * (and its Python state). Not a secret: a clock and the pid do where getrandom fails. */
+	if (getrandom(&a.instance, sizeof(a.instance), GRND_NONBLOCK) != sizeof(a.instance))
+		a.instance = ((uint64_t)agent_now_ms() << 20) ^ (uint64_t)getpid();
+	a.instance |= 1; /* never 0, which means an agent that sends none */
 	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit (or,
 	 * where that does not take, are swept: spawn.c). */
 	proc_init();
@@ -893,17 +1056,22 @@ int main(int argc, char **argv)
 	sigaddset(&chld, SIGCHLD);
 	sigprocmask(SIG_BLOCK, &chld, NULL);
 	a.sigfd = agent_track_fd(signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK), false);
-	if (a.sigfd < 0 || aks__agent_decoder_init(&a.dec, AKS_AGENT_MAX_PAYLOAD) < 0) {
+	if (a.sigfd < 0 || (listen_fd < 0 && !conn_open(&a, 0, 1))) {
 		fprintf(stderr, "aksandbox-agent: cannot start: %s\n", strerror(errno));
 		return 1;
 	}
-	/* Where the stream is a pipe (local providers, a container's stdio), a deeper one
-	 * carries a whole frame per write: fewer wake-ups per MiB (the egress proxy's data, a
-	 * large output). Refused (a socket, a low pipe-max-size) changes nothing. */
-	fcntl(0, F_SETPIPE_SZ, 1 << 20);
-	fcntl(1, F_SETPIPE_SZ, 1 << 20);
-	fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
-	fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+	if (listen_fd >= 0) {
+		agent_track_fd(listen_fd, true);
+	} else {
+		/* Where the stream is a pipe (local providers, a container's stdio), a deeper
+		 * one carries a whole frame per write: fewer wake-ups per MiB (the egress
+		 * proxy's data, a large output). Refused (a socket, a low pipe-max-size)
+		 * changes nothing. */
+		fcntl(0, F_SETPIPE_SZ, 1 << 20);
+		fcntl(1, F_SETPIPE_SZ, 1 << 20);
+		fcntl(0, F_SETFL, fcntl(0, F_GETFL) | O_NONBLOCK);
+		fcntl(1, F_SETFL, fcntl(1, F_GETFL) | O_NONBLOCK);
+	}
 	loop(&a);
 	return 0;
 }

@@ -82,7 +82,7 @@ static char *existing_parent(const char *path)
 
 /* With BENEATH (the host's workspace), a path that resolves outside it is refused: through
  * a symlink, as a `..` the host did not see. 0 fine, else the error was sent. */
-static int check_beneath(agent *a, const aks_agent_frame *f, const char *path, int fd,
+static int check_beneath(conn *c, const aks_agent_frame *f, const char *path, int fd,
                          const char *beneath)
 {
 	if (!beneath)
@@ -94,38 +94,33 @@ static int check_beneath(agent *a, const aks_agent_frame *f, const char *path, i
 	free(real);
 	if (ok)
 		return 0;
-	agent_send_error(a, f->id, f->type, AKS_AGENT_E_ESCAPES, "%s resolves outside %s", path,
-	                 beneath);
+	conn_send_error(c, f->id, f->type, AKS_AGENT_E_ESCAPES, "%s resolves outside %s", path,
+	                beneath);
 	return -1;
 }
 
-static req *new_req(agent *a, const aks_agent_frame *f, int kind)
+static req *new_req(conn *c, const aks_agent_frame *f, int kind)
 {
 	if (f->id == 0) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-		                 "request id 0 is reserved");
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                "request id 0 is reserved");
 		return NULL;
 	}
-	if (agent_find(a, f->id)) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_DUPLICATE_ID,
-		                 "request %u is still running", f->id);
+	if (conn_find(c, f->id)) {
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_DUPLICATE_ID,
+		                "request %u is still running", f->id);
 		return NULL;
 	}
-	for (int i = 0; i < AGENT_MAX_REQUESTS; i++) {
-		req *r = &a->reqs[i];
-		if (r->kind == REQ_FREE) {
-			memset(r, 0, sizeof(*r));
-			r->kind = kind;
-			r->id = f->id;
-			r->fd = -1;
-			r->p.ctl = r->p.status = r->p.in = r->p.out = r->p.err = -1;
-			r->credit = a->window;
-			return r;
-		}
+	req *r = conn_new_req(c);
+	if (!r) {
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_LIMIT,
+		                "more than %d requests at once", AGENT_MAX_REQUESTS);
+		return NULL;
 	}
-	agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT, "more than %d requests at once",
-	                 AGENT_MAX_REQUESTS);
-	return NULL;
+	r->kind = kind;
+	r->id = f->id;
+	r->credit = c->window;
+	return r;
 }
 
 static uint32_t errno_code(int e)
@@ -133,7 +128,7 @@ static uint32_t errno_code(int e)
 	return e == ENOENT || e == ENOTDIR ? AKS_AGENT_E_NOT_FOUND : AKS_AGENT_E_IO;
 }
 
-void files_write_open(agent *a, const aks_agent_frame *f)
+void files_write_open(conn *c, const aks_agent_frame *f)
 {
 	aks_agent_tlv it;
 	aks__agent_tlv_init(&it, f);
@@ -164,15 +159,15 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 		}
 	}
 	if (rc < 0 || !path || !have_size || !have_sha) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
-		                 "WRITE needs PATH, SIZE (8 bytes) and SHA256 (32 bytes)");
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD,
+		                "WRITE needs PATH, SIZE (8 bytes) and SHA256 (32 bytes)");
 		free(path);
 		free(beneath);
 		return;
 	}
 	/* where the parents would be made, before anything is made */
-	int out = check_beneath(a, f, path, -1, beneath);
-	req *r = out ? NULL : new_req(a, f, REQ_WRITE);
+	int out = check_beneath(c, f, path, -1, beneath);
+	req *r = out ? NULL : new_req(c, f, REQ_WRITE);
 	if (!r) {
 		free(path);
 		free(beneath);
@@ -186,8 +181,8 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 	r->tmp = temp_beside(path);
 	if (!r->tmp || make_parents(path) < 0 || (r->fd = mkostemp(r->tmp, O_CLOEXEC)) < 0) {
 		int e = errno;
-		agent_send_error(a, f->id, f->type, errno_code(e), "cannot write %s: %s", path,
-		                 strerror(e));
+		conn_send_error(c, f->id, f->type, errno_code(e), "cannot write %s: %s", path,
+		                strerror(e));
 		free(r->tmp);
 		r->tmp = NULL; /* nothing was created */
 		agent_free_req(r);
@@ -196,7 +191,7 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 	}
 	agent_track_fd(r->fd, false);
 	/* and where the file really is, now that it exists (a parent swapped meanwhile) */
-	if (beneath && check_beneath(a, f, path, r->fd, beneath) < 0) {
+	if (beneath && check_beneath(c, f, path, r->fd, beneath) < 0) {
 		close(r->fd);
 		r->fd = -1;
 		unlink(r->tmp);
@@ -205,13 +200,13 @@ void files_write_open(agent *a, const aks_agent_frame *f)
 	free(beneath);
 }
 
-static void write_fail(agent *a, req *r, uint32_t code, const char *what, int e)
+static void write_fail(conn *c, req *r, uint32_t code, const char *what, int e)
 {
 	if (e)
-		agent_send_error(a, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s: %s", what, r->path,
-		                 strerror(e));
+		conn_send_error(c, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s: %s", what, r->path,
+		                strerror(e));
 	else
-		agent_send_error(a, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s", what, r->path);
+		conn_send_error(c, r->id, AKS_AGENT_WRITE_DATA, code, "%s %s", what, r->path);
 	if (r->fd >= 0)
 		close(r->fd);
 	r->fd = -1;
@@ -222,10 +217,10 @@ static void write_fail(agent *a, req *r, uint32_t code, const char *what, int e)
 	agent_free_req(r);
 }
 
-void files_write_data(agent *a, req *r, const aks_agent_frame *f)
+void files_write_data(conn *c, req *r, const aks_agent_frame *f)
 {
 	if (f->len > r->size - r->done) {
-		write_fail(a, r, AKS_AGENT_E_SIZE_MISMATCH, "more bytes than announced for", 0);
+		write_fail(c, r, AKS_AGENT_E_SIZE_MISMATCH, "more bytes than announced for", 0);
 		return;
 	}
 	const uint8_t *p = f->payload;
@@ -235,7 +230,7 @@ void files_write_data(agent *a, req *r, const aks_agent_frame *f)
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w < 0) {
-			write_fail(a, r, AKS_AGENT_E_IO, "cannot write", errno);
+			write_fail(c, r, AKS_AGENT_E_IO, "cannot write", errno);
 			return;
 		}
 		p += w;
@@ -248,26 +243,26 @@ void files_write_data(agent *a, req *r, const aks_agent_frame *f)
 	uint8_t got[AKS_SHA256_LEN];
 	aks__sha256_final(&r->hash, got);
 	if (r->done != r->size) {
-		write_fail(a, r, AKS_AGENT_E_SIZE_MISMATCH, "fewer bytes than announced for", 0);
+		write_fail(c, r, AKS_AGENT_E_SIZE_MISMATCH, "fewer bytes than announced for", 0);
 		return;
 	}
 	if (memcmp(got, r->sha, sizeof(got)) != 0) {
-		write_fail(a, r, AKS_AGENT_E_HASH_MISMATCH,
+		write_fail(c, r, AKS_AGENT_E_HASH_MISMATCH,
 		           "the bytes received do not match the SHA-256 announced for", 0);
 		return;
 	}
 	if (fchmod(r->fd, r->mode) < 0 || fsync(r->fd) < 0) {
-		write_fail(a, r, AKS_AGENT_E_IO, "cannot sync", errno);
+		write_fail(c, r, AKS_AGENT_E_IO, "cannot sync", errno);
 		return;
 	}
 	int fd = r->fd;
 	r->fd = -1;
 	if (close(fd) < 0) {
-		write_fail(a, r, AKS_AGENT_E_IO, "cannot close", errno);
+		write_fail(c, r, AKS_AGENT_E_IO, "cannot close", errno);
 		return;
 	}
 	if (rename(r->tmp, r->path) < 0) {
-		write_fail(a, r, AKS_AGENT_E_IO, "cannot rename into", errno);
+		write_fail(c, r, AKS_AGENT_E_IO, "cannot rename into", errno);
 		return;
 	}
 	/* The rename is durable once the directory is synced. */
@@ -287,14 +282,14 @@ void files_write_data(agent *a, req *r, const aks_agent_frame *f)
 	free(dir);
 	free(r->tmp);
 	r->tmp = NULL; /* renamed: nothing to clean up */
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_WRITE_OK, AKS_AGENT_FLAG_END, r->id);
-	aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->done);
-	aks__agent_put_bytes(&a->out, AKS_AGENT_T_SHA256, got, sizeof(got));
-	aks__agent_frame_end(&a->out, s);
+	size_t s = aks__agent_frame_begin(&c->out, AKS_AGENT_WRITE_OK, AKS_AGENT_FLAG_END, r->id);
+	aks__agent_put_u64(&c->out, AKS_AGENT_T_SIZE, r->done);
+	aks__agent_put_bytes(&c->out, AKS_AGENT_T_SHA256, got, sizeof(got));
+	aks__agent_frame_end(&c->out, s);
 	agent_free_req(r);
 }
 
-void files_read_open(agent *a, const aks_agent_frame *f)
+void files_read_open(conn *c, const aks_agent_frame *f)
 {
 	aks_agent_tlv it;
 	aks__agent_tlv_init(&it, f);
@@ -316,7 +311,7 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 		}
 	}
 	if (rc < 0 || !path) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "READ needs PATH");
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_BAD_PAYLOAD, "READ needs PATH");
 		free(path);
 		free(beneath);
 		return;
@@ -328,28 +323,28 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) < 0) {
 		int e = errno;
-		agent_send_error(a, f->id, f->type, errno_code(e), "cannot read %s: %s", path,
-		                 strerror(e));
+		conn_send_error(c, f->id, f->type, errno_code(e), "cannot read %s: %s", path,
+		                strerror(e));
 	} else if (!S_ISREG(st.st_mode)) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
-		                 "cannot read %s: not a regular file", path);
-	} else if (check_beneath(a, f, path, fd, beneath) < 0) {
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_NOT_FOUND,
+		                "cannot read %s: not a regular file", path);
+	} else if (check_beneath(c, f, path, fd, beneath) < 0) {
 		/* refused: the error was sent */
 	} else if ((uint64_t)st.st_size > max) {
-		agent_send_error(a, f->id, f->type, AKS_AGENT_E_LIMIT,
-		                 "%s is %llu bytes, more than the %llu allowed", path,
-		                 (unsigned long long)st.st_size, (unsigned long long)max);
+		conn_send_error(c, f->id, f->type, AKS_AGENT_E_LIMIT,
+		                "%s is %llu bytes, more than the %llu allowed", path,
+		                (unsigned long long)st.st_size, (unsigned long long)max);
 	} else {
-		req *r = new_req(a, f, REQ_READ);
+		req *r = new_req(c, f, REQ_READ);
 		if (r) {
 			r->fd = agent_track_fd(fd, false);
 			r->path = path;
 			r->size = (uint64_t)st.st_size;
 			aks__sha256_init(&r->hash);
-			size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_READ_INFO, 0, r->id);
-			aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->size);
-			aks__agent_put_u32(&a->out, AKS_AGENT_T_MODE, st.st_mode & 07777);
-			aks__agent_frame_end(&a->out, s);
+			size_t s = aks__agent_frame_begin(&c->out, AKS_AGENT_READ_INFO, 0, r->id);
+			aks__agent_put_u64(&c->out, AKS_AGENT_T_SIZE, r->size);
+			aks__agent_put_u32(&c->out, AKS_AGENT_T_MODE, st.st_mode & 07777);
+			aks__agent_frame_end(&c->out, s);
 			free(beneath);
 			return;
 		}
@@ -360,9 +355,9 @@ void files_read_open(agent *a, const aks_agent_frame *f)
 	free(beneath);
 }
 
-bool files_read_step(agent *a, req *r)
+bool files_read_step(conn *c, req *r)
 {
-	if (r->credit <= 0 || aks__agent_buf_pending(&a->out) >= AGENT_OUT_SOFT)
+	if (r->credit <= 0 || aks__agent_buf_pending(&c->out) >= AGENT_OUT_SOFT)
 		return false;
 	static uint8_t chunk[AKS_AGENT_CHUNK];
 	size_t want = r->credit < (int64_t)sizeof(chunk) ? (size_t)r->credit : sizeof(chunk);
@@ -370,35 +365,35 @@ bool files_read_step(agent *a, req *r)
 	if (n < 0 && errno == EINTR)
 		return true;
 	if (n < 0) {
-		agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_IO, "cannot read %s: %s",
-		                 r->path, strerror(errno));
+		conn_send_error(c, r->id, AKS_AGENT_READ, AKS_AGENT_E_IO, "cannot read %s: %s",
+		                r->path, strerror(errno));
 		agent_free_req(r);
 		return true;
 	}
 	if (n > 0) {
 		if (r->done + (uint64_t)n > r->size) {
-			agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
-			                 "%s grew while it was read", r->path);
+			conn_send_error(c, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
+			                "%s grew while it was read", r->path);
 			agent_free_req(r);
 			return true;
 		}
 		aks__sha256_update(&r->hash, chunk, (size_t)n);
 		r->done += (uint64_t)n;
 		r->credit -= n;
-		aks__agent_frame_data(&a->out, AKS_AGENT_READ_DATA, 0, r->id, chunk, (size_t)n);
+		aks__agent_frame_data(&c->out, AKS_AGENT_READ_DATA, 0, r->id, chunk, (size_t)n);
 		return true;
 	}
 	if (r->done != r->size) {
-		agent_send_error(a, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
-		                 "%s shrank while it was read", r->path);
+		conn_send_error(c, r->id, AKS_AGENT_READ, AKS_AGENT_E_SIZE_MISMATCH,
+		                "%s shrank while it was read", r->path);
 	} else {
 		uint8_t got[AKS_SHA256_LEN];
 		aks__sha256_final(&r->hash, got);
 		size_t s =
-		    aks__agent_frame_begin(&a->out, AKS_AGENT_READ_END, AKS_AGENT_FLAG_END, r->id);
-		aks__agent_put_u64(&a->out, AKS_AGENT_T_SIZE, r->done);
-		aks__agent_put_bytes(&a->out, AKS_AGENT_T_SHA256, got, sizeof(got));
-		aks__agent_frame_end(&a->out, s);
+		    aks__agent_frame_begin(&c->out, AKS_AGENT_READ_END, AKS_AGENT_FLAG_END, r->id);
+		aks__agent_put_u64(&c->out, AKS_AGENT_T_SIZE, r->done);
+		aks__agent_put_bytes(&c->out, AKS_AGENT_T_SHA256, got, sizeof(got));
+		aks__agent_frame_end(&c->out, s);
 	}
 	agent_free_req(r);
 	return true;

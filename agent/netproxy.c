@@ -52,6 +52,7 @@ typedef struct netconn {
 	uint32_t owed;          /* of those, written to the program: credit to send */
 	bool rd_eof;            /* the program finished sending (NET_EOF sent) */
 	bool host_eof, wr_shut; /* the host finished; the program's side shut after the queue */
+	conn *host;             /* the connection the stream was opened toward (NC_WAIT on) */
 } netconn;
 
 static char *net_env[16];
@@ -87,13 +88,14 @@ static void reset_conn(netconn *c)
 	free_conn(c);
 }
 
-static void send_close(agent *a, netconn *c, uint32_t code, const char *msg)
+static void send_close(netconn *c, uint32_t code, const char *msg)
 {
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_NET_CLOSE, AKS_AGENT_FLAG_END, c->id);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_NET_CODE, code);
+	size_t s =
+	    aks__agent_frame_begin(&c->host->out, AKS_AGENT_NET_CLOSE, AKS_AGENT_FLAG_END, c->id);
+	aks__agent_put_u32(&c->host->out, AKS_AGENT_T_NET_CODE, code);
 	if (msg)
-		aks__agent_put_str(&a->out, AKS_AGENT_T_MESSAGE, msg);
-	aks__agent_frame_end(&a->out, s);
+		aks__agent_put_str(&c->host->out, AKS_AGENT_T_MESSAGE, msg);
+	aks__agent_frame_end(&c->host->out, s);
 }
 
 /* Appends to the proxy's own answer (a SOCKS reply may follow the greeting's). */
@@ -207,8 +209,9 @@ static void put_env(size_t *n, const char *name, const char *value)
 	}
 }
 
-void netproxy_listen(agent *a, const aks_agent_frame *f)
+void netproxy_listen(conn *hc, const aks_agent_frame *f)
 {
+	agent *a = hc->ag;
 	if (a->net_fd < 0) {
 		/* The window both sides hold to: the host's, within bounds. */
 		uint32_t window = AKS_AGENT_NET_WINDOW;
@@ -230,8 +233,8 @@ void netproxy_listen(agent *a, const aks_agent_frame *f)
 			int e = a->net ? errno : ENOMEM;
 			if (fd >= 0)
 				close(fd);
-			agent_send_error(a, f->id, f->type, AKS_AGENT_E_IO,
-			                 "cannot listen on 127.0.0.1: %s", strerror(e));
+			conn_send_error(hc, f->id, f->type, AKS_AGENT_E_IO,
+			                "cannot listen on 127.0.0.1: %s", strerror(e));
 			return;
 		}
 		a->net_fd = agent_track_fd(fd, true);
@@ -252,11 +255,15 @@ void netproxy_listen(agent *a, const aks_agent_frame *f)
 		put_env(&n, "NO_PROXY", "localhost,127.0.0.1,::1");
 		net_env[n] = NULL;
 	}
+	/* New streams go to the host that asked last (a resident agent's latest host); the
+	 * port stays, so what runs keeps its proxy settings across hosts. */
+	hc->net_listened = true;
+	a->net_host = hc;
 	size_t s =
-	    aks__agent_frame_begin(&a->out, AKS_AGENT_NET_LISTENING, AKS_AGENT_FLAG_END, f->id);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_PORT, a->net_port);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_WINDOW, a->net_window);
-	aks__agent_frame_end(&a->out, s);
+	    aks__agent_frame_begin(&hc->out, AKS_AGENT_NET_LISTENING, AKS_AGENT_FLAG_END, f->id);
+	aks__agent_put_u32(&hc->out, AKS_AGENT_T_PORT, a->net_port);
+	aks__agent_put_u32(&hc->out, AKS_AGENT_T_WINDOW, a->net_window);
+	aks__agent_frame_end(&hc->out, s);
 }
 
 char *const *netproxy_env(const agent *a)
@@ -295,15 +302,24 @@ static void accept_conns(agent *a, int64_t now)
 
 static void open_stream(agent *a, netconn *c, const proxy_request *r)
 {
+	if (!a->net_host) {
+		/* A resident agent between hosts: nobody can decide, so nothing goes out. */
+		if (r->kind == AKS_AGENT_NET_SOCKS)
+			socks_answer(c, 1);
+		else
+			http_answer(c, 503, "no host is connected to decide this connection");
+		return;
+	}
+	c->host = a->net_host;
 	c->kind = r->kind;
 	c->id = AKS_AGENT_NET_ID | (a->net_next++ & ~AKS_AGENT_NET_ID);
-	size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_NET_OPEN, 0, c->id);
-	aks__agent_put_str(&a->out, AKS_AGENT_T_HOST, r->host);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_PORT, r->port);
-	aks__agent_put_u32(&a->out, AKS_AGENT_T_NET_KIND, (uint32_t)r->kind);
+	size_t s = aks__agent_frame_begin(&c->host->out, AKS_AGENT_NET_OPEN, 0, c->id);
+	aks__agent_put_str(&c->host->out, AKS_AGENT_T_HOST, r->host);
+	aks__agent_put_u32(&c->host->out, AKS_AGENT_T_PORT, r->port);
+	aks__agent_put_u32(&c->host->out, AKS_AGENT_T_NET_KIND, (uint32_t)r->kind);
 	if (r->head)
-		aks__agent_put_bytes(&a->out, AKS_AGENT_T_DATA, r->head, r->head_len);
-	aks__agent_frame_end(&a->out, s);
+		aks__agent_put_bytes(&c->host->out, AKS_AGENT_T_DATA, r->head, r->head_len);
+	aks__agent_frame_end(&c->host->out, s);
 	drop_in(c, r->consumed);
 	c->state = NC_WAIT;
 }
@@ -368,14 +384,14 @@ static void get_message(const aks_agent_frame *f, char *buf, size_t cap)
 
 static void send_data(agent *a, netconn *c, const void *data, size_t n)
 {
-	aks__agent_frame_data(&a->out, AKS_AGENT_NET_DATA, 0, c->id, data, n);
+	aks__agent_frame_data(&c->host->out, AKS_AGENT_NET_DATA, 0, c->id, data, n);
 	c->credit -= (int64_t)n;
 }
 
 static void on_opened(agent *a, netconn *c)
 {
 	if (c->state != NC_WAIT) {
-		send_close(a, c, AKS_AGENT_NC_PROTOCOL, "NET_OPENED for a stream already open");
+		send_close(c, AKS_AGENT_NC_PROTOCOL, "NET_OPENED for a stream already open");
 		reset_conn(c);
 		return;
 	}
@@ -398,7 +414,7 @@ static void on_opened(agent *a, netconn *c)
 static void on_data(agent *a, netconn *c, const aks_agent_frame *f)
 {
 	if (c->state != NC_RELAY || c->host_eof || c->host_unacked + f->len > a->net_window) {
-		send_close(a, c, AKS_AGENT_NC_PROTOCOL,
+		send_close(c, AKS_AGENT_NC_PROTOCOL,
 		           c->state != NC_RELAY ? "NET_DATA before NET_OPENED"
 		                                : "NET_DATA past the stream's credit or its EOF");
 		reset_conn(c);
@@ -415,7 +431,7 @@ static void on_data(agent *a, netconn *c, const aks_agent_frame *f)
 			cap *= 2;
 		uint8_t *q = realloc(c->q, cap);
 		if (!q) {
-			send_close(a, c, AKS_AGENT_NC_RESET, "the agent is out of memory");
+			send_close(c, AKS_AGENT_NC_RESET, "the agent is out of memory");
 			reset_conn(c);
 			return;
 		}
@@ -427,10 +443,11 @@ static void on_data(agent *a, netconn *c, const aks_agent_frame *f)
 	c->host_unacked += f->len;
 }
 
-void netproxy_frame(agent *a, const aks_agent_frame *f)
+void netproxy_frame(conn *hc, const aks_agent_frame *f)
 {
+	agent *a = hc->ag;
 	netconn *c = find_conn(a, f->id);
-	if (!c)
+	if (!c || c->host != hc)
 		return; /* a stream that just ended on our side: its frames race the close */
 	uint32_t v = 0;
 	switch (f->type) {
@@ -477,7 +494,6 @@ size_t netproxy_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, i
 	if (a->net_fd < 0)
 		return 0;
 	size_t n = 0;
-	bool room = aks__agent_buf_pending(&a->out) < AGENT_OUT_SOFT;
 	if (n < max) {
 		pfd[n].fd = a->net_fd;
 		pfd[n].events = POLLIN;
@@ -501,7 +517,8 @@ size_t netproxy_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, i
 				ev |= POLLOUT;
 			break;
 		case NC_RELAY:
-			if (!c->rd_eof && c->credit > 0 && room)
+			if (!c->rd_eof && c->credit > 0 &&
+			    aks__agent_buf_pending(&c->host->out) < AGENT_OUT_SOFT)
 				ev |= POLLIN;
 			if (c->reply_off < c->reply_len || c->q_off < c->q_len)
 				ev |= POLLOUT;
@@ -559,14 +576,14 @@ static bool on_readable(agent *a, netconn *c)
 	if (r < 0 && (errno == EAGAIN || errno == EINTR))
 		return true;
 	if (r < 0) {
-		send_close(a, c, AKS_AGENT_NC_RESET, "the program reset the connection");
+		send_close(c, AKS_AGENT_NC_RESET, "the program reset the connection");
 		free_conn(c);
 		return false;
 	}
 	if (r == 0) {
 		c->rd_eof = true;
-		size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_NET_EOF, 0, c->id);
-		aks__agent_frame_end(&a->out, s);
+		size_t s = aks__agent_frame_begin(&c->host->out, AKS_AGENT_NET_EOF, 0, c->id);
+		aks__agent_frame_end(&c->host->out, s);
 		return true;
 	}
 	send_data(a, c, net_chunk, (size_t)r);
@@ -597,16 +614,16 @@ static bool on_writable(agent *a, netconn *c)
 		c->q_off = c->q_len = 0;
 	if (c->owed && c->state == NC_RELAY &&
 	    (c->owed >= a->net_window / 4 || (c->q_len == 0 && !c->host_eof))) {
-		size_t s = aks__agent_frame_begin(&a->out, AKS_AGENT_NET_CREDIT, 0, c->id);
-		aks__agent_put_u32(&a->out, AKS_AGENT_T_BYTES, c->owed);
-		aks__agent_frame_end(&a->out, s);
+		size_t s = aks__agent_frame_begin(&c->host->out, AKS_AGENT_NET_CREDIT, 0, c->id);
+		aks__agent_put_u32(&c->host->out, AKS_AGENT_T_BYTES, c->owed);
+		aks__agent_frame_end(&c->host->out, s);
 		c->host_unacked -= c->owed;
 		c->owed = 0;
 	}
 	return true;
 gone:
 	if (c->state == NC_RELAY)
-		send_close(a, c, AKS_AGENT_NC_RESET, "the program closed the connection");
+		send_close(c, AKS_AGENT_NC_RESET, "the program closed the connection");
 	free_conn(c);
 	return false;
 }
@@ -634,7 +651,7 @@ void netproxy_events(agent *a, struct pollfd *pfd, size_t n)
 			/* Gone while we were not reading from it (no credit): it cannot take our
 			 * bytes either. */
 			if (c->state == NC_RELAY)
-				send_close(a, c, AKS_AGENT_NC_RESET,
+				send_close(c, AKS_AGENT_NC_RESET,
 				           "the program closed the connection");
 			free_conn(c);
 			continue;
@@ -649,7 +666,7 @@ void netproxy_events(agent *a, struct pollfd *pfd, size_t n)
 			c->wr_shut = true;
 		}
 		if (c->state == NC_RELAY && c->rd_eof && c->wr_shut) {
-			send_close(a, c, AKS_AGENT_NC_DONE, NULL);
+			send_close(c, AKS_AGENT_NC_DONE, NULL);
 			free_conn(c);
 		} else if (c->state == NC_DRAIN && flushed) {
 			shutdown(c->fd, SHUT_WR);
@@ -657,6 +674,20 @@ void netproxy_events(agent *a, struct pollfd *pfd, size_t n)
 			c->deadline = agent_now_ms() + NET_LINGER_MS;
 		}
 	}
+}
+
+void netproxy_conn_closed(agent *a, conn *hc)
+{
+	hc->net_listened = false;
+	for (int i = 0; a->net && i < AKS_AGENT_NET_MAX; i++)
+		if (a->net[i].state != NC_FREE && a->net[i].host == hc)
+			reset_conn(&a->net[i]); /* the program sees its connection fail */
+	if (a->net_host != hc)
+		return;
+	a->net_host = NULL;
+	for (conn *o = a->conns; o; o = o->next)
+		if (o != hc && o->net_listened)
+			a->net_host = o;
 }
 
 void netproxy_close_all(agent *a)

@@ -74,6 +74,7 @@ enum aks_agent_tag {
 	AKS_AGENT_T_FEATURES = 16, /* u32 bit set, AKS_AGENT_FEATURE_* */
 	AKS_AGENT_T_PID = 17,
 	AKS_AGENT_T_MAX_REQUESTS = 18,
+	AKS_AGENT_T_INSTANCE = 19,   /* u64: random, the same for the agent process's life */
 	AKS_AGENT_T_ARGV = 20,       /* string, repeated in order */
 	AKS_AGENT_T_SHELL = 21,      /* string: run with /bin/sh -c */
 	AKS_AGENT_T_SRC = 22,        /* string: code in LANGUAGE */

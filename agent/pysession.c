@@ -101,6 +101,10 @@ typedef struct pysession {
 	bool alive;
 	bool restarted; /* the next run's EXIT says the state was lost */
 	req *run;
+	/* the run's connection went: its output is dropped up to the end marker, then the
+	 * next waiting run starts */
+	bool draining;
+	req *queue, *queue_tail; /* runs of other connections waiting for this session */
 	char prefix[40];
 	size_t prefix_len;
 	uint8_t hold[2][48];
@@ -134,38 +138,14 @@ static int session_start(pysession *s, char *msg, size_t msglen)
 	return 0;
 }
 
-int pysession_run(agent *a, req *r, const char *name, const char *src)
+/* Sends r's code to the interpreter (started first if need be). 0, or -1 after an error
+ * frame was sent. */
+static int start_run(pysession *s, req *r, const char *src)
 {
-	pysession *s = a->sessions;
-	int count = 0;
-	for (; s && strcmp(s->name, name) != 0; s = s->next)
-		count++;
-	if (!s) {
-		if (count >= MAX_SESSIONS) {
-			agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT,
-			                 "more than %d Python sessions", MAX_SESSIONS);
-			return -1;
-		}
-		s = calloc(1, sizeof(*s));
-		if (!s || !(s->name = strdup(name))) {
-			free(s);
-			agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT,
-			                 "out of memory");
-			return -1;
-		}
-		s->p.ctl = s->p.status = s->p.in = s->p.out = s->p.err = -1;
-		s->next = a->sessions;
-		a->sessions = s;
-	}
-	if (s->run) {
-		agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_BUSY,
-		                 "the Python session '%s' is running request %u", name, s->run->id);
-		return -1;
-	}
 	char msg[300];
 	if (!s->alive && session_start(s, msg, sizeof(msg)) < 0) {
-		agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_SPAWN,
-		                 "cannot start the Python session: %s", msg);
+		conn_send_error(r->c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_SPAWN,
+		                "cannot start the Python session: %s", msg);
 		return -1;
 	}
 	size_t len = strlen(src);
@@ -174,7 +154,7 @@ int pysession_run(agent *a, req *r, const char *name, const char *src)
 	         ++nonce_counter);
 	s->cmd = malloc(len + 64);
 	if (!s->cmd) {
-		agent_send_error(a, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT, "out of memory");
+		conn_send_error(r->c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT, "out of memory");
 		return -1;
 	}
 	int head = snprintf((char *)s->cmd, 64, "%s %zu\n", nonce, len);
@@ -194,18 +174,132 @@ int pysession_run(agent *a, req *r, const char *name, const char *src)
 	return 0;
 }
 
-void pysession_kill(pysession *s, int sig)
+static void unqueue(pysession *s, req *r)
 {
-	if (s->alive)
+	req **pp = &s->queue;
+	while (*pp && *pp != r)
+		pp = &(*pp)->queue_next;
+	if (!*pp)
+		return;
+	*pp = r->queue_next;
+	if (s->queue_tail == r) {
+		s->queue_tail = NULL;
+		for (req *q = s->queue; q; q = q->queue_next)
+			s->queue_tail = q;
+	}
+	r->queue_next = NULL;
+}
+
+/* The session is free: starts the first waiting run that can start. */
+static void next_run(pysession *s)
+{
+	while (!s->run && !s->draining && s->queue) {
+		req *r = s->queue;
+		unqueue(s, r);
+		char *src = r->queued_src;
+		r->queued_src = NULL;
+		if (start_run(s, r, src) < 0)
+			agent_free_req(r);
+		free(src);
+	}
+}
+
+/* Ends a run that never got its session (killed, or past its deadline while waiting). */
+static void end_waiting(pysession *s, req *r, int sig, const char *notice)
+{
+	unqueue(s, r);
+	agent_send_exit(r, -1, sig, notice);
+	agent_free_req(r);
+}
+
+int pysession_run(conn *c, req *r, const char *name, const char *src)
+{
+	pysession *s = c->ag->sessions;
+	int count = 0;
+	for (; s && strcmp(s->name, name) != 0; s = s->next)
+		count++;
+	if (!s) {
+		if (count >= MAX_SESSIONS) {
+			conn_send_error(c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT,
+			                "more than %d Python sessions", MAX_SESSIONS);
+			return -1;
+		}
+		s = calloc(1, sizeof(*s));
+		if (!s || !(s->name = strdup(name))) {
+			free(s);
+			conn_send_error(c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT,
+			                "out of memory");
+			return -1;
+		}
+		s->p.ctl = s->p.status = s->p.in = s->p.out = s->p.err = -1;
+		s->next = c->ag->sessions;
+		c->ag->sessions = s;
+	}
+	if (s->run && s->run->c == c) {
+		/* One host runs one thing at a time in a session: a second is its mistake. */
+		conn_send_error(c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_BUSY,
+		                "the Python session '%s' is running request %u", name, s->run->id);
+		return -1;
+	}
+	if (s->run || s->draining || s->queue) {
+		/* Another host's run holds the session: this one waits its turn. */
+		if (!(r->queued_src = strdup(src))) {
+			conn_send_error(c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_LIMIT,
+			                "out of memory");
+			return -1;
+		}
+		r->session = s;
+		if (s->queue_tail)
+			s->queue_tail->queue_next = r;
+		else
+			s->queue = r;
+		s->queue_tail = r;
+		return 0;
+	}
+	return start_run(s, r, src);
+}
+
+void pysession_kill(req *r, int sig)
+{
+	pysession *s = r->session;
+	if (s->run != r)
+		end_waiting(s, r, sig, "killed while waiting for the Python session");
+	else if (s->alive)
 		proc_signal(&s->p, sig);
 }
 
-/* Sends bytes of a run's stream, stripping the end marker and noting it. */
-static void feed(agent *a, pysession *s, int k, const uint8_t *data, size_t n)
+void pysession_conn_closed(agent *a, conn *c)
+{
+	for (pysession *s = a->sessions; s; s = s->next) {
+		for (req *r = s->queue, *next; r; r = next) {
+			next = r->queue_next;
+			if (r->c == c) {
+				unqueue(s, r);
+				agent_free_req(r);
+			}
+		}
+		req *r = s->run;
+		if (!r || r->c != c)
+			continue;
+		/* Nobody waits for this run's output any more: interrupt it, keep the session
+		 * (killed after the grace, as at a deadline), drop what it still prints. */
+		s->run = NULL;
+		agent_free_req(r);
+		s->draining = true;
+		if (s->alive && !s->interrupted) {
+			s->interrupted = true;
+			s->kill_at = agent_now_ms() + AKS_PY_KILL_GRACE_MS;
+			proc_signal(&s->p, SIGINT);
+		}
+	}
+}
+
+/* Sends bytes of a run's stream, stripping the end marker and noting it. While draining
+ * (no run), only the marker matters. */
+static void feed(pysession *s, int k, const uint8_t *data, size_t n)
 {
 	req *r = s->run;
 	uint8_t type = k == OUT ? AKS_AGENT_STDOUT : AKS_AGENT_STDERR;
-	uint64_t *total = k == OUT ? &r->out_total : &r->err_total;
 	static uint8_t buf[sizeof(s->hold[0]) + AKS_AGENT_CHUNK];
 	size_t len = s->hold_len[k];
 	memcpy(buf, s->hold[k], len);
@@ -239,14 +333,14 @@ static void feed(agent *a, pysession *s, int k, const uint8_t *data, size_t n)
 		memcpy(s->hold[k], buf + emit, keep);
 		s->hold_len[k] = keep;
 	}
-	if (emit) {
+	if (emit && r) {
 		r->credit -= (int64_t)emit;
-		*total += emit;
-		aks__agent_frame_data(&a->out, type, 0, r->id, buf, emit);
+		*(k == OUT ? &r->out_total : &r->err_total) += emit;
+		aks__agent_frame_data(&r->c->out, type, 0, r->id, buf, emit);
 	}
 }
 
-static void pump(agent *a, pysession *s, int k)
+static void pump(pysession *s, int k)
 {
 	int *fd = k == OUT ? &s->p.out : &s->p.err;
 	static uint8_t chunk[AKS_AGENT_CHUNK];
@@ -261,8 +355,8 @@ static void pump(agent *a, pysession *s, int k)
 		*fd = -1;
 		return;
 	}
-	if (s->run && !s->marked[k])
-		feed(a, s, k, chunk, (size_t)n);
+	if ((s->run || s->draining) && !s->marked[k])
+		feed(s, k, chunk, (size_t)n);
 	/* else: output between runs (a background thread) belongs to no request */
 }
 
@@ -283,19 +377,43 @@ static void pump_cmd(pysession *s)
 	}
 }
 
+static void lower_timeout(int64_t at, int64_t now, int *timeout)
+{
+	if (at && (*timeout < 0 || at - now < *timeout))
+		*timeout = (int)(at > now ? at - now : 0);
+}
+
+/* Waiting runs past their deadline end without having run. */
+static void expire_waiting(pysession *s, int64_t now, int *timeout)
+{
+	for (req *r = s->queue, *next; r; r = next) {
+		next = r->queue_next;
+		if (!r->deadline)
+			continue;
+		if (now < r->deadline) {
+			lower_timeout(r->deadline, now, timeout);
+			continue;
+		}
+		r->timed_out = true;
+		end_waiting(s, r, 0,
+		            "the Python session was busy with another host's run until the "
+		            "deadline: this code did not run");
+	}
+}
+
 size_t pysession_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, int *timeout)
 {
 	size_t n = 0;
-	bool room = aks__agent_buf_pending(&a->out) < AGENT_OUT_SOFT;
 	for (pysession *s = a->sessions; s; s = s->next) {
 		for (int i = 0; i < 4; i++)
 			s->idx[i] = -1;
+		expire_waiting(s, now, timeout);
 		if (!s->alive)
 			continue;
 		req *r = s->run;
-		if (r && r->deadline) {
-			int64_t at = s->interrupted ? s->kill_at : r->deadline;
-			if (now >= at) {
+		if ((r && r->deadline) || s->draining) {
+			int64_t at = s->interrupted ? s->kill_at : (r ? r->deadline : 0);
+			if (at && now >= at) {
 				if (!s->interrupted) {
 					s->interrupted = true;
 					r->timed_out = true;
@@ -304,12 +422,12 @@ size_t pysession_add_fds(agent *a, struct pollfd *pfd, size_t max, int64_t now, 
 					at = s->kill_at;
 				} else {
 					proc_signal(&s->p, SIGKILL);
-					at = 0;
+					s->kill_at = at = 0;
 				}
 			}
-			if (at && (*timeout < 0 || at - now < *timeout))
-				*timeout = (int)(at - now);
+			lower_timeout(at, now, timeout);
 		}
+		bool room = !r || aks__agent_buf_pending(&r->c->out) < AGENT_OUT_SOFT;
 		bool take = !r || (r->credit > 0 && room);
 		int fds[4] = {s->p.out, s->p.err, s->cmd ? s->p.in : -1, s->p.status};
 		short ev[4] = {POLLIN, POLLIN, POLLOUT, POLLIN};
@@ -332,23 +450,27 @@ void pysession_events(agent *a, struct pollfd *pfd, size_t n)
 		if (!s->alive)
 			continue;
 		if (s->idx[0] >= 0 && pfd[s->idx[0]].revents)
-			pump(a, s, OUT);
+			pump(s, OUT);
 		if (s->idx[1] >= 0 && pfd[s->idx[1]].revents)
-			pump(a, s, ERR);
+			pump(s, ERR);
 		if (s->idx[2] >= 0 && pfd[s->idx[2]].revents && s->cmd)
 			pump_cmd(s);
 		if (s->idx[3] >= 0 && pfd[s->idx[3]].revents)
 			proc_read_status(&s->p);
 		req *r = s->run;
-		if (r && s->marked[OUT] && s->marked[ERR]) {
-			agent_send_exit(a, r, s->status, 0,
-			                s->restarted
-			                    ? "the Python session was restarted: variables "
-			                      "and imports from earlier runs are gone"
-			                    : NULL);
+		if ((r || s->draining) && s->marked[OUT] && s->marked[ERR]) {
+			if (r)
+				agent_send_exit(r, s->status, 0,
+				                s->restarted ? "the Python session was restarted: "
+				                               "variables and imports from earlier "
+				                               "runs are gone"
+				                             : NULL);
 			s->restarted = false;
 			s->run = NULL;
-			agent_free_req(r);
+			s->draining = false;
+			if (r)
+				agent_free_req(r);
+			next_run(s);
 			continue;
 		}
 		bool dead = s->p.out < 0 && s->p.err < 0 && (s->p.have_status || s->p.status < 0);
@@ -360,14 +482,16 @@ void pysession_events(agent *a, struct pollfd *pfd, size_t n)
 			int code = s->p.have_status && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 			int sig = s->p.have_status && WIFSIGNALED(st) ? WTERMSIG(st) : 0;
 			agent_send_exit(
-			    a, r, code, sig,
+			    r, code, sig,
 			    "the Python session ended: the next run starts a new interpreter");
 			s->run = NULL;
 			agent_free_req(r);
 		}
+		s->draining = false;
 		proc_release(&s->p);
 		session_stop(s);
 		s->restarted = true;
+		next_run(s);
 	}
 }
 

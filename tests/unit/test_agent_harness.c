@@ -79,9 +79,27 @@ void th_start_args(th_agent *t, const char *const *args)
 	assert_true(aks__agent_pid(t->conn) == (uint32_t)t->pid);
 }
 
+void th_start_resident(th_agent *t, const char *name)
+{
+	const char *args[] = {"--resident", name, NULL};
+	spawn_agent(t, args);
+	aks_error *err = NULL;
+	int rc = aks__agent_start(aks__host_api(), t->from, t->to, NULL, &t->conn, &err);
+	if (rc != AKS_OK)
+		fail_msg("resident agent %s: %s", name, aks_error_message(err));
+	t->to = t->from = -1;
+	/* the relay is our child; the agent it reaches is not */
+	assert_true(aks__agent_pid(t->conn) != (uint32_t)t->pid);
+}
+
 void th_start_raw(th_agent *t)
 {
-	spawn_agent(t, NULL);
+	th_start_raw_args(t, NULL);
+}
+
+void th_start_raw_args(th_agent *t, const char *const *args)
+{
+	spawn_agent(t, args);
 	assert_int_equal(aks__agent_decoder_init(&t->dec, AKS_AGENT_MAX_PAYLOAD), 0);
 }
 

@@ -29,8 +29,13 @@ const char *th_agent_path(void);
 void th_start(th_agent *t);
 /* The same with the agent's options (NULL-terminated, at most 62). */
 void th_start_args(th_agent *t, const char *const *args);
+/* Starts `aksandbox-agent --resident name` (a relay, our child) and connects the client
+ * through it to the agent resident under name (aks__agent_pid: that agent's pid). th_stop
+ * ends the relay; the resident agent stays. */
+void th_start_resident(th_agent *t, const char *name);
 /* Starts the agent with raw pipes: the test speaks frames itself. */
 void th_start_raw(th_agent *t);
+void th_start_raw_args(th_agent *t, const char *const *args);
 /* Closes the connection and waits for the agent to exit; returns its wait status
  * (asserts it exits within 10 s). */
 int th_stop(th_agent *t);

@@ -60,6 +60,7 @@ typedef struct pending {
 	aks_sha256 hash;
 	/* HELLO_OK */
 	uint32_t window, pid, features;
+	uint64_t instance;
 	char version[64];
 	/* NET_LISTENING */
 	uint32_t port, net_window;
@@ -80,6 +81,7 @@ struct aks_agent {
 	pending *reqs;
 	uint32_t window;
 	uint32_t pid, features;
+	uint64_t instance;
 	char version[64];
 	/* the egress streams' frames go to net_fn (aks__agent_set_net_handler) */
 	aks_agent_net_fn net_fn;
@@ -370,6 +372,8 @@ static void on_frame(aks_agent *a, const aks_agent_frame *f)
 				p->window = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_PID && n == 4)
 				p->pid = aks__agent_get32(v);
+			else if (tag == AKS_AGENT_T_INSTANCE && n == 8)
+				p->instance = aks__agent_get64(v);
 			else if (tag == AKS_AGENT_T_FEATURES && n == 4)
 				p->features = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_AGENT)
@@ -675,6 +679,7 @@ int aks__agent_start(const aks_host_api *host, int rfd, int wfd, const aks_call 
 	}
 	a->window = p.window >= AKS_AGENT_CHUNK ? p.window : AKS_AGENT_WINDOW;
 	a->pid = p.pid;
+	a->instance = p.instance;
 	a->features = p.features;
 	memcpy(a->version, p.version, sizeof(a->version));
 	*out = a;
@@ -710,6 +715,11 @@ void aks__agent_free(aks_agent *a)
 uint32_t aks__agent_pid(const aks_agent *a)
 {
 	return a->pid;
+}
+
+uint64_t aks__agent_instance(const aks_agent *a)
+{
+	return a->instance;
 }
 
 const char *aks__agent_version(const aks_agent *a)

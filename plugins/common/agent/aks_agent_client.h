@@ -62,6 +62,9 @@ void aks__agent_free(aks_agent *a);
 /* The agent's process id (in its own PID namespace) and version text, from its HELLO. */
 uint32_t aks__agent_pid(const aks_agent *a);
 const char *aks__agent_version(const aks_agent *a);
+/* The agent process's random instance number from its HELLO (0 from an agent that sends
+ * none): two connections with the same one reach the same agent, and its Python state. */
+uint64_t aks__agent_instance(const aks_agent *a);
 /* False once the stream broke (the agent died or closed its output). */
 bool aks__agent_alive(aks_agent *a);
 

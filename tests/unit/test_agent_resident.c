@@ -1,0 +1,349 @@
+/* Unit tests: the resident agent (aksandbox-agent --resident NAME, agent/resident.c). Python
+ * state made by one host process is there for the next (x = 41, then print(x + 1) prints 42
+ * through two relays); several hosts are served at once and a run waits for a Python
+ * session another host holds; a host that goes takes its programs with it but not the
+ * sessions (its Python run is interrupted); racing relays start one agent; a killed agent is
+ * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
+ * while no host is connected; a bad name is a usage error. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/plugin/host_api.h"
+#include "core/plugin/result.h"
+#include "test_agent_harness.h"
+
+/* A name of this test's own: resident agents live in the machine's network namespace. */
+static const char *fresh_name(char *buf, size_t len)
+{
+	static unsigned n;
+	snprintf(buf, len, "test-resident-%d-%u", (int)getpid(), ++n);
+	return buf;
+}
+
+typedef struct outcome {
+	int rc;
+	aks_agent_exit ex;
+	char out[4096];
+	char err[4096];
+} outcome;
+
+static outcome run(th_agent *t, const aks_agent_spawn *spec, double timeout)
+{
+	outcome o;
+	memset(&o, 0, sizeof(o));
+	aks_result *r = aks__result_new(1 << 16, 1 << 16);
+	aks_call call;
+	aks_call_init(&call, timeout, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	o.rc = aks__agent_exec(t->conn, spec, r, &call, &o.ex, &err);
+	size_t len;
+	const char *s = aks_result_get_stdout(r, &len);
+	snprintf(o.out, sizeof(o.out), "%.*s", (int)len, s);
+	s = aks_result_get_stderr(r, &len);
+	snprintf(o.err, sizeof(o.err), "%.*s", (int)len, s);
+	aks_error_free(err);
+	aks_result_free(r);
+	return o;
+}
+
+static outcome py(th_agent *t, const char *code)
+{
+	aks_agent_spawn spec = {.code = code, .language = "python", .session = "main"};
+	return run(t, &spec, 30);
+}
+
+static outcome sh(th_agent *t, const char *command)
+{
+	aks_agent_spawn spec = {.shell = command};
+	return run(t, &spec, 30);
+}
+
+static aks_agent_run *start_py(th_agent *t, const char *code)
+{
+	aks_agent_spawn spec = {.code = code, .language = "python", .session = "main"};
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_agent_run *r = NULL;
+	aks_error *err = NULL;
+	int rc = aks__agent_spawn(t->conn, &spec, NULL, NULL, &call, &r, &err);
+	if (rc != AKS_OK)
+		fail_msg("spawn: %s", aks_error_message(err));
+	return r;
+}
+
+static void end_resident(pid_t pid)
+{
+	kill(pid, SIGKILL);
+	assert_true(th_gone_within(pid, 5000));
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void test_state_outlives_the_host(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	outcome o = py(&a, "x = 41");
+	assert_int_equal(o.rc, AKS_OK);
+	assert_int_equal(o.ex.exit_code, 0);
+	int st = th_stop(&a);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0); /* the relay ends cleanly */
+	assert_true(th_alive(resident));                    /* the agent does not */
+
+	th_agent b;
+	th_start_resident(&b, name);
+	assert_int_equal((pid_t)aks__agent_pid(b.conn), resident);
+	o = py(&b, "print(x + 1)");
+	assert_int_equal(o.rc, AKS_OK);
+	assert_string_equal(o.out, "42\n");
+	assert_string_equal(o.ex.notice, "");
+	th_stop(&b);
+	end_resident(resident);
+}
+
+static void test_hosts_at_once(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a, b;
+	th_start_resident(&a, name);
+	th_start_resident(&b, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	assert_int_equal((pid_t)aks__agent_pid(b.conn), resident);
+
+	/* A's long Python run holds the session: B's run waits for it, then sees its state. */
+	aks_agent_run *slow = start_py(&a, "import time\ntime.sleep(0.8)\ny = 7\nprint('a done')");
+	usleep(200 * 1000); /* A's run has the session (its frame took another relay) */
+	double t0 = now_s();
+	outcome quick = sh(&b, "echo b"); /* a program of B's does not wait */
+	assert_int_equal(quick.rc, AKS_OK);
+	assert_string_equal(quick.out, "b\n");
+	assert_true(now_s() - t0 < 0.5);
+	outcome o = py(&b, "print(y)");
+	assert_int_equal(o.rc, AKS_OK);
+	assert_string_equal(o.out, "7\n");
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_agent_exit ex;
+	aks_error *err = NULL;
+	assert_int_equal(aks__agent_wait(slow, &call, &ex, &err), AKS_OK);
+	assert_int_equal(ex.exit_code, 0);
+	aks__agent_run_free(slow);
+
+	/* A run that waits past its deadline ends, saying its code did not run. */
+	slow = start_py(&a, "import time\ntime.sleep(1.5)\nv = 1");
+	usleep(200 * 1000);
+	aks_agent_spawn spec = {
+	    .code = "v = 2", .language = "python", .session = "main", .timeout_ms = 300};
+	o = run(&b, &spec, 30);
+	assert_true(o.ex.timed_out);
+	assert_non_null(strstr(o.ex.notice, "did not run"));
+	assert_int_equal(aks__agent_wait(slow, &call, &ex, &err), AKS_OK);
+	aks__agent_run_free(slow);
+	o = py(&b, "print(v)");
+	assert_string_equal(o.out, "1\n");
+	th_stop(&a);
+	th_stop(&b);
+	end_resident(resident);
+}
+
+static void test_a_host_that_goes_takes_its_programs(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	char *dir = th_tmpdir();
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	assert_int_equal(py(&a, "z = 5").rc, AKS_OK);
+	char cmd[600];
+	snprintf(cmd, sizeof(cmd), "sleep 1000 & echo $! > %s/bg; exec sleep 1001", dir);
+	aks_agent_spawn spec = {.shell = cmd};
+	aks_call call;
+	aks_call_init(&call, 60, NULL, NULL, NULL);
+	aks_agent_run *r = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks__agent_spawn(a.conn, &spec, NULL, NULL, &call, &r, &err), AKS_OK);
+	pid_t bg = th_read_pid(dir, "bg", 5000);
+	assert_true(bg > 0);
+	aks_agent_run *py_run = start_py(&a, "import time\ntime.sleep(60)");
+	usleep(300 * 1000);
+	/* The host dies without a word: its relay is killed, the socket closes. */
+	kill(a.pid, SIGKILL);
+	assert_true(th_gone_within(bg, 5000));
+	assert_true(th_alive(resident));
+	aks__agent_run_free(r);
+	aks__agent_run_free(py_run);
+	th_stop(&a);
+
+	/* The session is still there, its long run interrupted, its state kept. */
+	th_agent b;
+	th_start_resident(&b, name);
+	double t0 = now_s();
+	outcome o = py(&b, "print(z)");
+	assert_int_equal(o.rc, AKS_OK);
+	assert_string_equal(o.out, "5\n");
+	assert_string_equal(o.ex.notice, "");
+	assert_true(now_s() - t0 < 10);
+	th_stop(&b);
+	end_resident(resident);
+	th_rmdir(dir);
+}
+
+static void test_racing_hosts_start_one_agent(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	enum { N = 6 };
+	th_agent t[N];
+	for (int i = 0; i < N; i++)
+		th_start_raw_args(&t[i], (const char *const[]){"--resident", name, NULL});
+	/* every HELLO out before any answer is read: the relays race to start the agent */
+	for (int i = 0; i < N; i++) {
+		aks_agent_buf b = {0};
+		size_t s = aks__agent_frame_begin(&b, AKS_AGENT_HELLO, 0, 1);
+		aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MIN, 1);
+		aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, 1);
+		aks__agent_frame_end(&b, s);
+		th_send(&t[i], &b);
+		aks__agent_buf_free(&b);
+	}
+	uint32_t pid[N];
+	for (int i = 0; i < N; i++) {
+		aks_agent_frame f;
+		uint8_t payload[512];
+		th_recv(&t[i], &f, payload, sizeof(payload), 10000);
+		assert_int_equal(f.type, AKS_AGENT_HELLO_OK);
+		pid[i] = th_field_u32(&f, AKS_AGENT_T_PID);
+		assert_int_equal(pid[i], pid[0]);
+	}
+	for (int i = 0; i < N; i++)
+		th_stop(&t[i]);
+	end_resident((pid_t)pid[0]);
+}
+
+static void test_a_killed_agent_starts_again_fresh(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t first = (pid_t)aks__agent_pid(a.conn);
+	assert_int_equal(py(&a, "w = 1").rc, AKS_OK);
+	end_resident(first);
+	int st = th_stop(&a); /* its relay saw the socket close and ended */
+	assert_true(WIFEXITED(st));
+	th_agent b;
+	th_start_resident(&b, name);
+	pid_t second = (pid_t)aks__agent_pid(b.conn);
+	assert_int_not_equal(second, first);
+	outcome o = py(&b, "print('w' in globals())");
+	assert_string_equal(o.out, "False\n");
+	th_stop(&b);
+	end_resident(second);
+}
+
+/* What the proxy answers a plain HTTP request on port. */
+static void proxy_answer(unsigned port, char *buf, size_t len)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in sin = {.sin_family = AF_INET,
+	                          .sin_port = htons((uint16_t)port),
+	                          .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+	assert_int_equal(connect(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
+	static const char req[] = "GET http://example.com/ HTTP/1.1\r\nHost: example.com\r\n\r\n";
+	assert_int_equal(write(fd, req, sizeof(req) - 1), (ssize_t)sizeof(req) - 1);
+	struct timeval tv = {5, 0};
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	ssize_t n = read(fd, buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(fd);
+}
+
+static void test_egress_port_stays_and_nobody_decides_between_hosts(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	aks_call call;
+	aks_call_init(&call, 10, NULL, NULL, NULL);
+	unsigned port_a = 0, port_b = 0;
+	aks_error *err = NULL;
+	assert_int_equal(aks__agent_net_listen(a.conn, 256 * 1024, &call, &port_a, &err), AKS_OK);
+	th_stop(&a);
+	char answer[512];
+	proxy_answer(port_a, answer, sizeof(answer));
+	assert_non_null(strstr(answer, "HTTP/1.1 503"));
+	assert_non_null(strstr(answer, "no host is connected"));
+	th_agent b;
+	th_start_resident(&b, name);
+	assert_int_equal(aks__agent_net_listen(b.conn, 256 * 1024, &call, &port_b, &err), AKS_OK);
+	assert_int_equal(port_b, port_a);
+	th_stop(&b);
+	end_resident(resident);
+}
+
+static void test_bad_names(void **state)
+{
+	(void)state;
+	const char *bad[] = {"", "two words", "tab\tin"};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		th_agent t;
+		th_start_raw_args(&t, (const char *const[]){"--resident", bad[i], NULL});
+		int st = th_stop(&t);
+		assert_true(WIFEXITED(st));
+		assert_int_equal(WEXITSTATUS(st), 2);
+	}
+	/* --resident and --exec do not go together */
+	th_agent t;
+	th_start_raw_args(&t, (const char *const[]){"--resident", "x", "--exec", "true", NULL});
+	int st = th_stop(&t);
+	assert_int_equal(WEXITSTATUS(st), 2);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test(test_state_outlives_the_host),
+	    cmocka_unit_test(test_hosts_at_once),
+	    cmocka_unit_test(test_a_host_that_goes_takes_its_programs),
+	    cmocka_unit_test(test_racing_hosts_start_one_agent),
+	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
+	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
+	    cmocka_unit_test(test_bad_names),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
