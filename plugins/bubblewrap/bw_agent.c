@@ -72,9 +72,10 @@ __attribute__((noreturn)) static void child(const child_plan *p)
 	_exit(127);
 }
 
-static int bw_agent_open(void *vsb, const char *path, const aks_call *call, void **stream, int *rfd,
-                         int *wfd, char **why, aks_error **err)
+static int bw_agent_open(void *vsb, const char *path, const char *const *args, const aks_call *call,
+                         void **stream, int *rfd, int *wfd, char **why, aks_error **err)
 {
+	(void)args; /* not resident: sandboxes of the host process */
 	(void)call;
 	(void)why;
 	aks_sandbox_impl *sb = vsb;

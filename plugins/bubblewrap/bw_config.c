@@ -349,8 +349,10 @@ int bw_config_read(aks_provider_impl *prov, const aks_config *config, aks_error 
 	if ((rc = trial_run(prov, err)) != AKS_OK)
 		return rc;
 
+	/* Not stateful: the agent runs inside a bwrap of the host process that holds the
+	 * sandbox, so its Python session is kept between the calls of one long-lived host but
+	 * not across processes (an `aksandbox tool` call, another queue worker). */
 	prov->caps = bw_capabilities;
-	prov->caps.stateful = true; /* while the agent runs python3 in its session */
 	aks_agent_program_opts ao = {
 	    .provider = BW_NAME,
 	    .configured = agent,
@@ -358,12 +360,9 @@ int bw_config_read(aks_provider_impl *prov, const aks_config *config, aks_error 
 	    .per_call = "one bwrap per call",
 	    .detail = "inside bwrap",
 	    .python_session = strcmp(python, "python3") == 0,
-	    .stateful = &prov->caps.stateful,
 	};
 	if ((rc = aks_agent_program_open(host, &ao, &prov->agent, err)) != AKS_OK)
 		return rc;
-	if (!aks_agent_program_enabled(prov->agent))
-		prov->caps.stateful = false;
 	/* An allowlist is enforced by the agent's egress proxy, so only with the agent. */
 	prov->caps.policy_network_allowlist = prov->caps.egress_proxy =
 	    aks_agent_program_enabled(prov->agent);

@@ -307,12 +307,14 @@ static int dk_agent_place_slot(void *vsb, bool look_again, const aks_call *call,
 	return rc;
 }
 
-static int dk_agent_open(void *vsb, const char *path, const aks_call *call, void **stream, int *rfd,
-                         int *wfd, char **why, aks_error **err)
+static int dk_agent_open(void *vsb, const char *path, const char *const *args, const aks_call *call,
+                         void **stream, int *rfd, int *wfd, char **why, aks_error **err)
 {
 	aks_sandbox_impl *sb = vsb;
 	const aks_host_api *host = sb->prov->host;
-	const char *argv[] = {path, NULL};
+	const char *argv[8] = {path};
+	for (size_t i = 0; args && args[i] && i + 2 < sizeof(argv) / sizeof(argv[0]); i++)
+		argv[i + 1] = args[i];
 	char *exec_id = NULL;
 	int rc = dk_exec_create(sb, argv, NULL, DK_WORKSPACE, true, call, &exec_id, err);
 	if (rc != AKS_OK)
@@ -395,6 +397,8 @@ const aks_agent_ops dk_agent_ops = {
     .noun = "container",
     .timeout_subject = "docker exec",
     .shell = "/bin/sh",
+    /* the container outlives the host process: so does its agent, and the Python state */
+    .resident = true,
     .file_mode = 0644,
     /* gVisor's exec stream does not end when its container dies: ask the engine */
     .check_idle_ms = 1000,

@@ -240,6 +240,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	    .detail = "(placed at " DK_AGENT_PATH ")",
 	    .copied_in = true,
 	    .python_session = strcmp(prov->python, "python3") == 0,
+	    .resident = dk_agent_ops.resident,
 	    .stateful = &prov->caps.stateful,
 	};
 	rc = aks_agent_program_open(host, &ao, &prov->agent, err);

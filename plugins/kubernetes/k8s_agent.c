@@ -219,11 +219,14 @@ static int k8s_agent_place(void *vsb, bool look_again, const aks_call *call, cha
 	return AKS_OK;
 }
 
-static int k8s_agent_open(void *vsb, const char *path, const aks_call *call, void **stream,
-                          int *rfd, int *wfd, char **why, aks_error **err)
+static int k8s_agent_open(void *vsb, const char *path, const char *const *args,
+                          const aks_call *call, void **stream, int *rfd, int *wfd, char **why,
+                          aks_error **err)
 {
 	(void)why;
-	const char *argv[] = {path, NULL};
+	const char *argv[8] = {path};
+	for (size_t i = 0; args && args[i] && i + 2 < sizeof(argv) / sizeof(argv[0]); i++)
+		argv[i + 1] = args[i];
 	k8s_stream *s = NULL;
 	int rc = k8s_stream_open(vsb, argv, call, &s, rfd, wfd, err);
 	*stream = s;
@@ -280,6 +283,8 @@ const aks_agent_ops k8s_agent_ops = {
     .timeout_subject = "kubernetes exec",
     .shell = "/bin/sh",
     .setup_ms = SETUP_MS,
+    /* the pod outlives the host process: so does its agent, and the Python state */
+    .resident = true,
     .ping_idle_ms = PING_IDLE_MS,
     .check_idle_ms = POD_CHECK_IDLE_MS,
     .file_mode = 0644,

@@ -250,6 +250,7 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	                                "emptyDir",
 	    .copied_in = true,
 	    .python_session = strcmp(prov->python, "python3") == 0,
+	    .resident = k8s_agent_ops.resident,
 	    .stateful = &prov->caps.stateful,
 	};
 	return aks_agent_program_open(host, &ao, &prov->agent, err);

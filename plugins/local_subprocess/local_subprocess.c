@@ -171,15 +171,16 @@ static int read_config(aks_provider_impl *prov, const aks_config *config, aks_er
 			return host->error_set(err, AKS_ECONFIG,
 			                       "local_subprocess: env: '%s' is not a variable name",
 			                       kv[0]);
+	/* Not stateful: the agent (and its Python session) lives as long as the host process
+	 * that holds the sandbox, so state does not outlive an `aksandbox tool` call or move
+	 * between queue workers; it is kept between the calls of one long-lived host. */
 	prov->caps = ls_capabilities;
-	prov->caps.stateful = true; /* while the agent runs python3 in its session */
 	aks_agent_program_opts ao = {
 	    .provider = LS_NAME,
 	    .configured = agent,
 	    .installed = LS_AGENT_DEFAULT,
 	    .per_call = "a new program per call",
 	    .python_session = strcmp(python, "python3") == 0,
-	    .stateful = &prov->caps.stateful,
 	    .note = close_host_proc(prov),
 	};
 	int rc = aks_agent_program_open(host, &ao, &prov->agent, err);
@@ -212,8 +213,6 @@ static int ls_init(const aks_host_api *host, const aks_config *config, aks_provi
 
 static const aks_capabilities *ls_instance_capabilities(const aks_provider_impl *prov)
 {
-	/* stateful only while the agent runs python3 in its session (aks_agent.h clears it
-	 * in place when the agent cannot run) */
 	return &prov->caps;
 }
 

@@ -47,9 +47,10 @@ static int pipe_pair(const aks_host_api *host, int to[2], int from[2], aks_error
 	return AKS_OK;
 }
 
-static int ls_agent_open(void *vsb, const char *path, const aks_call *call, void **stream, int *rfd,
-                         int *wfd, char **why, aks_error **err)
+static int ls_agent_open(void *vsb, const char *path, const char *const *args, const aks_call *call,
+                         void **stream, int *rfd, int *wfd, char **why, aks_error **err)
 {
+	(void)args; /* not resident: sandboxes of the host process */
 	(void)call;
 	(void)why;
 	aks_sandbox_impl *sb = vsb;

@@ -636,6 +636,29 @@ void aks_check_policy_filesystem(void)
 
 /* ---- stateful: interpreter state across calls ----------------------------------------- */
 
+/* State belongs to the sandbox, not to a handle (nor to the host process holding one): with
+ * attach, a handle attached after the first was closed finds it too. */
+static void stateful_after_attach(aks_sandbox *sb)
+{
+	if (!caps()->attach)
+		return;
+	const char *id = aks_check_keep_id(aks_sandbox_get_id(sb));
+	aks_check_close(sb);
+	aks_sandbox *again = NULL;
+	aks_error *err = NULL;
+	int rc = aks_check_attach(id, &again, &err);
+	aks_check_expect("attach after close", rc, AKS_OK, err);
+	char v[64];
+	aks_result *r = run(again, "print('sta' 'te=%d' % (aks_check_state + 2))\n", NULL);
+	if (!probe_value(r, "state=", v, sizeof(v)) || strcmp(v, "43") != 0)
+		aks_check_fail(
+		    "declares stateful, but a name set in a sandbox is gone for a handle "
+		    "attached to it after the first was closed (exit %d): %s; state "
+		    "must belong to the sandbox, not to a handle or a host process",
+		    aks_result_get_exit_code(r), err_of(r));
+	aks_check_close(again);
+}
+
 void aks_check_stateful(void)
 {
 	if (!caps()->stateful) {
@@ -646,8 +669,10 @@ void aks_check_stateful(void)
 	aks_sandbox *sb = create_with(NULL, "the default policy");
 	run(sb, "aks_check_state = 41\n", NULL);
 	aks_result *r = run(sb, "print('sta' 'te=%d' % (aks_check_state + 1))\n", NULL);
-	if (probe_value(r, "state=", v, sizeof(v)) && strcmp(v, "42") == 0)
+	if (probe_value(r, "state=", v, sizeof(v)) && strcmp(v, "42") == 0) {
+		stateful_after_attach(sb);
 		return;
+	}
 	size_t len = 0;
 	const char *out = aks_result_get_stdout(r, &len);
 	if (aks_result_get_exit_code(r) == 0 && out && strstr(out, "'sta' 'te=")) {

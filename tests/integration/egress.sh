@@ -144,6 +144,19 @@ check "and each refused one with its reason" 0 "$?"
 grep -q "egress refused .* dest=allowed.test:$HTTPS .*reason=\"the TLS server name 'blocked.test' is not the destination allowed.test\"" "$T/host.log"
 check "the TLS name refusal too" 0 "$?"
 
+# Python state outlives the process that made it where the agent is resident in the sandbox
+# (docker, kubernetes), and with it the proxy settings: the egress proxy keeps its port
+# across hosts, and the next process decides its connections. Elsewhere (bubblewrap sets
+# EGRESS_STATE_PER_PROCESS) the next process starts a new interpreter.
+aks tool run_code '{"code": "import urllib.request as u"}' >/dev/null
+out=$(aks tool run_code "{\"code\": \"print(u.urlopen('http://allowed.test:$HTTP/').read().decode())\"}")
+case ${EGRESS_STATE_PER_PROCESS:-}/$out in
+/'{"stdout": "hello through the proxy\n'*) r=yes ;;
+1/*NameError*) r=yes ;;
+*) r="$out" ;;
+esac
+check "a Python session of an earlier process still reaches what the allowlist allows" yes "$r"
+
 # A call whose programs were refused says so in its result.
 out=$(aks tool run_command "{\"command\": \"curl -s -o /dev/null http://blocked.test:$HTTP/; echo done\"}")
 case $out in

@@ -323,6 +323,7 @@ static char *procs_matching(fixture *f, const char *prefix)
 }
 
 static int agent_pid(const char *id);
+static int agent_proc(const char *id, bool relay);
 
 /* A shell command run in container id by `docker exec` (not through the plugin). */
 static char *ctr_sh(const char *id, int *status, const char *cmd)
@@ -1602,8 +1603,11 @@ static void t_attach_to(void **state)
 /* ---- through aksandbox-agent (test_docker_agent only) ---------------------------------------- */
 
 /* The agent's pid in the container, or 0: of the processes running AGENT_IN_CTR (the
- * agent and its supervisors, which are forks of it), the one whose parent is not one. */
-static int agent_pid(const char *id)
+ * resident agent, its supervisors, which are forks of it, and the relays of the hosts
+ * connected to it: docs/agent-protocol.md, "Resident agents"), the one whose parent is not
+ * one and is in the container (a relay's is not). relay true: the one relay of a handle to
+ * it instead (0 when none). */
+static int agent_proc(const char *id, bool relay)
 {
 	char *out =
 	    ctr_sh(id, NULL,
@@ -1624,13 +1628,21 @@ static int agent_pid(const char *id)
 		bool child = false;
 		for (int j = 0; j < n; j++)
 			child = child || ppids[i] == pids[j];
-		if (child)
-			continue;
+		/* an exec's process has no parent in the container's namespace (0); the agent
+		 * a relay started left it for init */
+		if (child || (ppids[i] == 0) != relay)
+			continue; /* a supervisor, or the other kind */
 		if (found)
-			fail_msg("more than one agent in %s (%d and %d)", id, found, pids[i]);
+			fail_msg("more than one %s in %s (%d and %d)", relay ? "relay" : "agent",
+			         id, found, pids[i]);
 		found = pids[i];
 	}
 	return found;
+}
+
+static int agent_pid(const char *id)
+{
+	return agent_proc(id, false);
 }
 
 static char *python_out(fixture *f, const char *code, int *exit_code, char **notice)
@@ -1647,8 +1659,8 @@ static char *python_out(fixture *f, const char *code, int *exit_code, char **not
 	return out;
 }
 
-/* Placement, the persistent Python session, the description, and close: the agent and
- * what it started are gone from the container when the handle closes. */
+/* Placement, the persistent Python session, the description, and close: the agent stays
+ * resident in the container, with the state and what it started, for the next handle. */
 static void t_agent_session(void **state)
 {
 	fixture *f = *state;
@@ -1684,30 +1696,32 @@ static void t_agent_session(void **state)
 	assert_int_equal(agent_pid(f->id), pid);
 
 	/* a detached leftover of a finished command survives the call (as with docker exec)
-	 * but not the handle: closing it ends the agent and everything it started */
+	 * and the handle: the agent it was left to is resident in the container, and closing
+	 * the handle ends only the handle's relay to it */
 	free(run_ok(f, "(sleep 404 >/dev/null 2>&1 &); true"));
 	char *left = ctr_procs(f->id, "sleep 404");
 	assert_string_equal(left, "sleep 404 ");
 	free(left);
 	aks_sandbox_close(f->sb);
 	f->sb = NULL;
+	assert_int_equal(agent_pid(f->id), pid);
 	left = ctr_procs(f->id, "sleep 404");
-	assert_string_equal(left, "");
+	assert_string_equal(left, "sleep 404 ");
 	free(left);
-	assert_int_equal(agent_pid(f->id), 0);
-	left = ctr_procs(f->id, AGENT_IN_CTR);
-	assert_string_equal(left, "");
-	free(left);
+	/* and the handle's relay is gone */
+	for (int i = 0; i < 50 && agent_proc(f->id, true) > 0; i++)
+		usleep(100 * 1000);
+	assert_int_equal(agent_proc(f->id, true), 0);
 
-	/* a new handle starts a new interpreter: the state was the closed handle's */
+	/* a new handle (as another host process would) reaches the same agent: the state is
+	 * the container's */
 	check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
 	int code = 0;
 	out = python_out(f, "print(x)", &code, NULL);
-	assert_int_equal(code, 1);
+	assert_int_equal(code, 0);
+	assert_string_equal(out, "41\n");
 	free(out);
-	out = python_out(f, "y = 1\nprint(y)", NULL, NULL);
-	assert_string_equal(out, "1\n");
-	free(out);
+	assert_int_equal(agent_pid(f->id), pid);
 }
 
 /* Another interpreter than python3 runs per call (through the agent): not stateful. */
@@ -1874,16 +1888,34 @@ static void t_agent_killed(void **state)
 	free(python_out(f, "x = 41", NULL, NULL));
 	int pid = agent_pid(f->id);
 	assert_true(pid > 0);
+	/* Only the stream is lost (the handle's relay killed, as when an exec dies): the
+	 * resident agent is reached again, with its state, and nothing is said. */
+	int relay = agent_proc(f->id, true);
+	assert_true(relay > 0);
 	char cmd[64];
-	snprintf(cmd, sizeof(cmd), "kill -9 %d", pid);
+	snprintf(cmd, sizeof(cmd), "kill -9 %d", relay);
 	int st;
 	free(ctr_sh(f->id, &st, cmd));
 	assert_int_equal(st, 0);
-	for (int i = 0; i < 100 && agent_pid(f->id) == pid; i++)
+	for (int i = 0; i < 100 && agent_proc(f->id, true) == relay; i++)
 		usleep(20000);
 	int code = 0;
 	char *notice = NULL;
 	char *out = python_out(f, "print(x + 1)", &code, &notice);
+	assert_string_equal(out, "42\n");
+	assert_null(notice);
+	free(out);
+	assert_int_equal(agent_pid(f->id), pid);
+	int relay_again = agent_proc(f->id, true);
+	assert_true(relay_again > 0 && relay_again != relay);
+
+	/* The agent itself killed: a new one, and the state is lost, said once. */
+	snprintf(cmd, sizeof(cmd), "kill -9 %d", pid);
+	free(ctr_sh(f->id, &st, cmd));
+	assert_int_equal(st, 0);
+	for (int i = 0; i < 100 && agent_pid(f->id) == pid; i++)
+		usleep(20000);
+	out = python_out(f, "print(x + 1)", &code, &notice);
 	if (!notice || !strstr(notice, "aksandbox-agent was restarted"))
 		fail_msg("no restart notice: %s", notice ? notice : "(none)");
 	assert_int_equal(code, 1); /* NameError: x went with the old interpreter */
@@ -1978,22 +2010,20 @@ static void t_agent_runsc(void **state)
 	left = ctr_procs(f->id, "/bin/sleep 36");
 	assert_string_equal(left, "");
 	free(left);
-	/* a detached job outlives its call (control), not the handle: the agent's exit */
+	/* a detached job outlives its call and the handle, as on runc: it was left to the
+	 * agent resident in the container, which closing a handle does not end */
 	free(run_ok(f, "(setsid env -i /bin/sleep 363 >/dev/null 2>&1 &); true"));
 	left = ctr_procs(f->id, "/bin/sleep 363");
 	assert_string_equal(left, "/bin/sleep 363 ");
 	free(left);
+	int resident = agent_pid(f->id);
 	aks_sandbox_close(f->sb);
 	f->sb = NULL;
-	for (int i = 0; i < 50; i++) {
-		left = ctr_procs(f->id, "/bin/sleep 363");
-		bool gone = !*left;
-		free(left);
-		if (gone)
-			return;
-		usleep(100 * 1000);
-	}
-	fail_msg("the detached job outlived the handle's agent under runsc");
+	usleep(300 * 1000);
+	left = ctr_procs(f->id, "/bin/sleep 363");
+	assert_string_equal(left, "/bin/sleep 363 ");
+	free(left);
+	assert_int_equal(agent_pid(f->id), resident);
 }
 
 /* gVisor: a container that dies under a call (removed, or killed for its memory limit,
@@ -2050,7 +2080,7 @@ static void t_agent_runsc_container_dies(void **state)
 	f->sb = NULL;
 }
 
-/* attach_to: placed into the running container that is not ours. */
+/* attach_to: placed into the running container that is not ours, and resident there. */
 static void t_agent_attach_to(void **state)
 {
 	fixture *f = *state;
@@ -2072,10 +2102,18 @@ static void t_agent_attach_to(void **state)
 	out = python_out(f, "print(x + 1)", NULL, NULL);
 	assert_string_equal(out, "42\n");
 	free(out);
-	assert_true(agent_pid(name) > 0);
+	int pid = agent_pid(name);
+	assert_true(pid > 0);
+	/* resident there too: the container's Python state is there for the next handle */
 	aks_sandbox_close(f->sb);
 	f->sb = NULL;
-	assert_int_equal(agent_pid(name), 0);
+	assert_int_equal(agent_pid(name), pid);
+	create_sandbox(f);
+	out = python_out(f, "print(x)", NULL, NULL);
+	assert_string_equal(out, "41\n");
+	free(out);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
 	free(sh_out(&st, "docker rm -f %s >/dev/null 2>&1", name));
 	free(f->id);
 	f->id = NULL;

@@ -1039,6 +1039,9 @@ static char *agent_pids(const char *pod)
 	              "[ \"$c\" = aksandbox-agent ] || continue; "
 	              "[ \"$(cut -d' ' -f3 $p/stat 2>/dev/null)\" = Z ] && continue; "
 	              "pp=$(cut -d' ' -f4 $p/stat 2>/dev/null); "
+	              /* an exec's process (a relay to the resident agent) has no parent in the
+	               * pod; a supervisor's parent is the agent */
+	              "[ \"$pp\" = 0 ] && continue; "
 	              "[ \"$(cat /proc/$pp/comm 2>/dev/null)\" = aksandbox-agent ] && continue; "
 	              "printf '%s ' ${p#/proc/}; done; true");
 }
@@ -1135,45 +1138,54 @@ static void t_stateful(void **state)
 	}
 }
 
-/* Closing the handle closes the stream: the agent exits and kills what it started. */
+/* Closing the handle closes only its stream: the agent stays resident in the pod, with what
+ * it started and its Python state, and the handle's relay is gone; a new handle (as another
+ * host process would) reaches the same agent. */
 static void t_agent_close(void **state)
 {
 	fixture *f = *state;
 	const char *pod = pod_of(f->id);
 	free(run_ok(f, "nohup sleep 621 >/dev/null 2>&1 & echo started"));
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	aks_result_free(r);
 	char *pids = agent_pids(pod);
 	assert_int_equal(words(pids), 1);
-	free(pids);
 	aks_sandbox_close(f->sb);
 	f->sb = NULL;
-	char *left = NULL;
+	char *relays = NULL;
 	for (int i = 0; i < 50; i++) {
-		free(left);
-		char *sleeps =
-		    pod_sh(pod, "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline "
-		                "2>/dev/null); case \"$c\" in 'sleep 621'*) echo \"$c\";; "
-		                "esac; done; true");
-		char *agents = agent_pids(pod);
-		left = xasprintf("%s%s", agents, sleeps);
-		free(agents);
-		free(sleeps);
-		if (!*left)
+		free(relays);
+		relays = pod_sh(pod, "for p in /proc/[0-9]*; do c=$(cat $p/comm 2>/dev/null); "
+		                     "[ \"$c\" = aksandbox-agent ] || continue; "
+		                     "[ \"$(cut -d' ' -f4 $p/stat)\" = 0 ] && printf '%s ' "
+		                     "${p#/proc/}; done; true");
+		if (!*relays)
 			break;
 		usleep(200 * 1000);
 	}
-	if (*left)
-		fail_msg("still running in the pod after close: %s", left);
-	free(left);
-	/* a new handle starts a new agent */
+	if (*relays)
+		fail_msg("the handle's relay is still running in the pod after close: %s", relays);
+	free(relays);
+	char *sleeps = pod_sh(pod, "for p in /proc/[0-9]*; do c=$(tr '\\0' ' ' < $p/cmdline "
+	                           "2>/dev/null); case \"$c\" in 'sleep 621'*) echo \"$c\";; "
+	                           "esac; done; true");
+	assert_string_equal(sleeps, "sleep 621 ");
+	free(sleeps);
+	char *again = agent_pids(pod);
+	assert_string_equal(again, pids);
+	free(again);
 	aks_call call;
 	aks_call_init(&call, 60, &f->policy, NULL, NULL);
-	aks_error *err = NULL;
 	check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
-	char *out = run_ok(f, "echo again");
-	assert_string_equal(out, "again");
-	free(out);
-	pids = agent_pids(pod);
-	assert_int_equal(words(pids), 1);
+	check_ok(run(f, "python", "print(x + 1)", 60, &r, &err), err);
+	assert_string_equal(aks_result_get_stdout(r, NULL), "42\n");
+	assert_null(aks_result_get_notice(r));
+	aks_result_free(r);
+	again = agent_pids(pod);
+	assert_string_equal(again, pids);
+	free(again);
 	free(pids);
 }
 

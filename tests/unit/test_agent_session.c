@@ -238,9 +238,10 @@ static int fake_place(void *vsb, bool look_again, const aks_call *call, char **p
 	return AKS_OK;
 }
 
-static int fake_open(void *vsb, const char *path, const aks_call *call, void **stream, int *rfd,
-                     int *wfd, char **why, aks_error **err)
+static int fake_open(void *vsb, const char *path, const char *const *args, const aks_call *call,
+                     void **stream, int *rfd, int *wfd, char **why, aks_error **err)
 {
+	(void)args; /* not resident: sandboxes of the host process */
 	(void)call;
 	(void)err;
 	fake_sb *f = vsb;

@@ -62,9 +62,11 @@ static int describe(aks_agent_program *p, bool installed)
 	            ? asprintf(&p->desc_base, "%s (agent disabled%s)", o->per_call,
 	                       installed ? "" : " or not installed")
 	            : asprintf(&p->desc_base,
-	                       "through aksandbox-agent %s%s, one per sandbox handle%s%s%s; %s "
+	                       "through aksandbox-agent %s%s, %s%s%s%s; %s "
 	                       "where it cannot be placed or started",
-	                       p->path, arch, o->detail ? " " : "", o->detail ? o->detail : "",
+	                       p->path, arch,
+	                       o->resident ? "resident in each sandbox" : "one per sandbox handle",
+	                       o->detail ? " " : "", o->detail ? o->detail : "",
 	                       o->python_session ? ", Python in its persistent session"
 	                                         : "; python is not python3: Python runs per call",
 	                       o->per_call);

@@ -46,6 +46,8 @@ struct aks_agent_session {
 	unsigned egress_reported; /* of all refused, those already counted on a result */
 	void *stream;
 	char *path;        /* where the program is in the sandbox, once placed */
+	char *resident;    /* the resident agent's name (ops->resident) */
+	uint64_t instance; /* the agent last reached (its HELLO): the same one keeps the state */
 	bool was_up;       /* the agent ran for this handle before: a new start is a restart */
 	bool watch_failed; /* watch_sandbox found the sandbox dead during the current run */
 	int64_t used_ms;
@@ -140,6 +142,26 @@ static aks_call quick_call(const aks_agent_session *s, const aks_call *call, int
 
 /* ---- session ------------------------------------------------------------------------------ */
 
+/* The name a sandbox's resident agent listens under: the program's build (another build is
+ * another agent, never a stale one) and the sandbox's id (two sandboxes that share a network
+ * namespace never share an agent), in the characters the agent accepts. */
+static char *resident_name(const aks_agent_program *prog, const char *id)
+{
+	char name[88];
+	const uint8_t *sha = aks_agent_program_sha256(prog);
+	size_t n = 0;
+	for (int i = 0; i < 8; i++)
+		n += (size_t)snprintf(name + n, sizeof(name) - n, "%02x", sha ? sha[i] : 0);
+	name[n++] = '.';
+	for (const char *p = id; *p && n < sizeof(name) - 1; p++) {
+		bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+		             (*p >= '0' && *p <= '9') || *p == '-' || *p == '.' || *p == '_';
+		name[n++] = plain ? *p : '_';
+	}
+	name[n] = '\0';
+	return strdup(name);
+}
+
 int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, void *sb,
                           const aks_agent_session_opts *o, aks_agent_session **out, aks_error **err)
 {
@@ -158,7 +180,8 @@ int aks_agent_session_new(aks_agent_program *prog, const aks_agent_ops *ops, voi
 	static const char *const none[] = {NULL};
 	if (!(s->id = strdup(o->id)) || (o->cwd && !(s->cwd = strdup(o->cwd))) ||
 	    (o->env && !(s->env = aks__strv_dup(o->env))) ||
-	    !(s->network_allow = aks__strv_dup(o->network_allow ? o->network_allow : none))) {
+	    !(s->network_allow = aks__strv_dup(o->network_allow ? o->network_allow : none)) ||
+	    (ops->resident && !(s->resident = resident_name(prog, o->id)))) {
 		aks_agent_session_free(s);
 		return oom(host, err);
 	}
@@ -202,6 +225,7 @@ void aks_agent_session_free(aks_agent_session *s)
 	free(s->id);
 	free(s->cwd);
 	free(s->path);
+	free(s->resident);
 	free(s);
 }
 
@@ -291,7 +315,9 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *
 	const aks_host_api *host = s->host;
 	const char *path = s->path ? s->path : s->prog->path;
 	int rfd = -1, wfd = -1;
-	int rc = s->ops->open(s->sb, path, setup, &s->stream, &rfd, &wfd, why, err);
+	const char *args[] = {"--resident", s->resident, NULL};
+	int rc = s->ops->open(s->sb, path, s->resident ? args : NULL, setup, &s->stream, &rfd, &wfd,
+	                      why, err);
 	if (rc != AKS_OK || *why)
 		return rc;
 	aks_call hello = *setup;
@@ -310,6 +336,8 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *
 			return rc;
 		}
 	}
+	if (rc == AKS_OK)
+		s->instance = aks__agent_instance(s->agent);
 	if (rc == AKS_OK) /* the files it moves stay in the workspace, symlinks or not */
 		return s->cwd && aks__agent_set_beneath(s->agent, s->cwd) != AKS_OK ? oom(host, err)
 		                                                                    : AKS_OK;
@@ -427,18 +455,29 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_cal
 		return rc;
 	if (!alive) {
 		bool restart = s->was_up;
-		if (restart)
+		if (restart && !s->resident)
 			s->host->log(
 			    AKS_LOG_WARNING, s->prog->provider,
 			    "the aksandbox-agent of %s '%s' is gone (killed, or its %s "
 			    "restarted); starting another (the Python session's state is lost)",
 			    s->ops->noun, s->id, s->ops->noun);
 		stop_agent(s);
+		uint64_t before = s->instance;
 		int64_t started_ms = s->host->now_ms();
 		if ((rc = bring_up(s, call, restart, err)) != AKS_OK || s->state != S_UP)
 			return rc;
 		if (call && run->deadline_ms > 0)
 			run->deadline_ms += s->host->now_ms() - started_ms;
+		/* A resident agent outlives the stream to it: reached again, it kept the state. */
+		if (restart && s->resident && s->instance == before)
+			restart = false;
+		else if (restart && s->resident)
+			s->host->log(
+			    AKS_LOG_WARNING, s->prog->provider,
+			    "the resident aksandbox-agent of %s '%s' was gone (killed, or its "
+			    "%s restarted); another started (the Python session's state is "
+			    "lost)",
+			    s->ops->noun, s->id, s->ops->noun);
 		if (restart)
 			set_notice(
 			    s,

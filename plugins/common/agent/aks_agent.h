@@ -60,6 +60,7 @@ typedef struct aks_agent_program_opts {
 	const char *detail;    /* said after "one per sandbox handle" in the description, or NULL */
 	bool copied_in;      /* copied into sandboxes: must be a static ELF (its bytes are kept) */
 	bool python_session; /* the provider's Python is the agent's session interpreter */
+	bool resident;       /* its sessions' table says .resident: the description says so */
 	bool *stateful;      /* the instance's capability, cleared (atomically) on a fallback */
 	const char *note;    /* ends every description ("; ..."), or NULL */
 } aks_agent_program_opts;
@@ -104,6 +105,11 @@ typedef struct aks_agent_ops {
 	int64_t check_idle_ms; /* a sandbox idle this long is checked before use (0: never) */
 	int64_t watch_ms;      /* check() this often while a program runs (0: never): for a stream
 	                        * that does not end when its sandbox dies (gVisor's) */
+	/* The agent stays in the sandbox between host processes (`aksandbox-agent --resident`,
+	 * docs/agent-protocol.md): open() starts a relay to it, so every handle of every
+	 * process reaches the same agent and Python state lives with the sandbox. For providers
+	 * whose sandboxes outlive the host process (containers, pods). */
+	bool resident;
 	uint32_t file_mode;    /* of uploaded files */
 	uint64_t download_max; /* the largest download (0: the host's file limit only) */
 
@@ -117,12 +123,13 @@ typedef struct aks_agent_ops {
 	 */
 	int (*place)(void *sb, bool look_again, const aks_call *call, char **path, bool *verified,
 	             char **why, aks_error **err);
-	/* Starts the program at path with its stdin and stdout as two fds (*wfd writes its
-	 * stdin, *rfd reads its stdout; the client owns both from then on) and a stream handle
-	 * of the provider's. AKS_OK with *why when it cannot be started this way (per call
-	 * still works); other failures are the call's. */
-	int (*open)(void *sb, const char *path, const aks_call *call, void **stream, int *rfd,
-	            int *wfd, char **why, aks_error **err);
+	/* Starts the program at path with the arguments args (NULL-terminated; none when NULL)
+	 * and its stdin and stdout as two fds (*wfd writes its stdin, *rfd reads its stdout; the
+	 * client owns both from then on) and a stream handle of the provider's. AKS_OK with *why
+	 * when it cannot be started this way (per call still works); other failures are the
+	 * call's. Only a resident provider is given arguments. */
+	int (*open)(void *sb, const char *path, const char *const *args, const aks_call *call,
+	            void **stream, int *rfd, int *wfd, char **why, aks_error **err);
 	/* Tears the stream down after the client closed its fds; what the program said on
 	 * stderr (if the provider kept it) goes to said[0..len). */
 	void (*close)(void *sb, void *stream, char *said, size_t len);
