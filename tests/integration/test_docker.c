@@ -2108,7 +2108,8 @@ static void t_agent_attach_to(void **state)
 	aks_sandbox_close(f->sb);
 	f->sb = NULL;
 	assert_int_equal(agent_pid(name), pid);
-	create_sandbox(f);
+	free(f->id);
+	create_sandbox(f); /* attach_to: the same container again */
 	out = python_out(f, "print(x)", NULL, NULL);
 	assert_string_equal(out, "41\n");
 	free(out);
