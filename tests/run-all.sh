@@ -2,13 +2,11 @@
 # The README's second command: the whole test suite.
 #
 #  1. installs missing build dependencies (Debian packages), then starts
-#     dockerd and builds the docker tests' image if needed, and in the
-#     background builds (once, cached) and starts the single-node Kubernetes
-#     cluster the kubernetes plugin's tests run against
-#     (tests/integration/k8s-setup.sh);
+#     dockerd and builds the docker tests' image if needed, and builds (once,
+#     cached) and starts the single-node Kubernetes cluster the kubernetes
+#     plugin's tests run against (tests/integration/k8s-setup.sh);
 #  2. checks that the C sources match .clang-format (contrib/format.sh --check),
-#     builds in _build/ and runs `make check`, the slowest tests first: those
-#     that need no cluster while it comes up, then those that need it;
+#     builds in _build/ and runs `make check`, the slowest tests first;
 #     then runs the main tests again under valgrind memcheck;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test);
@@ -56,13 +54,11 @@ step "build dependencies (contrib/install-deps.sh)"
 "$top/contrib/install-deps.sh" || { echo "cannot install dependencies"; exit 1; }
 [ -x configure ] || autoreconf -fi >/dev/null || exit 1
 # The kubernetes plugin's tests need a real cluster: k8s-setup.sh builds Kubernetes v1.20.2
-# from Debian's source package once (10-13 min cold on 2 cores, cached in
+# from Debian's source package once (6-10 min cold on 2 cores, cached in
 # /var/cache/aksandbox-k8s), then starts it on the Docker Engine (about 30 s). The build
-# needs no Docker: it runs in the background (at the lowest priority) while the Docker step
-# below fetches and unpacks its image, and then while the first suite's tests that need no
-# cluster run (they wait on containers and timers far more than they compute); the cluster
-# is started behind it (`start-after`, which builds again itself if this build failed) and
-# the tests that need it run last (ordered_tests).
+# needs no Docker: it runs in the background while the Docker step below fetches and
+# unpacks its image (mostly waiting on the network); `start` later waits for it, and
+# builds again itself if this one failed.
 k8s_build_log=$top/_k8s-build.log
 ( "$top/tests/integration/k8s-setup.sh" install && "$top/tests/integration/k8s-setup.sh" build ) \
 	>"$k8s_build_log" 2>&1 &
@@ -72,8 +68,10 @@ k8s_build=$!
 step "Docker Engine and the test image (tests/integration/docker-setup.sh)"
 "$top/tests/integration/docker-setup.sh" start ||
 	{ echo "FATAL: tests/integration/docker-setup.sh failed: the docker tests cannot run"; exit 1; }
-"$top/tests/integration/k8s-setup.sh" start-after "$k8s_build" >/dev/null 2>&1 &
-k8s_start=$!
+step "Kubernetes test cluster (tests/integration/k8s-setup.sh)"
+wait "$k8s_build" || { echo "the background Kubernetes build failed; its log:"; tail -20 "$k8s_build_log"; }
+"$top/tests/integration/k8s-setup.sh" start >/dev/null ||
+	{ echo "FATAL: tests/integration/k8s-setup.sh start failed: the kubernetes tests cannot run"; exit 1; }
 
 # A log's failed cases, each with what the case printed before its result (the last 25
 # lines since the previous result: stderr is merged into the log in order, so cmocka's
@@ -115,15 +113,14 @@ show_failures() { # build dir
 # The tests a build tree's `make check` runs (TESTS), in the order to run them: automake
 # starts them in order, $test_jobs at a time, so the slowest go first and none starts late
 # and runs alone at the end. Slowest by the durations a reference tree's last run measured,
-# else by the list below (the slowest in CI, slowest first). With part=cluster only the tests
-# that need the Kubernetes cluster, with part=rest the others, else all.
-slow_tests="tests/integration/queue-fleet.test tests/plugins/runner-rejects.test
-tests/integration/test_kubernetes_agent tests/integration/test_docker_agent
-tests/integration/sessions.test tests/integration/test_docker tests/integration/configure.test
-tests/integration/test_kubernetes tests/plugins/contract-kubernetes.test
-tests/security/probes-runsc.test tests/security/probes-docker.test
-plugins/kubernetes/contract-agent.test tests/plugins/proof.test"
-ordered_tests() { # build dir, reference dir, part
+# then by the list below (the slowest in CI, slowest first), then the rest in TESTS order.
+slow_tests="tests/integration/queue-fleet.test tests/integration/test_docker_agent
+tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
+tests/integration/sessions.test tests/integration/configure.test tests/integration/test_docker
+tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
+plugins/kubernetes/contract-agent.test tests/plugins/contract-kubernetes.test
+tests/security/probes-runsc.test tests/security/probes-docker.test tests/plugins/proof.test"
+ordered_tests() { # build dir, reference dir
 	all=$(cd "$1" && make -s -f Makefile -f - print-tests <<'MAKE'
 print-tests: ; @echo $(TESTS)
 MAKE
@@ -131,49 +128,38 @@ MAKE
 	{
 		slowest_tests "$2" 1000 | awk 'NR > 1 {print $2}'
 		printf '%s\n' $slow_tests $all
-	} | awk -v all="$all" -v part="$3" '
+	} | awk -v all="$all" '
 	# a test by its log'"'"'s name: automake drops the .test of a script
 	function key(t) { sub(/\.(log|test)$/, "", t); return t }
-	function cluster(t) { return t !~ /^tests\/unit\// && t ~ /k8s|kubernetes/ }
 	BEGIN { n = split(all, list, " "); for (i = 1; i <= n; i++) test[key(list[i])] = list[i] }
 	{
 		t = test[key($0)]
-		if (t == "" || seen[t]++) next
-		if ((part == "cluster" && !cluster(t)) || (part == "rest" && cluster(t))) next
-		print t
+		if (t != "" && !seen[t]++) print t
 	}' | tr '\n' ' '
 }
 
-run_suite() { # dir, reference dir, part, configure flags...
-	dir=$1 ref=$2 part=$3; shift 3
+run_suite() { # dir, reference dir, configure flags...
+	dir=$1 ref=$2; shift 2
 	mkdir -p "$dir"
 	( cd "$dir" &&
 	  { [ -f Makefile ] || ../configure --quiet "$@" >/dev/null; } &&
 	  make -j"$jobs" >/dev/null &&
-	  make -j"$test_jobs" check TESTS="$(ordered_tests . "$top/$ref" "$part")" ) ||
+	  make -j"$test_jobs" check TESTS="$(ordered_tests . "$top/$ref")" ) ||
 		{ status=1; show_failures "$dir"; }
+	slowest_tests "$dir"
 }
 
 step "source format (contrib/format.sh --check: .clang-format, clang-format 14)"
 format_result=pass
 "$top/contrib/format.sh" --check || { format_result=fail; status=1; }
 
-step "make check: the tests that need no Kubernetes cluster (it is built and started meanwhile)"
-run_suite _build _build rest
-step "make check: the tests that need the Kubernetes cluster (tests/integration/k8s-setup.sh)"
-if ! wait "$k8s_start"; then
-	echo "the Kubernetes test cluster did not start: its tests fail; the build's log ends:"
-	tail -20 "$k8s_build_log"
-	"$top/tests/integration/k8s-setup.sh" status
-fi
-run_suite _build _build cluster
-slowest_tests _build
+step "make check"
+run_suite _build _build
 step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
 ( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
 cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
-run_suite _build-asan _build all --enable-sanitizers
-slowest_tests _build-asan
+run_suite _build-asan _build --enable-sanitizers
 step "make distcheck (make distcheck-self-contained)"
 distcheck_result=pass
 ( cd _build && make -j"$jobs" distcheck-self-contained >distcheck.out 2>&1 ) ||

@@ -29,15 +29,7 @@
 #  stop     stops only the processes it started (pid files), removes the pod
 #           containers, mounts, bridge and CNI state it made, restores the
 #           sysctls; keeps the caches (binaries, PKI);
-#  start-after PID
-#           start, once process PID (a build running in the background) has
-#           ended, recording that a start is under way: tests/run-all.sh runs
-#           it in the background so the suites that need no cluster run while
-#           it is built and started. Its output goes to $AKS_K8S_STATE/bringup.log;
-#  status   exit 0 when the apiserver answers and the node is Ready; while a
-#           start-after is under way it waits for it (at most
-#           $AKS_K8S_WAIT seconds, default 2700), and when that failed it
-#           says why;
+#  status   exit 0 when the apiserver answers and the node is Ready;
 #  env      shell assignments for the tests (eval "$(k8s-setup.sh env)").
 #
 # Needs root. Every failure exits non-zero, saying why on stderr.
@@ -202,7 +194,7 @@ cmd_build() {
 	say "make generated_files (about a minute)"
 	(
 		export HOME="$work/home" GOCACHE="$work/gocache" GOPROXY=off GOFLAGS=''
-		cd "$tree" && nice -n 19 make generated_files
+		cd "$tree" && nice make generated_files
 	) >"$work/generate.log" 2>&1 || { tail -30 "$work/generate.log" >&2; die "make generated_files failed (log above)"; }
 
 	say "go build $COMPONENTS (5-10 minutes on 2 cores)"
@@ -218,7 +210,7 @@ cmd_build() {
 		rm -f "$BIN/stamp"
 		pkgs=
 		for c in $COMPONENTS; do pkgs="$pkgs ./cmd/$c"; done
-		nice -n 19 go build -tags "$BUILD_TAGS" -ldflags "$LDF" -o "$BIN/" $pkgs
+		nice go build -tags "$BUILD_TAGS" -ldflags "$LDF" -o "$BIN/" $pkgs
 	) >"$work/build.log" 2>&1 || { tail -30 "$work/build.log" >&2; die "go build failed (log above)"; }
 	gcc -Os -static -DVERSION=v3.2-local -o "$BIN/pause" "$tree/build/pause/linux/pause.c" ||
 		die "cannot build the pause binary"
@@ -589,45 +581,7 @@ cmd_stop() {
 
 # ---- status and env ----------------------------------------------------------
 
-# start-after: the start under way is recorded in $BRINGUP (its pid); its end, failed or not,
-# in $BRINGUP.rc; its output in $STATE/bringup.log.
-BRINGUP=$STATE/bringup.pid
-
-# Whether process $1 runs: a zombie (ended, its parent has not waited for it yet) does not.
-alive() {
-	[ -r "/proc/$1/stat" ] && [ "$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1)" != Z ]
-}
-
-cmd_start_after() {
-	need_root start-after
-	case ${1:-} in '' | *[!0-9]*) die "usage: $0 start-after PID" ;; esac
-	mkdir -p "$STATE"
-	rm -f "$BRINGUP.rc"
-	echo $$ >"$BRINGUP"
-	while alive "$1"; do sleep 1; done
-	rc=0
-	cmd_start >"$STATE/bringup.log" 2>&1 || rc=$?
-	echo $rc >"$BRINGUP.rc"
-	rm -f "$BRINGUP"
-	return $rc
-}
-
-# Waits while a start-after runs; fails, saying why, when it failed.
-wait_bringup() {
-	limit=$(($(now) + ${AKS_K8S_WAIT:-2700}))
-	while [ -f "$BRINGUP" ] && alive "$(cat "$BRINGUP" 2>/dev/null)"; do
-		[ "$(now)" -lt "$limit" ] || { say "the cluster's start (pid $(cat "$BRINGUP")) is still under way after ${AKS_K8S_WAIT:-2700} s"; return 1; }
-		sleep 2
-	done
-	if [ -f "$BRINGUP.rc" ] && [ "$(cat "$BRINGUP.rc")" != 0 ]; then
-		say "the cluster's start failed (exit $(cat "$BRINGUP.rc")); the end of $STATE/bringup.log:"
-		tail -15 "$STATE/bringup.log" >&2
-		return 1
-	fi
-}
-
 cmd_status() {
-	wait_bringup || return 1
 	[ -f "$CONF/admin.kubeconfig" ] && [ -x "$KUBECTL" ] || { say "not set up (no $CONF/admin.kubeconfig)"; return 1; }
 	api_ready || { say "the apiserver at $SERVER does not answer"; return 1; }
 	node_ready || { say "node $NODE is not Ready"; return 1; }
@@ -662,8 +616,7 @@ start)
 	echo "$CONF/admin.kubeconfig"
 	;;
 stop) cmd_stop ;;
-start-after) cmd_start_after "${2:-}" ;;
 status) cmd_status ;;
 env) cmd_env ;;
-*) die "usage: $0 install|build|start|start-after PID|stop|status|env" ;;
+*) die "usage: $0 install|build|start|stop|status|env" ;;
 esac
