@@ -418,8 +418,9 @@ apt_fix "$(deb aksandbox-agent)"
 agent_used() {
 	out=$(cli -c "$tmp/local.yaml" check 2>&1); rc=$?
 	echo "rc=$rc"; printf '%s\n' "$out"
+	# (not stateful: the agent, and its Python state, live as long as the host process)
 	[ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "^  runs *through aksandbox-agent $agent_path" &&
-		printf '%s\n' "$out" | grep -q "^  capabilities .*stateful" || return 1
+		! printf '%s\n' "$out" | grep -q "^  capabilities .*stateful" || return 1
 	# the command's ancestors include the agent (comm aksandbox-agent)
 	out=$(cli -c "$tmp/local.yaml" run -- sh -c 'p=$$; while [ "$p" -gt 1 ]; do
 		[ "$(cat /proc/$p/comm)" = aksandbox-agent ] && { echo agent-ancestor; break; }
