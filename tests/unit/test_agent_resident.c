@@ -4,7 +4,7 @@
  * session another host holds; a host that goes takes its programs with it but not the
  * sessions (its Python run is interrupted); racing relays start one agent; a killed agent is
  * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
- * while no host is connected; a bad name is a usage error. */
+ * while no host is connected; another user is not served; a bad name is a usage error. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -316,6 +316,68 @@ static void test_egress_port_stays_and_nobody_decides_between_hosts(void **state
 	end_resident(resident);
 }
 
+/* A process of another user that connects is closed without an answer: run as nobody (a copy
+ * of the agent it may execute), its relay reaches the agent and ends, and no HELLO_OK comes
+ * back. The relay's exit status 0 proves it ran and connected (exec failing would be 126 or
+ * 127; no agent to reach, it would start its own and answer). */
+static void test_other_users_are_not_served(void **state)
+{
+	(void)state;
+	if (getuid() != 0) {
+		skip(); /* needs root to become another user */
+	}
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	char *dir = th_tmpdir();
+	char copy[256], cmd[1024];
+	snprintf(copy, sizeof(copy), "%s/aksandbox-agent", dir);
+	snprintf(cmd, sizeof(cmd), "chmod 755 '%s' && cp '%s' '%s' && chmod 755 '%s'", dir,
+	         th_agent_path(), copy, copy);
+	assert_int_equal(system(cmd), 0);
+	int in[2], out[2];
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		dup2(in[0], 0);
+		dup2(out[1], 1);
+		close(in[1]);
+		close(out[0]);
+		execlp("setpriv", "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+		       copy, "--resident", name, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	close(out[1]);
+	aks_agent_buf b = {0};
+	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_HELLO, 0, 1);
+	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MIN, 1);
+	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, 1);
+	aks__agent_frame_end(&b, s);
+	assert_int_equal(write(in[1], b.data, aks__agent_buf_pending(&b)),
+	                 (ssize_t)aks__agent_buf_pending(&b));
+	aks__agent_buf_free(&b);
+	close(in[1]); /* the relay then drains what the agent answers, and ends */
+	char buf[256];
+	ssize_t got = 0, n;
+	while ((n = read(out[0], buf, sizeof(buf))) > 0) /* EOF when the relay ends */
+		got += n;
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(got, 0);
+	close(out[0]);
+	assert_true(th_alive(resident));
+	th_stop(&a);
+	end_resident(resident);
+	th_rmdir(dir);
+}
+
 static void test_bad_names(void **state)
 {
 	(void)state;
@@ -343,6 +405,7 @@ int main(void)
 	    cmocka_unit_test(test_racing_hosts_start_one_agent),
 	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
 	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
+	    cmocka_unit_test(test_other_users_are_not_served),
 	    cmocka_unit_test(test_bad_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
