@@ -4,7 +4,8 @@
  * session another host holds; a host that goes takes its programs with it but not the
  * sessions (its Python run is interrupted); racing relays start one agent; a killed agent is
  * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
- * while no host is connected; another user is not served; a bad name is a usage error. */
+ * while no host is connected; another user is not served; the 33rd host is refused; a bad name is a
+ * usage error. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -378,6 +379,33 @@ static void test_other_users_are_not_served(void **state)
 	th_rmdir(dir);
 }
 
+/* At most 32 hosts at once: the 33rd is told so (ERROR LIMIT) and closed; the others go on. */
+static void test_host_limit(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	enum { N = 32 };
+	th_agent t[N];
+	for (int i = 0; i < N; i++)
+		th_start_resident(&t[i], name);
+	pid_t resident = (pid_t)aks__agent_pid(t[0].conn);
+	th_agent extra;
+	th_start_raw_args(&extra, (const char *const[]){"--resident", name, NULL});
+	aks_agent_frame f;
+	uint8_t payload[512];
+	th_recv(&extra, &f, payload, sizeof(payload), 10000);
+	assert_int_equal(f.type, AKS_AGENT_ERROR);
+	assert_int_equal(th_field_u32(&f, AKS_AGENT_T_CODE), AKS_AGENT_E_LIMIT);
+	int st = th_stop(&extra);
+	assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	outcome o = sh(&t[N - 1], "echo still");
+	assert_string_equal(o.out, "still\n");
+	for (int i = 0; i < N; i++)
+		th_stop(&t[i]);
+	end_resident(resident);
+}
+
 static void test_bad_names(void **state)
 {
 	(void)state;
@@ -406,6 +434,7 @@ int main(void)
 	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
 	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
 	    cmocka_unit_test(test_other_users_are_not_served),
+	    cmocka_unit_test(test_host_limit),
 	    cmocka_unit_test(test_bad_names),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
