@@ -97,14 +97,17 @@ count_procs() { # part1 part2
 echo "1..10"
 
 # 1. A detached escapee (double fork, setsid, a cleared environment) outlives no timeout.
-res=$(cmd "(setsid env -i sleep 4711 >/dev/null 2>&1 &); (sleep 4712 >/dev/null 2>&1 &); sleep 60")
+# Its sleeps carry this run's own number: the probes of the other targets may run at the
+# same time, and a local sandbox sees the host's processes, theirs among them.
+mark="sleep 47$(printf '%05d' $(($$ % 100000)))"
+res=$(cmd "(setsid env -i $mark""11 >/dev/null 2>&1 &); ($mark""12 >/dev/null 2>&1 &); sleep 60")
 check "a run past its timeout is an error" yes "$(has "exceeded timeout" "$(echo "$res" | field error)")"
 sleep 1
 check "nothing it detached survives the timeout (setsid, env -i, double fork)" \
-	"0 0" "$(count_procs 'sleep 47' 11) $(count_procs 'sleep 47' 12)"
+	"0 0" "$(count_procs "$mark" 11) $(count_procs "$mark" 12)"
 
 # the control: the same escapee is there to be seen while its run goes on
-seen=$(out_of "(setsid env -i sleep 4713 >/dev/null 2>&1 &); sleep 0.5; $(count_cmd 'sleep 47' 13)" | tr -d '\n ')
+seen=$(out_of "(setsid env -i $mark""13 >/dev/null 2>&1 &); sleep 0.5; $(count_cmd "$mark" 13)" | tr -d '\n ')
 check "(control) the escapee is seen while its run goes on" yes "$([ "${seen:-0}" -ge 1 ] && echo yes || echo "no: $seen")"
 
 # 2. The host's secrets are not in the sandbox's environment.
