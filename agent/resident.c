@@ -12,8 +12,9 @@
  *
  * Starting is race-free: bind() on the name is the lock. The relay that binds it forks the
  * resident agent (twice, in a session of its own, so it outlives the exec that started it)
- * with the listening socket, and connects like any other; one that loses the race connects
- * to the winner's.
+ * with the bound socket, and connects like any other; one that loses the race connects
+ * to the winner's. The agent itself calls listen(), so the socket's peer credentials are its
+ * own, and a relay serves only an agent of its own user.
  */
 #include "agent.h"
 
@@ -73,7 +74,7 @@ static int start_resident(const struct sockaddr_un *sa, socklen_t len)
 	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0)
 		return -1;
-	if (bind(lfd, (const struct sockaddr *)sa, len) < 0 || listen(lfd, 64) < 0) {
+	if (bind(lfd, (const struct sockaddr *)sa, len) < 0) {
 		int e = errno;
 		close(lfd);
 		if (e == EADDRINUSE)
@@ -103,6 +104,10 @@ static int start_resident(const struct sockaddr_un *sa, socklen_t len)
 			if (null > 2)
 				close(null);
 		}
+		/* Until this listen(), relays are refused and try again; from it on, the
+		 * socket's credentials are this process's, which relays check. */
+		if (listen(lfd, 64) < 0)
+			_exit(1);
 		/* The working directory stays the exec's (the workspace): a Python session
 		 * starts there, as with an agent on stdio. */
 		_exit(agent_run(lfd));
@@ -111,6 +116,30 @@ static int start_resident(const struct sockaddr_un *sa, socklen_t len)
 	int st;
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
+	return 0;
+}
+
+/* What listens under the name must run as this user: a program of another user that took
+ * the name (after the agent died, say) would read the host's requests and answer them. Not
+ * "this program" too: the agent is not dumpable (agent_run), so its /proc/PID/exe is closed
+ * to a relay without CAP_SYS_PTRACE, and a program of the agent's own user is the sandbox's
+ * code, which the agent serves anyway. 0, or -1 said on stderr. */
+static int check_agent(int sock, const char *name)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+	if (getsockopt(sock, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0) {
+		fprintf(stderr, "aksandbox-agent: --resident %s: cannot tell who listens: %s\n",
+		        name, strerror(errno));
+		return -1;
+	}
+	if (cred.uid != getuid()) {
+		fprintf(stderr,
+		        "aksandbox-agent: --resident %s: what listens there (pid %ld) runs as uid "
+		        "%lu, not %lu: refused\n",
+		        name, (long)cred.pid, (unsigned long)cred.uid, (unsigned long)getuid());
+		return -1;
+	}
 	return 0;
 }
 
@@ -218,6 +247,10 @@ int resident_relay(const char *name)
 		}
 		struct timespec pause = {0, 2 * 1000 * 1000};
 		nanosleep(&pause, NULL);
+	}
+	if (check_agent(sock, name) < 0) {
+		close(sock);
+		return 1;
 	}
 	return relay(sock);
 }

@@ -4,8 +4,9 @@
  * session another host holds; a host that goes takes its programs with it but not the
  * sessions (its Python run is interrupted); racing relays start one agent; a killed agent is
  * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
- * while no host is connected; another user is not served; the 33rd host is refused; a bad name is a
- * usage error. */
+ * while no host is connected; another user is not served, and a relay serves only its own
+ * user's agent, never another user's program that took the name; the 33rd host is refused; a bad
+ * name is a usage error. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -16,12 +17,14 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -321,7 +324,69 @@ static void test_egress_port_stays_and_nobody_decides_between_hosts(void **state
  * of the agent it may execute), its relay reaches the agent and ends, and no HELLO_OK comes
  * back. The relay's exit status 0 proves it ran and connected (exec failing would be 126 or
  * 127; no agent to reach, it would start its own and answer). */
+/* The resident agent's address, as resident.c makes it. */
+static socklen_t resident_addr(const char *name, struct sockaddr_un *sa)
+{
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	int n = snprintf(sa->sun_path + 1, sizeof(sa->sun_path) - 1, "aksandbox-agent/%s", name);
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+static void hello_bytes(aks_agent_buf *b)
+{
+	size_t s = aks__agent_frame_begin(b, AKS_AGENT_HELLO, 0, 1);
+	aks__agent_put_u32(b, AKS_AGENT_T_VERSION_MIN, 1);
+	aks__agent_put_u32(b, AKS_AGENT_T_VERSION_MAX, 1);
+	aks__agent_frame_end(b, s);
+}
+
+/* A program of another user (nobody) that connects to the agent's socket itself and says
+ * HELLO is closed without an answer; the agent goes on. Fails when the agent's SO_PEERCRED
+ * check is removed. */
 static void test_other_users_are_not_served(void **state)
+{
+	(void)state;
+	if (getuid() != 0) {
+		skip(); /* needs root to become another user */
+	}
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a;
+	th_start_resident(&a, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) { /* 0: closed unanswered; 1: answered; 2: could not try */
+		alarm(20);
+		signal(SIGPIPE, SIG_IGN); /* closed before the HELLO is written: the same end */
+		struct sockaddr_un sa;
+		socklen_t len = resident_addr(name, &sa);
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
+		    connect(fd, (struct sockaddr *)&sa, len) < 0)
+			_exit(2);
+		aks_agent_buf b = {0};
+		hello_bytes(&b);
+		if (write(fd, b.data, aks__agent_buf_pending(&b)) < 0)
+			(void)0; /* a socket already closed is the expected end too */
+		char buf[256];
+		_exit(read(fd, buf, sizeof(buf)) > 0 ? 1 : 0);
+	}
+	int st;
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_true(th_alive(resident));
+	outcome o = sh(&a, "echo served");
+	assert_string_equal(o.out, "served\n");
+	th_stop(&a);
+	end_resident(resident);
+}
+
+/* A relay run as another user (nobody, through setpriv) does not serve the agent of root
+ * it finds under the name: it exits 1 and passes nothing on. */
+static void test_relay_refuses_another_users_agent(void **state)
 {
 	(void)state;
 	if (getuid() != 0) {
@@ -355,14 +420,11 @@ static void test_other_users_are_not_served(void **state)
 	close(in[0]);
 	close(out[1]);
 	aks_agent_buf b = {0};
-	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_HELLO, 0, 1);
-	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MIN, 1);
-	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, 1);
-	aks__agent_frame_end(&b, s);
+	hello_bytes(&b);
 	assert_int_equal(write(in[1], b.data, aks__agent_buf_pending(&b)),
 	                 (ssize_t)aks__agent_buf_pending(&b));
 	aks__agent_buf_free(&b);
-	close(in[1]); /* the relay then drains what the agent answers, and ends */
+	close(in[1]);
 	char buf[256];
 	ssize_t got = 0, n;
 	while ((n = read(out[0], buf, sizeof(buf))) > 0) /* EOF when the relay ends */
@@ -370,13 +432,62 @@ static void test_other_users_are_not_served(void **state)
 	int st;
 	assert_int_equal(waitpid(pid, &st, 0), pid);
 	assert_true(WIFEXITED(st));
-	assert_int_equal(WEXITSTATUS(st), 0);
+	assert_int_equal(WEXITSTATUS(st), 1);
 	assert_int_equal(got, 0);
 	close(out[0]);
 	assert_true(th_alive(resident));
 	th_stop(&a);
 	end_resident(resident);
 	th_rmdir(dir);
+}
+
+/* A program of another user (nobody) that took the name is not served: the relay exits 1
+ * and the host's HELLO, already in its input, never reaches it. Fails when the relay's check
+ * of who listens is removed. */
+static void test_relay_refuses_another_users_listener(void **state)
+{
+	(void)state;
+	if (getuid() != 0) {
+		skip(); /* needs root to become another user */
+	}
+	char name[64];
+	fresh_name(name, sizeof(name));
+	int ready[2];
+	assert_int_equal(pipe(ready), 0);
+	pid_t squatter = fork();
+	assert_true(squatter >= 0);
+	if (squatter == 0) { /* 0: the relay came and said nothing; 1: it passed bytes on */
+		alarm(20);
+		struct sockaddr_un sa;
+		socklen_t len = resident_addr(name, &sa);
+		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
+		    bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 4) < 0)
+			_exit(2);
+		if (write(ready[1], "r", 1) != 1)
+			_exit(2);
+		int c = accept(fd, NULL, NULL);
+		char buf[256];
+		_exit(c < 0 ? 2 : read(c, buf, sizeof(buf)) > 0 ? 1 : 0);
+	}
+	close(ready[1]);
+	char r;
+	assert_int_equal(read(ready[0], &r, 1), 1);
+	close(ready[0]);
+	th_agent t;
+	th_start_raw_args(&t, (const char *const[]){"--resident", name, NULL});
+	aks_agent_buf b = {0};
+	hello_bytes(&b);
+	signal(SIGPIPE, SIG_IGN); /* the relay may have refused and gone already */
+	if (write(t.to, b.data, aks__agent_buf_pending(&b)) < 0)
+		(void)0;
+	aks__agent_buf_free(&b);
+	int st = th_stop(&t);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 1);
+	assert_int_equal(waitpid(squatter, &st, 0), squatter);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
 }
 
 /* At most 32 hosts at once: the 33rd is told so (ERROR LIMIT) and closed; the others go on. */
@@ -434,6 +545,8 @@ int main(void)
 	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
 	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
 	    cmocka_unit_test(test_other_users_are_not_served),
+	    cmocka_unit_test(test_relay_refuses_another_users_agent),
+	    cmocka_unit_test(test_relay_refuses_another_users_listener),
 	    cmocka_unit_test(test_host_limit),
 	    cmocka_unit_test(test_bad_names),
 	};
