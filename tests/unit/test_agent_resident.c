@@ -1,8 +1,9 @@
 /* Unit tests: the resident agent (aksandbox-agent --resident NAME, agent/resident.c). Python
  * state made by one host process is there for the next (x = 41, then print(x + 1) prints 42
  * through two relays); several hosts are served at once and a run waits for a Python
- * session another host holds; a host that goes takes its programs with it but not the
- * sessions (its Python run is interrupted); racing relays start one agent; a killed agent is
+ * session another host holds (killed while it waits, it ends at once and never runs); a host
+ * that goes takes its programs with it but not the sessions (its Python run is interrupted),
+ * and mid-WRITE leaves the target untouched; racing relays start one agent; a killed agent is
  * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
  * while no host is connected; another user is not served, and a relay serves only its own
  * user's agent, never another user's program that took the name; the 33rd host is refused; a bad
@@ -218,6 +219,98 @@ static void test_a_host_that_goes_takes_its_programs(void **state)
 	assert_string_equal(o.ex.notice, "");
 	assert_true(now_s() - t0 < 10);
 	th_stop(&b);
+	end_resident(resident);
+	th_rmdir(dir);
+}
+
+/* A run waiting for a session another host holds, killed: it ends at once with that signal
+ * and a notice, and its code never runs. */
+static void test_a_waiting_run_is_killed(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_agent a, b;
+	th_start_resident(&a, name);
+	th_start_resident(&b, name);
+	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	assert_int_equal(py(&a, "w = 1").rc, AKS_OK);
+	aks_agent_run *slow = start_py(&a, "import time\ntime.sleep(1.5)");
+	usleep(200 * 1000);
+	aks_agent_run *waiting = start_py(&b, "w = 2");
+	usleep(200 * 1000);
+	aks_error *err = NULL;
+	assert_int_equal(aks__agent_kill(waiting, SIGKILL, &err), AKS_OK);
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_agent_exit ex;
+	double t0 = now_s();
+	assert_int_equal(aks__agent_wait(waiting, &call, &ex, &err), AKS_OK);
+	assert_true(now_s() - t0 < 1.0); /* not after A's run */
+	assert_int_equal(ex.signal, SIGKILL);
+	assert_non_null(strstr(ex.notice, "waiting"));
+	aks__agent_run_free(waiting);
+	assert_int_equal(aks__agent_wait(slow, &call, &ex, &err), AKS_OK);
+	aks__agent_run_free(slow);
+	outcome o = py(&b, "print(w)");
+	assert_string_equal(o.out, "1\n");
+	th_stop(&a);
+	th_stop(&b);
+	end_resident(resident);
+}
+
+/* A host that goes in the middle of a WRITE (its relay killed after the first chunk) leaves
+ * the target as it was and no temporary file beside it. */
+static void test_a_host_gone_mid_write(void **state)
+{
+	(void)state;
+	char name[64], target[600], cmd[1300];
+	fresh_name(name, sizeof(name));
+	char *dir = th_tmpdir();
+	snprintf(target, sizeof(target), "%s/target", dir);
+	FILE *f = fopen(target, "w");
+	assert_non_null(f);
+	fputs("original\n", f);
+	fclose(f);
+	th_agent t;
+	th_start_raw_args(&t, (const char *const[]){"--resident", name, NULL});
+	th_send_hello(&t);
+	uint8_t sha[32] = {0}; /* never checked: the data never ends */
+	aks_agent_buf b = {0};
+	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_WRITE, 0, 2);
+	aks__agent_put_str(&b, AKS_AGENT_T_PATH, target);
+	aks__agent_put_u64(&b, AKS_AGENT_T_SIZE, 1 << 20);
+	aks__agent_put_bytes(&b, AKS_AGENT_T_SHA256, sha, sizeof(sha));
+	aks__agent_put_u32(&b, AKS_AGENT_T_MODE, 0644);
+	aks__agent_frame_end(&b, s);
+	static uint8_t chunk[64 * 1024];
+	memset(chunk, 'x', sizeof(chunk));
+	aks__agent_frame_data(&b, AKS_AGENT_WRITE_DATA, 0, 2, chunk, sizeof(chunk));
+	th_send(&t, &b);
+	aks__agent_buf_free(&b);
+	/* the temporary file beside the target is there: the write is under way */
+	snprintf(cmd, sizeof(cmd), "test $(ls -A '%s' | wc -l) -eq 2", dir);
+	int i;
+	for (i = 0; i < 500 && system(cmd) != 0; i++)
+		usleep(10 * 1000);
+	assert_true(i < 500);
+	kill(t.pid, SIGKILL);
+	th_stop(&t);
+	snprintf(cmd, sizeof(cmd), "test \"$(ls -A '%s')\" = target", dir);
+	for (i = 0; i < 500 && system(cmd) != 0; i++)
+		usleep(10 * 1000);
+	assert_true(i < 500); /* the temporary file is gone */
+	char got[64] = "";
+	f = fopen(target, "r");
+	assert_non_null(f);
+	assert_non_null(fgets(got, sizeof(got), f));
+	fclose(f);
+	assert_string_equal(got, "original\n");
+	th_agent c; /* the agent itself goes on */
+	th_start_resident(&c, name);
+	pid_t resident = (pid_t)aks__agent_pid(c.conn);
+	assert_string_equal(sh(&c, "echo on").out, "on\n");
+	th_stop(&c);
 	end_resident(resident);
 	th_rmdir(dir);
 }
@@ -541,6 +634,8 @@ int main(void)
 	    cmocka_unit_test(test_state_outlives_the_host),
 	    cmocka_unit_test(test_hosts_at_once),
 	    cmocka_unit_test(test_a_host_that_goes_takes_its_programs),
+	    cmocka_unit_test(test_a_waiting_run_is_killed),
+	    cmocka_unit_test(test_a_host_gone_mid_write),
 	    cmocka_unit_test(test_racing_hosts_start_one_agent),
 	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
 	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
