@@ -99,6 +99,25 @@ static void end_resident(pid_t pid)
 	assert_true(th_gone_within(pid, 5000));
 }
 
+/* Waits for a run to end (asserting it does) and frees it. */
+static void finish(aks_agent_run *r)
+{
+	aks_call call;
+	aks_call_init(&call, 30, NULL, NULL, NULL);
+	aks_agent_exit ex;
+	aks_error *err = NULL;
+	assert_int_equal(aks__agent_wait(r, &call, &ex, &err), AKS_OK);
+	aks__agent_run_free(r);
+}
+
+/* Ends two hosts and the agent they share. */
+static void end_both(th_agent *a, th_agent *b, pid_t resident)
+{
+	th_stop(a);
+	th_stop(b);
+	end_resident(resident);
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -170,13 +189,10 @@ static void test_hosts_at_once(void **state)
 	o = run(&b, &spec, 30);
 	assert_true(o.ex.timed_out);
 	assert_non_null(strstr(o.ex.notice, "did not run"));
-	assert_int_equal(aks__agent_wait(slow, &call, &ex, &err), AKS_OK);
-	aks__agent_run_free(slow);
+	finish(slow);
 	o = py(&b, "print(v)");
 	assert_string_equal(o.out, "1\n");
-	th_stop(&a);
-	th_stop(&b);
-	end_resident(resident);
+	end_both(&a, &b, resident);
 }
 
 static void test_a_host_that_goes_takes_its_programs(void **state)
@@ -250,13 +266,10 @@ static void test_a_waiting_run_is_killed(void **state)
 	assert_int_equal(ex.signal, SIGKILL);
 	assert_non_null(strstr(ex.notice, "waiting"));
 	aks__agent_run_free(waiting);
-	assert_int_equal(aks__agent_wait(slow, &call, &ex, &err), AKS_OK);
-	aks__agent_run_free(slow);
+	finish(slow);
 	outcome o = py(&b, "print(w)");
 	assert_string_equal(o.out, "1\n");
-	th_stop(&a);
-	th_stop(&b);
-	end_resident(resident);
+	end_both(&a, &b, resident);
 }
 
 /* A host that goes in the middle of a WRITE (its relay killed after the first chunk) leaves
