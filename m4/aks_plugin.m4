@@ -1,6 +1,7 @@
 # AKS_PLUGIN(NAME, DEPS-FOUND, DEPS-HINT, HELP)
 # --------------------------------------------
-# Declares --enable-plugin-NAME=auto|yes|no (default auto).
+# Declares --enable-plugin-NAME=auto|yes|no (default auto); any other value
+# fails at once, before the compiler checks.
 #   auto  builds the plugin when DEPS-FOUND is "yes";
 #   yes   builds it, and configure fails (after the summary) when DEPS-FOUND is
 #         not "yes", naming DEPS-HINT (the Debian packages to install);
@@ -9,6 +10,10 @@
 # the summary printed by AKS_PLUGIN_SUMMARY.
 AC_DEFUN([AKS_PLUGIN], [
 m4_pushdef([aks_upname], m4_translit([$1], [a-z-], [A-Z_]))
+dnl A bad value fails before the compiler checks, not a minute later.
+m4_divert_text([INIT_PREPARE],
+  [AS_CASE([${enable_plugin_$1-auto}], [auto|yes|no], [],
+    [AC_MSG_ERROR([--enable-plugin-$1 takes auto, yes or no, not '$enable_plugin_$1'])])])
 AC_ARG_ENABLE([plugin-]m4_translit([$1], [_], [-]),
   [AS_HELP_STRING([--enable-plugin-]m4_translit([$1], [_], [-])[=auto|yes|no], [$4 (default: auto)])],
   [aks_want_$1=$enableval], [aks_want_$1=${aks_want_all_plugins:-auto}])
