@@ -77,7 +77,10 @@ PATCH1_FILE=pkg/kubelet/dockershim/docker_sandbox.go
 PATCH2='s/^\tguaranteedOOMScoreAdj int = -997$/\tguaranteedOOMScoreAdj int = 0/'
 PATCH2_FILE=pkg/kubelet/qos/policy.go
 REFLECT2_PATCH=$MANIFESTS/reflect2-go118.patch
-BUILD_TAGS=selinux,notest
+# providerless: without the in-tree cloud providers (AWS, Azure, GCE, OpenStack, vSphere
+# SDKs), which a node on loopback never uses: half the binaries' size and about a third less
+# build time on CI's critical path.
+BUILD_TAGS=selinux,notest,providerless
 COMPONENTS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubectl"
 STAMP="kubernetes v$K8S_VERSION (Debian source package)
 build: GOPATH mode, CGO_ENABLED=0, tags $BUILD_TAGS, -s -w
