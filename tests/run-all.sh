@@ -9,7 +9,8 @@
 #     builds in _build/ and runs `make check`, the slowest tests first;
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test), every
-#     test but configure.test, which runs no compiled code; then stops the cluster
+#     test but configure.test (no compiled code) and the gVisor repeats of the runc
+#     suites (the same host code: sanitizer_leave_out below); then stops the cluster
 #     and the Docker Engine it started: nothing after this needs them;
 #  4. runs the main tests again under valgrind memcheck (_build/valgrind.out);
 #  5. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
@@ -140,9 +141,13 @@ MAKE
 	}' | tr '\n' ' '
 }
 
-# The tests that run none of the project's compiled code (configure's switches): the
-# sanitizer suite would only repeat them.
-uncompiled_tests="tests/integration/configure.test"
+# What the sanitizer suite leaves out, because it would only repeat it: configure's switches
+# (no compiled code), and the suites that run again under gVisor what the same suite just
+# ran under runc (the host's code is the same; gVisor's own branches in it are the runsc
+# cases of test_docker and test_docker_agent, which stay). The plain suite runs them all.
+sanitizer_leave_out="tests/integration/configure.test
+tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
+tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	dir=$1 ref=$2 leave_out=$3; shift 3
 	mkdir -p "$dir"
@@ -163,7 +168,7 @@ format_result=pass
 step "make check"
 run_suite _build _build ""
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
-run_suite _build-asan _build "$uncompiled_tests" --enable-sanitizers
+run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
 
 # Nothing after this needs a container or a pod: an idle cluster (apiserver, etcd, kubelet)
 # takes a tenth of the machine's two cores. Stop the cluster k8s-setup.sh started (before
