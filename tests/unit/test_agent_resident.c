@@ -110,6 +110,18 @@ static void finish(aks_agent_run *r)
 	aks__agent_run_free(r);
 }
 
+/* Two hosts of one new resident agent: its pid. */
+static pid_t start_both(th_agent *a, th_agent *b)
+{
+	char name[64];
+	fresh_name(name, sizeof(name));
+	th_start_resident(a, name);
+	th_start_resident(b, name);
+	pid_t resident = (pid_t)aks__agent_pid(a->conn);
+	assert_int_equal((pid_t)aks__agent_pid(b->conn), resident);
+	return resident;
+}
+
 /* Ends two hosts and the agent they share. */
 static void end_both(th_agent *a, th_agent *b, pid_t resident)
 {
@@ -154,13 +166,8 @@ static void test_state_outlives_the_host(void **state)
 static void test_hosts_at_once(void **state)
 {
 	(void)state;
-	char name[64];
-	fresh_name(name, sizeof(name));
 	th_agent a, b;
-	th_start_resident(&a, name);
-	th_start_resident(&b, name);
-	pid_t resident = (pid_t)aks__agent_pid(a.conn);
-	assert_int_equal((pid_t)aks__agent_pid(b.conn), resident);
+	pid_t resident = start_both(&a, &b);
 
 	/* A's long Python run holds the session: B's run waits for it, then sees its state. */
 	aks_agent_run *slow = start_py(&a, "import time\ntime.sleep(0.8)\ny = 7\nprint('a done')");
@@ -244,12 +251,8 @@ static void test_a_host_that_goes_takes_its_programs(void **state)
 static void test_a_waiting_run_is_killed(void **state)
 {
 	(void)state;
-	char name[64];
-	fresh_name(name, sizeof(name));
 	th_agent a, b;
-	th_start_resident(&a, name);
-	th_start_resident(&b, name);
-	pid_t resident = (pid_t)aks__agent_pid(a.conn);
+	pid_t resident = start_both(&a, &b);
 	assert_int_equal(py(&a, "w = 1").rc, AKS_OK);
 	aks_agent_run *slow = start_py(&a, "import time\ntime.sleep(1.5)");
 	usleep(200 * 1000);
