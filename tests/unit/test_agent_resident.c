@@ -450,6 +450,12 @@ static void hello_bytes(aks_agent_buf *b)
 	aks__agent_frame_end(b, s);
 }
 
+/* In a child: drops to nobody (uid and gid 65534, no groups). */
+static bool become_nobody(void)
+{
+	return setgroups(0, NULL) == 0 && setgid(65534) == 0 && setuid(65534) == 0;
+}
+
 /* A program of another user (nobody) that connects to the agent's socket itself and says
  * HELLO is closed without an answer; the agent goes on. Fails when the agent's SO_PEERCRED
  * check is removed. */
@@ -472,8 +478,7 @@ static void test_other_users_are_not_served(void **state)
 		struct sockaddr_un sa;
 		socklen_t len = resident_addr(name, &sa);
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		if (fd < 0 || setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
-		    connect(fd, (struct sockaddr *)&sa, len) < 0)
+		if (fd < 0 || !become_nobody() || connect(fd, (struct sockaddr *)&sa, len) < 0)
 			_exit(2);
 		aks_agent_buf b = {0};
 		hello_bytes(&b);
@@ -570,8 +575,8 @@ static void test_relay_refuses_another_users_listener(void **state)
 		struct sockaddr_un sa;
 		socklen_t len = resident_addr(name, &sa);
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-		if (fd < 0 || setgroups(0, NULL) < 0 || setgid(65534) < 0 || setuid(65534) < 0 ||
-		    bind(fd, (struct sockaddr *)&sa, len) < 0 || listen(fd, 4) < 0)
+		if (fd < 0 || !become_nobody() || bind(fd, (struct sockaddr *)&sa, len) < 0 ||
+		    listen(fd, 4) < 0)
 			_exit(2);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(2);
