@@ -6,18 +6,19 @@
 #     cached) and starts the single-node Kubernetes cluster the kubernetes
 #     plugin's tests run against (tests/integration/k8s-setup.sh);
 #  2. checks that the C sources match .clang-format (contrib/format.sh --check),
-#     builds in _build/ and runs `make check`, the slowest tests first;
+#     builds in _build/ and runs `make check`, the slowest tests first; then runs
+#     the main tests again under valgrind memcheck (_build/valgrind.out; the docker
+#     plugin's contract suite among them needs the engine);
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test), every
 #     test but configure.test (no compiled code) and the gVisor repeats of the runc
 #     suites (the same host code: sanitizer_leave_out below); then stops the cluster
 #     and the Docker Engine it started: nothing after this needs them;
-#  4. runs the main tests again under valgrind memcheck (_build/valgrind.out);
-#  5. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
+#  4. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
 #     its own, installs, and passes the tests that need no service: the whole suite ran
 #     twice over the same sources already; make distcheck-self-contained);
-#  6. runs each libFuzzer target for a bounded time (clang, _build-fuzz/);
-#  7. builds the Debian packages and tests them installed, then purges them
+#  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/);
+#  6. builds the Debian packages and tests them installed, then purges them
 #     (contrib/deb-test.sh, as root; its TAP in _deb/deb-test.tap);
 # then prints one summary line: "N passed, N failed[, N skipped]".
 #
@@ -149,7 +150,7 @@ sanitizer_leave_out="tests/integration/configure.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
-	dir=$1 ref=$2 leave_out=$3; shift 3
+	dir=$1 ref=$2 leave_out=$(echo $3); shift 3 # one space between names
 	mkdir -p "$dir"
 	( cd "$dir" &&
 	  { [ -f Makefile ] || ../configure --quiet "$@" >/dev/null; } &&
@@ -167,6 +168,9 @@ format_result=pass
 
 step "make check"
 run_suite _build _build ""
+step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
+( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
+cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
 run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
 
@@ -177,10 +181,6 @@ run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
 step "stopping the services"
 "$top/tests/integration/k8s-setup.sh" stop
 "$top/tests/integration/docker-setup.sh" stop
-
-step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
-( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
-cat _build/valgrind.out
 step "make distcheck (make distcheck-self-contained)"
 distcheck_result=pass
 ( cd _build && make -j"$jobs" distcheck-self-contained >distcheck.out 2>&1 ) ||
