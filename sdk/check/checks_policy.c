@@ -334,6 +334,10 @@ static const char cpu_probe[] =
 /* Without that information: unlimited runs further apart than this (the best over the
  * worst) mean the machine's load changed while measuring. */
 #define CPU_STEADY_SPREAD 1.25
+/* A limited run during which the machine's CPUs were idle for at least this many cores'
+ * worth of its time had room: a program held back by nothing but other tasks would have
+ * taken it, so little work then is the limit's doing. */
+#define CPU_ROOM 0.5
 
 typedef struct cpu_samples {
 	double best, best_share;       /* the unlimited runs' best work, and its CPU share */
@@ -341,6 +345,7 @@ typedef struct cpu_samples {
 	double limited, limited_share; /* the limited runs' best work, and its CPU share */
 	bool psi;                      /* the machine reports CPU pressure */
 	bool quiet_free;               /* an unlimited run had a free core */
+	bool limited_room;             /* a limited run had idle CPUs to take (CPU_ROOM) */
 } cpu_samples;
 
 static double now_s(void)
@@ -368,13 +373,27 @@ static double cpu_stall_us(void)
 	return total;
 }
 
+/* Seconds the machine's CPUs have been idle since boot, all of them together (/proc/stat's
+ * idle and iowait), or -1 when it cannot be read. */
+static double cpu_idle_s(void)
+{
+	FILE *f = fopen("/proc/stat", "re");
+	if (!f)
+		return -1;
+	unsigned long long user, nice, sys, idle, iowait;
+	int n = fscanf(f, "cpu %llu %llu %llu %llu %llu", &user, &nice, &sys, &idle, &iowait);
+	fclose(f);
+	long hz = sysconf(_SC_CLK_TCK);
+	return n == 5 && hz > 0 ? (double)(idle + iowait) / (double)hz : -1;
+}
+
 /* One more run of the cpu probe in sb, under `limited` or without a policy, into s. */
 static void cpu_sample(aks_sandbox *sb, const aks_policy *limited, cpu_samples *s)
 {
 	char v[64];
-	double stall0 = cpu_stall_us(), t0 = now_s();
+	double stall0 = cpu_stall_us(), idle0 = cpu_idle_s(), t0 = now_s();
 	aks_result *r = run(sb, cpu_probe, limited);
-	double stall1 = cpu_stall_us(), wall = now_s() - t0;
+	double stall1 = cpu_stall_us(), idle1 = cpu_idle_s(), wall = now_s() - t0;
 	if (!probe_value(r, "work=", v, sizeof(v)))
 		aks_check_fail("the cpu probe%s printed no line (exit %d): %s",
 		               limited ? " under cpu: 0.5" : "", aks_result_get_exit_code(r),
@@ -383,8 +402,10 @@ static void cpu_sample(aks_sandbox *sb, const aks_policy *limited, cpu_samples *
 	double share = probe_value(r, "share=", v, sizeof(v)) ? atof(v) : 0;
 	s->psi = stall0 >= 0 && stall1 >= 0;
 	if (limited) {
-		/* (Whether a limited run had a free core cannot be told: the throttling of its
-		 * own cgroup counts as waiting for a CPU.) */
+		/* Whether a limited run had a free core cannot be told from the pressure (the
+		 * throttling of its own cgroup counts as waiting for a CPU); idle CPUs through
+		 * the run say it had room to do more. */
+		s->limited_room |= idle0 < 0 || idle1 < 0 || idle1 - idle0 >= CPU_ROOM * wall;
 		if (work > s->limited) {
 			s->limited = work;
 			s->limited_share = share;
@@ -408,7 +429,9 @@ static void cpu_sample(aks_sandbox *sb, const aks_policy *limited, cpu_samples *
  * CPU pressure says whether there was one; more rounds are taken, up to CPU_MAX_ROUNDS,
  * until one comes). Where the kernel keeps no pressure information, the unlimited runs
  * must agree among themselves instead. A busy loop without a limit must also get most of
- * a core by its own clock. Otherwise nothing was proved either way: returns false for
+ * a core by its own clock, and a limit is said to hold only when a limited run had idle
+ * CPUs beside it (CPU_ROOM): held back on a busy machine, a program without any limit
+ * does half the work too. Otherwise nothing was proved either way: returns false for
  * NOT VERIFIED. Writes what the provider got away with to lie.
  */
 static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_policy *limited,
@@ -424,8 +447,10 @@ static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_pol
 		bool looks_lied = s.limited > CPU_LIE_RATIO * s.best;
 		/* ... unless the limited program's own clock already says it had a whole core. */
 		bool plain_lie = looks_lied && s.limited_share > CPU_PLAIN_LIE_SHARE;
+		/* ... and what looks held must have been held with room to do more: a busy
+		 * machine holds back a program no limit holds. */
 		if (i + 1 >= CPU_ROUNDS && s.quiet_free && s.best_share >= 0.8 &&
-		    (!looks_lied || plain_lie))
+		    (looks_lied ? plain_lie : s.limited_room))
 			break;
 	}
 	/* Without a limit a busy loop must get most of a core, or the machine is too busy
@@ -443,6 +468,12 @@ static bool cpu_limit_holds(aks_sandbox *free_sb, aks_sandbox *sb, const aks_pol
 		aks_check_note("NOT VERIFIED: policy_resources: cpu: other tasks waited for a CPU "
 		               "during every unlimited run: the machine is too busy to measure "
 		               "cpu: 0.5 on");
+		return false;
+	}
+	if (!lied && !s.limited_room) {
+		aks_check_note("NOT VERIFIED: policy_resources: cpu: a busy loop under cpu: 0.5 "
+		               "never had an idle CPU beside it to take: the machine is too busy "
+		               "to measure cpu: 0.5 on");
 		return false;
 	}
 	if (!lied)
