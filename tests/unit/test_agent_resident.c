@@ -99,6 +99,20 @@ static void end_resident(pid_t pid)
 	assert_true(th_gone_within(pid, 5000));
 }
 
+/* Writes a HELLO to fd, which may be closed already (the peer refused): that is no error. */
+static void write_hello(int fd)
+{
+	aks_agent_buf b = {0};
+	size_t s = aks__agent_frame_begin(&b, AKS_AGENT_HELLO, 0, 1);
+	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MIN, 1);
+	aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, 1);
+	aks__agent_frame_end(&b, s);
+	signal(SIGPIPE, SIG_IGN);
+	if (write(fd, b.data, aks__agent_buf_pending(&b)) < 0)
+		(void)0;
+	aks__agent_buf_free(&b);
+}
+
 /* Waits for a run to end (asserting it does) and frees it. */
 static void finish(aks_agent_run *r)
 {
@@ -341,15 +355,8 @@ static void test_racing_hosts_start_one_agent(void **state)
 	for (int i = 0; i < N; i++)
 		th_start_raw_args(&t[i], (const char *const[]){"--resident", name, NULL});
 	/* every HELLO out before any answer is read: the relays race to start the agent */
-	for (int i = 0; i < N; i++) {
-		aks_agent_buf b = {0};
-		size_t s = aks__agent_frame_begin(&b, AKS_AGENT_HELLO, 0, 1);
-		aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MIN, 1);
-		aks__agent_put_u32(&b, AKS_AGENT_T_VERSION_MAX, 1);
-		aks__agent_frame_end(&b, s);
-		th_send(&t[i], &b);
-		aks__agent_buf_free(&b);
-	}
+	for (int i = 0; i < N; i++)
+		write_hello(t[i].to);
 	uint32_t pid[N];
 	for (int i = 0; i < N; i++) {
 		aks_agent_frame f;
@@ -442,14 +449,6 @@ static socklen_t resident_addr(const char *name, struct sockaddr_un *sa)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
 }
 
-static void hello_bytes(aks_agent_buf *b)
-{
-	size_t s = aks__agent_frame_begin(b, AKS_AGENT_HELLO, 0, 1);
-	aks__agent_put_u32(b, AKS_AGENT_T_VERSION_MIN, 1);
-	aks__agent_put_u32(b, AKS_AGENT_T_VERSION_MAX, 1);
-	aks__agent_frame_end(b, s);
-}
-
 /* In a child: drops to nobody (uid and gid 65534, no groups). */
 static bool become_nobody(void)
 {
@@ -474,16 +473,12 @@ static void test_other_users_are_not_served(void **state)
 	assert_true(pid >= 0);
 	if (pid == 0) { /* 0: closed unanswered; 1: answered; 2: could not try */
 		alarm(20);
-		signal(SIGPIPE, SIG_IGN); /* closed before the HELLO is written: the same end */
 		struct sockaddr_un sa;
 		socklen_t len = resident_addr(name, &sa);
 		int fd = socket(AF_UNIX, SOCK_STREAM, 0);
 		if (fd < 0 || !become_nobody() || connect(fd, (struct sockaddr *)&sa, len) < 0)
 			_exit(2);
-		aks_agent_buf b = {0};
-		hello_bytes(&b);
-		if (write(fd, b.data, aks__agent_buf_pending(&b)) < 0)
-			(void)0; /* a socket already closed is the expected end too */
+		write_hello(fd);
 		char buf[256];
 		_exit(read(fd, buf, sizeof(buf)) > 0 ? 1 : 0);
 	}
@@ -533,11 +528,7 @@ static void test_relay_refuses_another_users_agent(void **state)
 	}
 	close(in[0]);
 	close(out[1]);
-	aks_agent_buf b = {0};
-	hello_bytes(&b);
-	assert_int_equal(write(in[1], b.data, aks__agent_buf_pending(&b)),
-	                 (ssize_t)aks__agent_buf_pending(&b));
-	aks__agent_buf_free(&b);
+	write_hello(in[1]);
 	close(in[1]);
 	char buf[256];
 	ssize_t got = 0, n;
@@ -590,12 +581,7 @@ static void test_relay_refuses_another_users_listener(void **state)
 	close(ready[0]);
 	th_agent t;
 	th_start_raw_args(&t, (const char *const[]){"--resident", name, NULL});
-	aks_agent_buf b = {0};
-	hello_bytes(&b);
-	signal(SIGPIPE, SIG_IGN); /* the relay may have refused and gone already */
-	if (write(t.to, b.data, aks__agent_buf_pending(&b)) < 0)
-		(void)0;
-	aks__agent_buf_free(&b);
+	write_hello(t.to);
 	int st = th_stop(&t);
 	assert_true(WIFEXITED(st));
 	assert_int_equal(WEXITSTATUS(st), 1);
