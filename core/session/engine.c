@@ -96,10 +96,12 @@ static int forget_gone(const aks_profile *p, const char *target, const char *ses
  * A new sandbox from the profile's warm pool (session/pool.h): *out attached to the first
  * pooled one that still answers, or AKS_ENOTFOUND when the pool has none (or cannot be
  * read: the pool only saves time, so the caller creates one as without it). A pooled sandbox
- * that is gone is cleaned up and the next one tried.
+ * that is gone is cleaned up and the next one tried. With `kept` non-NULL, one this process
+ * filled is taken as its kept handle instead (*kept set), agent connected and unchecked: an
+ * operation that finds it gone is retried as any kept handle's is (aks__engine_run).
  */
 static int take_pooled(aks_owner *owner, const aks_profile *p, const aks_call *call,
-                       aks_sandbox **out)
+                       aks_sandbox **out, bool *kept)
 {
 	if (!owner || !aks__pool_enabled(p))
 		return AKS_ENOTFOUND;
@@ -114,8 +116,18 @@ static int take_pooled(aks_owner *owner, const aks_profile *p, const aks_call *c
 		aks_error_free(e);
 		if (!sid)
 			return AKS_ENOTFOUND;
+		/* Filled by this process, it has the handle, its agent connected: no attach. */
+		aks_provider *prov = aks_profile_get_provider(p);
+		if (kept && (*out = aks__handle_cache_take(aks__provider_handles(prov), sid))) {
+			*kept = true;
+			aks__log(AKS_LOG_DEBUG, "sandbox",
+			         "pool '%s': took sandbox %s (kept handle)",
+			         aks_profile_get_name(p), sid);
+			free(sid);
+			return AKS_OK;
+		}
 		e = NULL;
-		rc = aks_provider_attach(aks_profile_get_provider(p), sid, call, out, &e);
+		rc = aks_provider_attach(prov, sid, call, out, &e);
 		if (rc == AKS_OK) {
 			aks__log(AKS_LOG_DEBUG, "sandbox", "pool '%s': took sandbox %s",
 			         aks_profile_get_name(p), sid);
@@ -131,13 +143,21 @@ static int take_pooled(aks_owner *owner, const aks_profile *p, const aks_call *c
 	return AKS_ENOTFOUND;
 }
 
+/* aks__engine_new_sandbox, with take_pooled's `kept`. */
+static int new_sandbox(aks_owner *owner, const aks_profile *p, const aks_call *call,
+                       aks_sandbox **out, aks_owner_claim **claim, bool *kept, aks_error **err)
+{
+	*claim = NULL;
+	if (take_pooled(owner, p, call, out, kept) == AKS_OK)
+		return AKS_OK;
+	return aks__owner_create(owner, p, call, out, claim, err);
+}
+
 int aks__engine_new_sandbox(aks_owner *owner, const aks_profile *p, const aks_call *call,
                             aks_sandbox **out, aks_owner_claim **claim, aks_error **err)
 {
-	*claim = NULL;
-	if (take_pooled(owner, p, call, out) == AKS_OK)
-		return AKS_OK;
-	return aks__owner_create(owner, p, call, out, claim, err);
+	bool kept = false;
+	return new_sandbox(owner, p, call, out, claim, &kept, err);
 }
 
 /*
@@ -173,7 +193,8 @@ static int acquire(const aks_engine_op *op, const aks_session_rec *s, const aks_
 			return rc;
 		*recreated = true;
 	}
-	return aks__engine_new_sandbox(op->owner, p, call, out, claim, err);
+	/* A pooled sandbox's kept handle is a kept handle like the session's own. */
+	return new_sandbox(op->owner, p, call, out, claim, cached, err);
 }
 
 /* Gives a handle back after its operation: kept for the session's next call, or closed. */
@@ -330,7 +351,7 @@ static int run_once(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
                     aks_engine_outcome *out, bool *gone_kept, aks_error **err)
 {
 	aks_sandbox *sb = NULL;
-	bool cached;
+	bool cached, had_sandbox = s->sandbox_id != NULL;
 	*gone_kept = false;
 	int rc = take_sandbox(op, s, use_cache, &sb, &cached, out, err);
 	if (rc < 0)
@@ -351,6 +372,10 @@ static int run_once(const aks_engine_op *op, aks_session_rec *s, bool use_cache,
 			*err = NULL;
 		}
 		*gone_kept = true;
+		if (!had_sandbox) { /* a pooled one, gone while pooled: the session gets another */
+			free(s->sandbox_id);
+			s->sandbox_id = NULL;
+		}
 		return rc;
 	}
 	/* §11 item 8 closed handles after every call; kept, the sandbox's agent and its Python

@@ -110,7 +110,8 @@ void aks__engine_destroy(const aks_profile *p, aks_session_rec *s);
 /*
  * A new sandbox for profile p: one of its warm pool when it has one ready (session/pool.h;
  * *claim is then NULL: the pool's record was its protection, and the caller records it or
- * destroys it), else aks__owner_create's (claimed in owner's store, labelled).
+ * destroys it), else aks__owner_create's (claimed in owner's store, labelled). A pooled one
+ * this process filled comes as the handle it kept, its agent already connected.
  */
 int aks__engine_new_sandbox(aks_owner *owner, const aks_profile *p, const aks_call *call,
                             aks_sandbox **out, aks_owner_claim **claim, aks_error **err);

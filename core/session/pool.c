@@ -12,6 +12,8 @@
 #include <json-c/json.h>
 
 #include "config/settings.h"
+#include "plugin/handle_cache.h"
+#include "plugin/provider.h"
 #include "session/engine.h"
 #include "session/pool.h"
 #include "util/json_build.h"
@@ -186,8 +188,40 @@ static int record_fn(json_object *rec, bool *changed, void *ctx, aks_error **err
 	return AKS_OK;
 }
 
-/* One more sandbox for p's pool: created with p's policy (claimed and labelled), recorded,
- * and its claim released. A sandbox that cannot be recorded is destroyed. */
+/*
+ * A new pooled sandbox runs `true` before it is offered. That starts what its operations go
+ * through (the aksandbox-agent: resident in docker and kubernetes, with the handle in
+ * bubblewrap and local_subprocess), so a session's first call pays for neither, and it proves
+ * the sandbox runs commands at all before a session is given it. A provider without a shell
+ * is offered as created.
+ */
+static int warm_up(const aks_profile *p, aks_sandbox *sb, const aks_call *call, aks_error **err)
+{
+	const aks_capabilities *caps = aks_provider_get_capabilities(aks_profile_get_provider(p));
+	if (!caps || !caps->shell)
+		return AKS_OK;
+	aks_result *r = NULL;
+	aks_error *e = NULL;
+	int rc = aks__sandbox_execute_command(sb, "true", call, NULL, &r, &e);
+	int code = rc == AKS_OK ? aks_result_get_exit_code(r) : 0;
+	aks_result_free(r);
+	if (rc < 0) {
+		rc = aks__error_set(err, rc, "a new sandbox failed its first command: %s",
+		                    e ? aks_error_message(e) : aks_strerror(rc));
+		aks_error_free(e);
+		return rc;
+	}
+	if (code != 0)
+		return aks__error_set(err, AKS_EPROVISION,
+		                      "a new sandbox's first command, `true`, exited with %d",
+		                      code);
+	return AKS_OK;
+}
+
+/* One more sandbox for p's pool: created with p's policy (claimed and labelled), warmed up,
+ * recorded, and its claim released. A sandbox that cannot be warmed up or recorded is
+ * destroyed. The handle is kept (core/plugin/handle_cache.h) for as long as the sandbox may
+ * stay pooled: a session of this process that takes it uses it as it is, agent connected. */
 static int add_one(aks_owner *o, const aks_profile *p, aks_error **err)
 {
 	aks_principal principal;
@@ -209,12 +243,30 @@ static int add_one(aks_owner *o, const aks_profile *p, aks_error **err)
 	aks_owner_claim *claim = NULL;
 	if ((rc = aks__owner_create(o, p, &call, &sb, &claim, err)) < 0)
 		return rc;
-	record_ctx r = {aks_profile_get_name(p), aks_sandbox_get_id(sb), aks__epoch_now()};
-	rc = aks__store_update(aks__owner_store(o), AKS_STORE_NS_POOL, key, record_fn, &r, err);
-	aks_sandbox_close(sb);
-	if (rc < 0)
+	record_ctx r = {aks_profile_get_name(p), strdup(aks_sandbox_get_id(sb)), aks__epoch_now()};
+	if (!r.sandbox_id)
+		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
+	if (rc == AKS_OK) { /* with a whole timeout of its own, as a session's call has */
+		aks_call_init(&call, policy->timeout, policy, &principal, NULL);
+		rc = warm_up(p, sb, &call, err);
+	}
+	if (rc == AKS_OK)
+		rc = aks__store_update(aks__owner_store(o), AKS_STORE_NS_POOL, key, record_fn, &r,
+		                       err);
+	aks_provider *prov = aks_profile_get_provider(p);
+	if (rc == AKS_OK) {
+		aks__handle_cache_put(aks__provider_handles(prov), sb,
+		                      (int64_t)(p->pool_max_idle * 1000.0));
+	} else if (r.sandbox_id) {
+		aks_sandbox_close(sb); /* before its sandbox goes: its agent must not outlive it */
 		aks__engine_destroy_sandbox(p, r.sandbox_id, NULL);
+	} else {
+		aks__owner_claim_free(claim); /* no id to destroy it by: gc finds it */
+		claim = NULL;
+		aks_sandbox_close(sb);
+	}
 	aks__owner_release(claim);
+	free((char *)r.sandbox_id);
 	return rc;
 }
 

@@ -22,6 +22,7 @@
 
 #include "config/block.h"
 #include "config/settings.h"
+#include "plugin/handle_cache.h"
 #include "plugin/provider.h"
 #include "plugin/result.h"
 #include "session/engine.h"
@@ -528,6 +529,8 @@ AKS_EXPORT int aks_runtime_destroy_sandbox(aks_runtime *rt, const aks_profile *p
 		aks__owner_claim_free(claim); /* left for gc, which finds it once we are gone */
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
 	}
+	/* A handle this process kept for it (a pooled sandbox's) goes first. */
+	aks__handle_cache_drop(aks__provider_handles(aks_profile_get_provider(profile)), id);
 	int rc = aks_provider_destroy(aks_profile_get_provider(profile), id, call, err);
 	if (rc == AKS_OK)
 		aks__owner_release(claim);

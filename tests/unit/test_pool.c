@@ -63,8 +63,10 @@ static int setup(void **state)
 	        "    wide: {type: local_subprocess, pool: {size: 8},\n"
 	        "           local_subprocess: {workdir: %s/boxes, agent: false}}\n"
 	        "    brief: {type: local_subprocess, pool: {size: 1, max_idle: 0.3},\n"
-	        "            local_subprocess: {workdir: %s/boxes, agent: false}}\n",
-	        fx->dir, fx->dir, fx->dir);
+	        "            local_subprocess: {workdir: %s/boxes, agent: false}}\n"
+	        "    agented: {type: local_subprocess, pool: {size: 1},\n"
+	        "              local_subprocess: {workdir: %s/boxes, agent: %s}}\n",
+	        fx->dir, fx->dir, fx->dir, fx->dir, LS_TEST_AGENT);
 	if (fclose(f) != 0)
 		return -1;
 	aks_error *err = NULL;
@@ -422,6 +424,147 @@ static void test_background_refill(void **state)
 	ids_free(&l);
 }
 
+/* The processes (other than this one) whose working directory is dir: a local_subprocess
+ * sandbox's agent, once its programs have ended. *pid: the last one found. */
+static int processes_in(const char *dir, pid_t *pid)
+{
+	DIR *d = opendir("/proc");
+	assert_non_null(d);
+	int n = 0;
+	for (struct dirent *e; (e = readdir(d));) {
+		char link[300], cwd[256];
+		pid_t p = (pid_t)atoi(e->d_name);
+		if (p <= 0 || p == getpid())
+			continue;
+		snprintf(link, sizeof(link), "/proc/%d/cwd", (int)p);
+		ssize_t len = readlink(link, cwd, sizeof(cwd) - 1);
+		if (len < 0)
+			continue;
+		cwd[len] = '\0';
+		if (strcmp(cwd, dir) == 0) {
+			n++;
+			*pid = p;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+/* A fill runs `true` in each new pooled sandbox, which starts its agent, and keeps the handle;
+ * a session of the same process then takes that handle, agent and all, instead of attaching
+ * and starting another. */
+static void test_fill_warms_and_keeps(void **state)
+{
+	fixture *fx = *state;
+	assert_int_equal(fill(fx, "agented", "created"), 1);
+	ids l;
+	pooled(fx, "agented", &l);
+	assert_int_equal(l.n, 1);
+	pid_t agent = 0, again = 0;
+	assert_int_equal(processes_in(l.v[0], &agent), 1); /* started by the warm-up, kept */
+
+	/* The command names its ancestors: the kept agent must be one. */
+	char *got = call(fx, "run_command",
+	                 "{\"command\": \"p=$$; while [ $p -gt 1 ]; do echo pid=$p; "
+	                 "p=$(awk '/^PPid/ {print $2}' /proc/$p/status); done\", "
+	                 "\"profile\": \"agented\"}");
+	assert_non_null(strstr(got, "\"exit_code\": 0"));
+	char line[32];
+	snprintf(line, sizeof(line), "pid=%d\\n", (int)agent);
+	assert_non_null(strstr(got, line));
+	free(got);
+	aks_state_store *st = NULL;
+	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:agented", &s, NULL), AKS_OK);
+	aks__store_close(st);
+	assert_string_equal(s.sandbox_id, l.v[0]);
+	assert_int_equal(processes_in(l.v[0], &again), 1); /* no second agent */
+	assert_int_equal(again, agent);
+	aks__session_clear(&s);
+	ids_free(&l);
+}
+
+/* A kept pooled sandbox that vanished while pooled: the session's first call gets another,
+ * with no "recreated" notice (the session never had the vanished one). */
+static void test_kept_pooled_gone(void **state)
+{
+	fixture *fx = *state;
+	fill(fx, "agented", "created");
+	ids l;
+	pooled(fx, "agented", &l);
+	assert_int_equal(l.n, 1);
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", l.v[0]);
+	assert_int_equal(system(cmd), 0);
+
+	char *got = call(fx, "run_command", "{\"command\": \"pwd\", \"profile\": \"agented\"}");
+	assert_non_null(strstr(got, "\"exit_code\": 0"));
+	assert_null(strstr(got, "recreated"));
+	aks_state_store *st = NULL;
+	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:agented", &s, NULL), AKS_OK);
+	aks__store_close(st);
+	assert_string_not_equal(s.sandbox_id, l.v[0]);
+	assert_non_null(strstr(got, s.sandbox_id)); /* it ran there */
+	free(got);
+	aks__session_clear(&s);
+	ids_free(&l);
+}
+
+/* A new sandbox that fails its warm-up is destroyed and reported, never pooled. */
+static void test_warm_up_failure(void **state)
+{
+	fixture *fx = *state;
+	char cfg[160], env[128], box[96];
+	snprintf(env, sizeof(env), "%s/exit3", fx->dir);
+	snprintf(box, sizeof(box), "%s/broken", fx->dir);
+	snprintf(cfg, sizeof(cfg), "%s/broken.yaml", fx->dir);
+	FILE *f = fopen(env, "w");
+	assert_non_null(f);
+	fputs("exit 3\n", f); /* bash reads $BASH_ENV first: `bash -c true` exits 3 */
+	assert_int_equal(fclose(f), 0);
+	assert_int_equal(mkdir(box, 0700), 0);
+	f = fopen(cfg, "w");
+	assert_non_null(f);
+	fprintf(
+	    f,
+	    "sandbox:\n"
+	    "  enabled: true\n"
+	    "  default_profile: broken\n"
+	    "  profiles:\n"
+	    "    broken: {type: local_subprocess, pool: {size: 1},\n"
+	    "             local_subprocess: {workdir: %s, agent: false, env: {BASH_ENV: %s}}}\n",
+	    box, env);
+	assert_int_equal(fclose(f), 0);
+	aks_settings *settings = NULL;
+	aks_runtime *rt = NULL;
+	aks_error *e = NULL;
+	assert_int_equal(aks_settings_load(cfg, no_env, &settings, &e), AKS_OK);
+	assert_int_equal(aks_runtime_open(settings, fx->state, &rt, &e), AKS_OK);
+	char *text = NULL;
+	assert_int_equal(aks_runtime_fill_pools(rt, &text, &e), AKS_OK);
+	json_object *all = json_tokener_parse(text), *p = json_object_array_get_idx(all, 0);
+	assert_int_equal(json_object_get_int(json_object_object_get(p, "ready")), 0);
+	json_object *failed = json_object_object_get(p, "failed");
+	assert_int_equal(json_object_array_length(failed), 1);
+	assert_non_null(strstr(json_object_get_string(json_object_array_get_idx(failed, 0)),
+	                       "`true`, exited with 3"));
+	json_object_put(all);
+	free(text);
+	ids l;
+	pooled(fx, "broken", &l);
+	assert_int_equal(l.n, 0);
+	DIR *d = opendir(box); /* its directory was destroyed */
+	assert_non_null(d);
+	for (struct dirent *de; (de = readdir(d));)
+		assert_true(de->d_name[0] == '.');
+	closedir(d);
+	aks_runtime_close(rt);
+	aks_settings_free(settings);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -431,6 +574,9 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_max_idle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_gc, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_background_refill, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_fill_warms_and_keeps, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_kept_pooled_gone, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
