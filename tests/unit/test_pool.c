@@ -188,6 +188,17 @@ static char *call(fixture *fx, const char *tool, const char *args)
 	return out;
 }
 
+/* The record of conversation conv-a's session of `profile` (aks__session_clear it). */
+static void session_of(fixture *fx, const char *profile, aks_session_rec *s)
+{
+	char key[64];
+	snprintf(key, sizeof(key), "default:%s", profile);
+	aks_state_store *st = NULL;
+	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", key, s, NULL), AKS_OK);
+	aks__store_close(st);
+}
+
 /* A fill creates the pool's sandboxes; a new session takes one of them instead of creating
  * one, and the next fill replaces what was taken. */
 static void test_fill_and_take(void **state)
@@ -202,11 +213,8 @@ static void test_fill_and_take(void **state)
 	int made = boxes(fx);
 
 	char *got = call(fx, "run_command", "{\"command\": \"pwd\", \"profile\": \"warm\"}");
-	aks_state_store *st = NULL;
-	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
 	aks_session_rec s;
-	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:warm", &s, NULL), AKS_OK);
-	aks__store_close(st);
+	session_of(fx, "warm", &s);
 	assert_true(ids_has(&before, s.sandbox_id)); /* a pooled one */
 	assert_non_null(strstr(got, s.sandbox_id));  /* and the command ran in it */
 	assert_int_equal(boxes(fx), made);           /* nothing was created for the session */
@@ -414,11 +422,8 @@ static void test_background_refill(void **state)
 	assert_true(wait_pooled(fx, "warm", 2));
 	ids l;
 	pooled(fx, "warm", &l);
-	aks_state_store *st = NULL;
-	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
 	aks_session_rec s;
-	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:warm", &s, NULL), AKS_OK);
-	aks__store_close(st);
+	session_of(fx, "warm", &s);
 	assert_false(ids_has(&l, s.sandbox_id)); /* the refill is a new one */
 	aks__session_clear(&s);
 	ids_free(&l);
@@ -473,11 +478,8 @@ static void test_fill_warms_and_keeps(void **state)
 	snprintf(line, sizeof(line), "pid=%d\\n", (int)agent);
 	assert_non_null(strstr(got, line));
 	free(got);
-	aks_state_store *st = NULL;
-	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
 	aks_session_rec s;
-	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:agented", &s, NULL), AKS_OK);
-	aks__store_close(st);
+	session_of(fx, "agented", &s);
 	assert_string_equal(s.sandbox_id, l.v[0]);
 	assert_int_equal(processes_in(l.v[0], &again), 1); /* no second agent */
 	assert_int_equal(again, agent);
@@ -501,11 +503,8 @@ static void test_kept_pooled_gone(void **state)
 	char *got = call(fx, "run_command", "{\"command\": \"pwd\", \"profile\": \"agented\"}");
 	assert_non_null(strstr(got, "\"exit_code\": 0"));
 	assert_null(strstr(got, "recreated"));
-	aks_state_store *st = NULL;
-	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
 	aks_session_rec s;
-	assert_int_equal(aks__sessions_find_in(st, "conv-a", "default:agented", &s, NULL), AKS_OK);
-	aks__store_close(st);
+	session_of(fx, "agented", &s);
 	assert_string_not_equal(s.sandbox_id, l.v[0]);
 	assert_non_null(strstr(got, s.sandbox_id)); /* it ran there */
 	free(got);
