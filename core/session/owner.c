@@ -47,6 +47,16 @@ int aks__owner_new(aks_state_store *store, aks_owner **out, aks_error **err)
 	aks_owner *o = calloc(1, sizeof(*o));
 	if (!o)
 		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	/* A claim needs no fsync: it protects a sandbox only while its process lives, and a
+	 * crash that could lose an unsynced claim ends that process too. A claim lost that way
+	 * reads as a dead one (gc destroys what it protected), a removal lost that way as a
+	 * dead claim (gc clears it). The owner id is synced like any record: a lost one would
+	 * leave everything labelled with it another owner's. */
+	int rc = aks__store_set_volatile(store, AKS_STORE_NS_OWNER, CLAIM_PREFIX, err);
+	if (rc < 0) {
+		free(o);
+		return rc;
+	}
 	o->store = store;
 	pthread_mutex_init(&o->mu, NULL);
 	pthread_mutex_init(&o->hook_mu, NULL);

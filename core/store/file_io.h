@@ -34,6 +34,11 @@ extern const aks_store_ops aks__file_store_ops;
 int aks__file_store_new(const char *dir, aks_store_impl **out, aks_error **err);
 /* The directory it lives in, as given or resolved. */
 const char *aks__file_store_dir(const aks_store_impl *fs);
+/* The records of namespace ns whose keys start with key_prefix are written and removed
+ * without fsync (atomic still, durable only as far as the page cache is): for records that
+ * lose nothing when a crash takes them (aks__store_set_volatile). One namespace and prefix
+ * per handle; call before the handle is shared between threads. AKS_OK or AKS_ENOMEM. */
+int aks__file_store_set_volatile(aks_store_impl *fs, const char *ns, const char *key_prefix);
 
 /* A record's (or, with key NULL, a namespace's) place under ns/: the path's components and
  * the directories opened so far. */

@@ -41,6 +41,9 @@ struct aks_store_impl {
 	char *dir;
 	int dirfd;
 	int nsfd; /* <dir>/ns */
+	/* Records written without fsync (aks__file_store_set_volatile): this namespace's keys
+	 * that start with this prefix; NULL: none. */
+	char *volatile_ns, *volatile_prefix;
 };
 
 struct aks_store_lock {
@@ -98,7 +101,31 @@ static void fs_fini(aks_store_impl *fs)
 	if (fs->dirfd >= 0)
 		close(fs->dirfd);
 	free(fs->dir);
+	free(fs->volatile_ns);
+	free(fs->volatile_prefix);
 	free(fs);
+}
+
+int aks__file_store_set_volatile(aks_store_impl *fs, const char *ns, const char *key_prefix)
+{
+	char *n = strdup(ns), *k = strdup(key_prefix);
+	if (!n || !k) {
+		free(n);
+		free(k);
+		return AKS_ENOMEM;
+	}
+	free(fs->volatile_ns);
+	free(fs->volatile_prefix);
+	fs->volatile_ns = n;
+	fs->volatile_prefix = k;
+	return AKS_OK;
+}
+
+/* Whether a write of (ns, key) must reach the disk before the transaction ends. */
+static bool durable(const aks_store_impl *fs, const char *ns, const char *key)
+{
+	return !fs->volatile_ns || strcmp(ns, fs->volatile_ns) != 0 ||
+	       strncmp(key, fs->volatile_prefix, strlen(fs->volatile_prefix)) != 0;
 }
 
 int aks__file_store_new(const char *dir, aks_store_impl **out, aks_error **err)
@@ -446,8 +473,10 @@ static int load(aks_store_impl *fs, aks_fs_path *p, char **data, size_t *len, ak
 	return AKS_OK;
 }
 
-/* temp file, fsync, rename over the record, fsync of the directory. */
-static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t len, aks_error **err)
+/* temp file, fsync, rename over the record, fsync of the directory (the syncs only when
+ * `sync`: the rename alone is what makes the new value whole to every reader). */
+static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t len, bool sync,
+                  aks_error **err)
 {
 	char tmp[LEAF_MAX], doc[LEAF_MAX];
 	leaf_name(p, ".tmp", tmp);
@@ -461,7 +490,7 @@ static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t l
 	int e = -aks__state_write_all(fd, text, len);
 	if (!e)
 		e = -aks__state_write_all(fd, "\n", 1);
-	if (!e)
+	if (!e && sync)
 		e = -aks__state_fsync(fd);
 	if (close(fd) < 0 && !e && errno != EINTR)
 		e = errno;
@@ -475,19 +504,19 @@ static int commit(aks_store_impl *fs, aks_fs_path *p, const char *text, size_t l
 		return io_error(fs, p, "cannot rename the new value onto", ".json", e, err);
 	}
 	/* Until the directory is synced, a power cut could bring the old value back. */
-	e = -aks__state_fsync(dfd);
+	e = sync ? -aks__state_fsync(dfd) : 0;
 	return e ? io_error(fs, p, "wrote, but could not sync the directory of", ".json", e, err)
 	         : AKS_OK;
 }
 
-static int remove_record(aks_store_impl *fs, aks_fs_path *p, aks_error **err)
+static int remove_record(aks_store_impl *fs, aks_fs_path *p, bool sync, aks_error **err)
 {
 	char name[LEAF_MAX];
 	int dfd = leaf_fd(p);
 	if (unlinkat(dfd, leaf_name(p, ".json", name), 0) < 0 && errno != ENOENT)
 		return io_error(fs, p, "cannot remove", ".json", errno, err);
 	unlinkat(dfd, leaf_name(p, ".tmp", name), 0);
-	int e = -aks__state_fsync(dfd);
+	int e = sync ? -aks__state_fsync(dfd) : 0;
 	return e ? io_error(fs, p, "removed, but could not sync the directory of", ".json", e, err)
 	         : AKS_OK;
 }
@@ -511,12 +540,13 @@ static int fs_update(aks_store_impl *fs, const char *ns, const char *key, aks_st
 		const char *nv = NULL;
 		size_t nlen = 0;
 		rc = fn(ctx, data, len, &action, &nv, &nlen, err);
+		bool sync = durable(fs, ns, key);
 		if (rc == AKS_OK && action == AKS_STORE_PUT) {
-			rc = nv ? commit(fs, &p, nv, nlen, err)
+			rc = nv ? commit(fs, &p, nv, nlen, sync, err)
 			        : aks__error_set(err, AKS_EINVAL, "state store: nothing to write");
 			exists = exists || rc == AKS_OK;
 		} else if (rc == AKS_OK && action == AKS_STORE_DELETE && exists) {
-			rc = remove_record(fs, &p, err);
+			rc = remove_record(fs, &p, sync, err);
 			exists = rc < 0;
 		}
 	}

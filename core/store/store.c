@@ -119,6 +119,16 @@ const char *aks__store_dir(const aks_state_store *s)
 	return s->is_file ? aks__file_store_dir(s->impl) : NULL;
 }
 
+int aks__store_set_volatile(aks_state_store *s, const char *ns, const char *key_prefix,
+                            aks_error **err)
+{
+	if (!s->is_file)
+		return AKS_OK;
+	return aks__file_store_set_volatile(s->impl, ns, key_prefix) == AKS_OK
+	           ? AKS_OK
+	           : aks__error_set(err, AKS_ENOMEM, "out of memory");
+}
+
 void aks__store_set_max_doc_size(aks_state_store *s, size_t bytes)
 {
 	/* json-c measures what it parses in int. */

@@ -63,6 +63,11 @@ int aks__store_default_dir(char **out, aks_error **err);
 int aks__store_default_dir_as(bool root, char **out, aks_error **err);
 /* Changes the record size bound (bytes, > 0) for this handle; for tests and tuning. */
 void aks__store_set_max_doc_size(aks_state_store *s, size_t bytes);
+/* Declares the records of ns whose keys start with key_prefix worth nothing after a crash
+ * (the owner's creation claims: session/owner.h), so the file store writes them without
+ * fsync; other stores are unchanged. Call before the handle is shared between threads. */
+int aks__store_set_volatile(aks_state_store *s, const char *ns, const char *key_prefix,
+                            aks_error **err);
 
 /*
  * A read-modify-write transaction on one record, atomic with respect to other threads and
