@@ -11,7 +11,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -40,6 +39,7 @@
 #include "core/config/yaml_tree.h"
 #include "core/plugin/host_api.h"
 #include "core/store/store.h"
+#include "tests/unit/rm_tree.h"
 
 /* ---- the server ---- */
 
@@ -160,12 +160,6 @@ static void server_stop(void)
 	g_server = -1;
 }
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st, (void)flag, (void)ftw;
-	return remove(path);
-}
-
 static int group_setup(void **state)
 {
 	(void)state;
@@ -182,7 +176,7 @@ static int group_teardown(void **state)
 {
 	(void)state;
 	server_stop();
-	nftw(g_dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(g_dir);
 	return 0;
 }
 

@@ -13,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -33,6 +32,7 @@
 #include <json-c/json.h>
 
 #include "core/store/store.h"
+#include "tests/unit/rm_tree.h"
 
 static char base[512];
 static char store_dir[600];
@@ -41,14 +41,6 @@ static int env_int(const char *name, int def)
 {
 	const char *v = getenv(name);
 	return v && *v ? atoi(v) : def;
-}
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
 }
 
 static int setup(void **state)
@@ -64,7 +56,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	(void)state;
-	nftw(base, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(base);
 	return 0;
 }
 

@@ -7,7 +7,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <pwd.h>
@@ -31,6 +30,7 @@
 #include <aksandbox/aksandbox.h>
 
 #include "core/store/store.h"
+#include "tests/unit/rm_tree.h"
 
 /* ---- fixtures and helpers ---- */
 
@@ -39,19 +39,6 @@ typedef struct fixture {
 	char dir[128]; /* the store: base/state (created by the store) */
 	aks_state_store *s;
 } fixture;
-
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
-static void rm_rf(const char *path)
-{
-	nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
 
 static int setup(void **state)
 {
@@ -71,7 +58,7 @@ static int teardown(void **state)
 {
 	fixture *f = *state;
 	aks__store_close(f->s);
-	rm_rf(f->base);
+	rm_tree(f->base);
 	free(f);
 	return 0;
 }
@@ -501,7 +488,7 @@ static void test_open_creates_private_dirs(void **state)
 	assert_null(s);
 	expect_err(aks__store_open("", &s, &err), AKS_EINVAL, &err, "empty");
 	assert_null(s);
-	rm_rf(base);
+	rm_tree(base);
 }
 
 static void test_default_dir(void **state)
@@ -574,7 +561,7 @@ static void test_default_dir(void **state)
 	snprintf(p, sizeof(p), "%s/ns/c1.d/k.json", base);
 	assert_true(exists(p));
 	assert_false(exists("/nonexistent/elsewhere"));
-	rm_rf(base);
+	rm_tree(base);
 
 	for (int i = 0; i < 3; i++) {
 		if (saved[i])

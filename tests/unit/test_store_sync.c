@@ -5,7 +5,6 @@
  * code in this program is counted. */
 #include "config.h"
 
-#include <ftw.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +21,7 @@
 
 #include "core/session/owner.h"
 #include "core/store/store.h"
+#include "tests/unit/rm_tree.h"
 
 int __real_fsync(int fd);
 int __wrap_fsync(int fd);
@@ -39,14 +39,6 @@ typedef struct fixture {
 	aks_state_store *s;
 } fixture;
 
-static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
-{
-	(void)st;
-	(void)flag;
-	(void)ftw;
-	return remove(path);
-}
-
 static int setup(void **state)
 {
 	fixture *f = calloc(1, sizeof(*f));
@@ -63,7 +55,7 @@ static int teardown(void **state)
 {
 	fixture *f = *state;
 	aks__store_close(f->s);
-	nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+	rm_tree(f->dir);
 	free(f);
 	return 0;
 }
