@@ -24,8 +24,9 @@ typedef struct aks__proc_sup_args {
 	int n_join;
 } aks__proc_sup_args;
 
-/* Messages from the supervisor on the control socket; one write each, so they
- * arrive whole. */
+/* Messages on the control socket; one write each, so they arrive whole.
+ * STARTED comes from the program itself, before it execs; the others from the
+ * supervisor. */
 enum {
 	AKS__PROC_MSG_STARTED = 1, /* value: the program's pid (= its pgid) */
 	AKS__PROC_MSG_EXITED = 2,  /* value: the program's wait status */

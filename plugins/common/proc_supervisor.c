@@ -2,7 +2,7 @@
  * plugins/common/proc_supervisor.c - the supervisor process of aks_proc_run().
  *
  * This code runs in a fork() of a process that may be multi-threaded, and it
- * never execs (only its child, the program, does). So from the first line to
+ * never execs (only its child, the program, started with vfork(), does). So from the first line to
  * _exit() it may call only async-signal-safe functions: no malloc, no stdio,
  * no opendir, no snprintf. Buffers are static (every supervisor is its own
  * process, so they are never shared) rather than on the stack, because the
@@ -365,7 +365,11 @@ static void kill_and_reap_all(pid_t self, pid_t prog, int *status, bool *done)
 
 /* ---- the program ------------------------------------------------------------ */
 
-__attribute__((noreturn)) static void run_program(const aks__proc_sup_args *a, int out_w, int err_w)
+/* Runs in the vfork() child: the supervisor is suspended, and this shares its
+ * memory until execve() or _exit(), so it only makes system calls and writes
+ * nothing the supervisor reads. */
+__attribute__((noreturn)) static void run_program(const aks__proc_sup_args *a, int ctl, int out_w,
+                                                  int err_w)
 {
 	struct sigaction dfl;
 	memset(&dfl, 0, sizeof(dfl));
@@ -376,6 +380,10 @@ __attribute__((noreturn)) static void run_program(const aks__proc_sup_args *a, i
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	setpgid(0, 0);
+	/* The caller learns our pid (= our process group) before we run a single
+	 * instruction of the program: a program that kills the supervisor at once
+	 * (kill $PPID) cannot leave the caller unable to find its process group. */
+	send_msg(ctl, AKS__PROC_MSG_STARTED, getpid());
 
 	/* Our inherited descriptors are all >= 3 (see aks__proc_supervise), so
 	 * 0-2 are free and the dup2()s below cannot clobber them. */
@@ -416,6 +424,20 @@ __attribute__((noreturn)) static void run_program(const aks__proc_sup_args *a, i
 	int e = exec_search(a->argv[0], (char *const *)a->argv, (char *const *)a->envp, a->path);
 	report("cannot run", a->argv[0], e);
 	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* Starts the program with vfork(): the supervisor is a copy of the host, whose
+ * page tables a fork() would copy once more (most of what starting a short
+ * command costs). Returns once the program has exec'd or exited: its pid, or
+ * -1 with errno. Kept small, so no local of the supervisor lives across the
+ * call. */
+__attribute__((noinline)) static pid_t start_program(const aks__proc_sup_args *a, int ctl,
+                                                     int out_w, int err_w)
+{
+	pid_t pid = vfork();
+	if (pid == 0)
+		run_program(a, ctl, out_w, err_w);
+	return pid;
 }
 
 /* ---- the supervisor ------------------------------------------------------------ */
@@ -466,41 +488,14 @@ void aks__proc_supervise(const aks__proc_sup_args *a)
 	setpgid(0, 0);
 	pid_t self = getpid();
 
-	/* The program waits for a byte on `go` until the caller knows its pid:
-	 * a program that kills us at once (kill $PPID) must not leave the caller
-	 * unable to find its process group. */
-	int go[2];
-	if (pipe2(go, O_CLOEXEC) < 0) {
-		send_msg(ctl, AKS__PROC_MSG_FAILED, errno);
-		_exit(1);
-	}
-	pid_t prog = fork();
+	pid_t prog = start_program(a, ctl, out_w, err_w);
 	if (prog < 0) {
 		send_msg(ctl, AKS__PROC_MSG_FAILED, errno);
 		_exit(1);
 	}
-	if (prog == 0) {
-		close(go[1]);
-		char c;
-		ssize_t n;
-		do
-			n = read(go[0], &c, 1);
-		while (n < 0 && errno == EINTR);
-		close(go[0]);
-		if (n != 1)
-			_exit(127); /* we died before the caller learnt the pid: do not start */
-		run_program(a, out_w, err_w);
-	}
-	close(go[0]);
-	setpgid(prog, prog); /* also done by the child: whichever runs first wins */
+	/* The program has exec'd (or failed and exited) and has said STARTED. */
 	close(out_w);
 	close(err_w);
-	send_msg(ctl, AKS__PROC_MSG_STARTED, prog);
-	ssize_t sent;
-	do
-		sent = write(go[1], "g", 1);
-	while (sent < 0 && errno == EINTR);
-	close(go[1]);
 
 	int status = 0;
 	bool done = false;
