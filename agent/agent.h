@@ -90,6 +90,12 @@ typedef struct agent {
 	int sigfd;
 	uint64_t instance; /* random, sent in every HELLO_OK */
 	int listen_fd;     /* resident: where connections arrive; -1 on stdio */
+	/* resident with --state-dir: the file that names the agent holding Python state in
+	 * this sandbox (state_mark_python()), whether it names us, and the agent it named
+	 * when we started (gone, with its state), told to the first host that says HELLO */
+	char *state_mark;
+	bool state_marked;
+	uint64_t lost;
 	conn *conns;
 	unsigned nconns;
 	struct pysession *sessions;
@@ -106,7 +112,10 @@ typedef struct agent {
 /* Serves the protocol: on stdin and stdout (listen_fd -1: ends with them), or to every host
  * that connects to listen_fd (a resident agent: never ends). Returns only on a failure to
  * start. */
-int agent_run(int listen_fd);
+int agent_run(int listen_fd, const char *state_mark);
+/* A Python session starts: from now on, an agent that starts after this one is gone must
+ * tell its first host that the state was lost (state_mark, when there is one). */
+void agent_state_mark_python(agent *a);
 int64_t agent_now_ms(void);
 void conn_send_error(conn *c, uint32_t id, uint8_t type, uint32_t code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
@@ -183,7 +192,7 @@ void netproxy_close_all(agent *a);
 /* ---- the host's end of a resident agent (resident.c) ---- */
 /* Relays stdin and stdout to the agent resident under name, started first if none runs.
  * Returns the exit status. */
-int resident_relay(const char *name);
+int resident_relay(const char *name, const char *state_dir);
 
 /* ---- shared by the loop and the sessions ---- */
 void proc_read_status(proc *p);

@@ -170,6 +170,13 @@ static void on_hello(conn *c, const aks_agent_frame *f)
 	aks__agent_put_u32(&c->out, AKS_AGENT_T_PID, (uint32_t)getpid());
 	aks__agent_put_u64(&c->out, AKS_AGENT_T_INSTANCE, c->ag->instance);
 	aks__agent_put_u32(&c->out, AKS_AGENT_T_MAX_REQUESTS, AGENT_MAX_REQUESTS);
+	if (c->ag->lost) {
+		/* Told once: to the first host after the loss, which tells its caller. */
+		aks__agent_put_u64(&c->out, AKS_AGENT_T_LOST, c->ag->lost);
+		c->ag->lost = 0;
+		if (!c->ag->state_marked)
+			unlink(c->ag->state_mark);
+	}
 	aks__agent_frame_end(&c->out, s);
 }
 
@@ -945,12 +952,13 @@ static int usage(const char *argv0)
 {
 	fprintf(stderr,
 	        "usage: %s [--kill-leftovers] [--landlock-ro PATH]... [--landlock-rw PATH]...\n"
-	        "          [--resident NAME | --exec PROGRAM [ARG...]]\n"
+	        "          [--resident NAME [--state-dir DIR] | --exec PROGRAM [ARG...]]\n"
 	        "       %s --landlock-abi | --version\n"
 	        "Speaks the aksandbox agent protocol on stdin and stdout "
 	        "(docs/agent-protocol.md),\n"
 	        "with --resident through the agent resident in the sandbox under NAME "
-	        "(started if none runs),\n"
+	        "(started if none runs;\n"
+	        "in DIR it notes who holds Python state, to tell a host when that was lost),\n"
 	        "or with --exec runs PROGRAM in its place; --landlock-* confine both (exit 125 "
 	        "when they cannot).\n",
 	        argv0, argv0);
@@ -997,7 +1005,7 @@ int main(int argc, char **argv)
 	}
 	size_t nro = 0, nrw = 0;
 	char **exec_argv = NULL;
-	const char *resident = NULL;
+	const char *resident = NULL, *state_dir = NULL;
 	bool bad_usage = false;
 	for (int opt = 1; opt < argc && !exec_argv && !bad_usage; opt++) {
 		bool has_value = opt + 1 < argc;
@@ -1011,13 +1019,15 @@ int main(int argc, char **argv)
 			exec_argv = argv + opt + 1;
 		else if (strcmp(argv[opt], "--resident") == 0 && has_value)
 			resident = argv[++opt];
+		else if (strcmp(argv[opt], "--state-dir") == 0 && has_value)
+			state_dir = argv[++opt];
 		else
 			bad_usage = true;
 	}
 	int confined = bad_usage ? 0 : confine(ro, nro, rw, nrw);
 	free(ro);
 	free(rw);
-	if (bad_usage || (resident && exec_argv))
+	if (bad_usage || (resident && exec_argv) || (state_dir && !resident))
 		return usage(argv[0]);
 	if (confined < 0)
 		return 125;
@@ -1030,11 +1040,53 @@ int main(int argc, char **argv)
 		return e == ENOENT ? 127 : 126;
 	}
 	if (resident)
-		return resident_relay(resident);
-	return agent_run(-1);
+		return resident_relay(resident, state_dir);
+	return agent_run(-1, NULL);
 }
 
-int agent_run(int listen_fd)
+/* The INSTANCE an agent before us wrote to state_mark when it started a Python session, or
+ * 0 (no file: none did, or its loss was told already). */
+static uint64_t read_state_mark(const char *state_mark)
+{
+	/* The directory is the sandbox's to write in too: nothing there may block us (a FIFO)
+	 * or lead elsewhere (a symlink). */
+	int fd = open(state_mark, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct stat st;
+	char buf[32];
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof(buf) - 1) : 0;
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *end;
+	unsigned long long v = strtoull(buf, &end, 16);
+	return end != buf ? (uint64_t)v : 0;
+}
+
+void agent_state_mark_python(agent *a)
+{
+	if (!a->state_mark || a->state_marked)
+		return;
+	/* Written once, by the agent whose Python state it is; a sandbox that cannot write
+	 * there (a read-only directory) only loses the report, never a run. */
+	int fd =
+	    open(a->state_mark, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || ftruncate(fd, 0) < 0) {
+		close(fd);
+		return;
+	}
+	char buf[24];
+	int n = snprintf(buf, sizeof(buf), "%016llx\n", (unsigned long long)a->instance);
+	a->state_marked = write(fd, buf, (size_t)n) == n;
+	close(fd);
+}
+
+int agent_run(int listen_fd, const char *state_mark)
 {
 	static agent a;
 	a.listen_fd = listen_fd;
@@ -1044,6 +1096,10 @@ int agent_run(int listen_fd)
 	if (getrandom(&a.instance, sizeof(a.instance), GRND_NONBLOCK) != sizeof(a.instance))
 		a.instance = ((uint64_t)agent_now_ms() << 20) ^ (uint64_t)getpid();
 	a.instance |= 1; /* never 0, which means an agent that sends none */
+	/* An agent before us held Python state and is gone (killed, or the sandbox restarted):
+	 * its state is lost, and the first host to reach us hears of it. */
+	if (state_mark && (a.state_mark = strdup(state_mark)))
+		a.lost = read_state_mark(a.state_mark);
 	/* Orphans of what we run come back to us, so nothing escapes a kill or our exit (or,
 	 * where that does not take, are swept: spawn.c). */
 	proc_init();

@@ -27,18 +27,18 @@
 
 /* Frame types. Direction: h = host to agent, a = agent to host. */
 enum aks_agent_type {
-	AKS_AGENT_HELLO = 0x01,      /* h: VERSION_MIN, VERSION_MAX, WINDOW */
-	AKS_AGENT_HELLO_OK = 0x02,   /* a: VERSION, AGENT, MAX_PAYLOAD, WINDOW, FEATURES, PID */
-	AKS_AGENT_PING = 0x03,       /* h: any payload (at most 1 KiB) */
-	AKS_AGENT_PONG = 0x04,       /* a: the ping's payload */
-	AKS_AGENT_CREDIT = 0x05,     /* h: BYTES more output the request may send */
-	AKS_AGENT_ERROR = 0x06,      /* a: CODE, MESSAGE, FRAME_TYPE; ends the request */
-	AKS_AGENT_SPAWN = 0x10,      /* h: ARGV* | SHELL | CODE+LANGUAGE, CWD, ENV*, STDIN, ... */
-	AKS_AGENT_KILL = 0x11,       /* h: SIGNAL (default SIGKILL), for the spawn's id */
-	AKS_AGENT_STDOUT = 0x12,     /* a: raw bytes */
-	AKS_AGENT_STDERR = 0x13,     /* a: raw bytes */
-	AKS_AGENT_EXIT = 0x14,       /* a: EXIT_CODE, EXIT_SIGNAL, TIMED_OUT, OUT/ERR_BYTES */
-	AKS_AGENT_WRITE = 0x20,      /* h: PATH, SIZE, SHA256, MODE */
+	AKS_AGENT_HELLO = 0x01,    /* h: VERSION_MIN, VERSION_MAX, WINDOW */
+	AKS_AGENT_HELLO_OK = 0x02, /* a: VERSION, AGENT, MAX_PAYLOAD, WINDOW, FEATURES, PID, LOST */
+	AKS_AGENT_PING = 0x03,     /* h: any payload (at most 1 KiB) */
+	AKS_AGENT_PONG = 0x04,     /* a: the ping's payload */
+	AKS_AGENT_CREDIT = 0x05,   /* h: BYTES more output the request may send */
+	AKS_AGENT_ERROR = 0x06,    /* a: CODE, MESSAGE, FRAME_TYPE; ends the request */
+	AKS_AGENT_SPAWN = 0x10,    /* h: ARGV* | SHELL | CODE+LANGUAGE, CWD, ENV*, STDIN, ... */
+	AKS_AGENT_KILL = 0x11,     /* h: SIGNAL (default SIGKILL), for the spawn's id */
+	AKS_AGENT_STDOUT = 0x12,   /* a: raw bytes */
+	AKS_AGENT_STDERR = 0x13,   /* a: raw bytes */
+	AKS_AGENT_EXIT = 0x14,     /* a: EXIT_CODE, EXIT_SIGNAL, TIMED_OUT, OUT/ERR_BYTES */
+	AKS_AGENT_WRITE = 0x20,    /* h: PATH, SIZE, SHA256, MODE */
 	AKS_AGENT_WRITE_DATA = 0x21, /* h: raw bytes; flag END on the last */
 	AKS_AGENT_WRITE_OK = 0x22,   /* a: SIZE, SHA256 */
 	AKS_AGENT_READ = 0x30,       /* h: PATH, MAX_SIZE */
@@ -85,8 +85,9 @@ enum aks_agent_tag {
 	AKS_AGENT_T_STDIN = 27,      /* bytes */
 	AKS_AGENT_T_TIMEOUT_MS = 28, /* u32: relative deadline; 0 or absent = none */
 	AKS_AGENT_T_SESSION = 29,    /* string: persistent interpreter session name */
-	AKS_AGENT_T_SIGNAL = 40,     /* u32 */
-	AKS_AGENT_T_EXIT_CODE = 41,  /* u32 holding an int32 (-1 when killed by a signal) */
+	AKS_AGENT_T_LOST = 30,   /* u64: the INSTANCE of a gone agent whose Python state is lost */
+	AKS_AGENT_T_SIGNAL = 40, /* u32 */
+	AKS_AGENT_T_EXIT_CODE = 41, /* u32 holding an int32 (-1 when killed by a signal) */
 	AKS_AGENT_T_EXIT_SIGNAL = 42,
 	AKS_AGENT_T_TIMED_OUT = 43,
 	AKS_AGENT_T_OUT_BYTES = 44, /* u64 */

@@ -143,10 +143,13 @@ static int session_start(pysession *s, char *msg, size_t msglen)
 static int start_run(pysession *s, req *r, const char *src)
 {
 	char msg[300];
-	if (!s->alive && session_start(s, msg, sizeof(msg)) < 0) {
-		conn_send_error(r->c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_SPAWN,
-		                "cannot start the Python session: %s", msg);
-		return -1;
+	if (!s->alive) {
+		if (session_start(s, msg, sizeof(msg)) < 0) {
+			conn_send_error(r->c, r->id, AKS_AGENT_SPAWN, AKS_AGENT_E_SPAWN,
+			                "cannot start the Python session: %s", msg);
+			return -1;
+		}
+		agent_state_mark_python(r->c->ag);
 	}
 	size_t len = strlen(src);
 	char nonce[24];

@@ -67,9 +67,10 @@ static int try_connect(const struct sockaddr_un *sa, socklen_t len)
 	return -1;
 }
 
-/* Binds the name and forks the resident agent onto it. 0 when it was started (or another
- * relay holds the name: connect again), -1 with errno on a real failure. */
-static int start_resident(const struct sockaddr_un *sa, socklen_t len)
+/* Binds the name and forks the resident agent onto it (state_mark: agent_run's). 0 when it
+ * was started (or another relay holds the name: connect again), -1 with errno on a real
+ * failure. */
+static int start_resident(const struct sockaddr_un *sa, socklen_t len, const char *state_mark)
 {
 	int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (lfd < 0)
@@ -110,7 +111,7 @@ static int start_resident(const struct sockaddr_un *sa, socklen_t len)
 			_exit(1);
 		/* The working directory stays the exec's (the workspace): a Python session
 		 * starts there, as with an agent on stdio. */
-		_exit(agent_run(lfd));
+		_exit(agent_run(lfd, state_mark));
 	}
 	close(lfd);
 	int st;
@@ -215,7 +216,21 @@ static int relay(int sock)
 	}
 }
 
-int resident_relay(const char *name)
+/* DIR/.NAME.python, a slash in NAME made '_': the file through which an agent started here
+ * learns that one before it held Python state and is gone (agent_run). NULL without a
+ * directory. */
+static char *state_mark_path(const char *state_dir, const char *name)
+{
+	char *path = NULL;
+	if (!state_dir || asprintf(&path, "%s/.%s.python", state_dir, name) < 0)
+		return NULL;
+	for (char *p = path + strlen(state_dir) + 2; *p; p++)
+		if (*p == '/')
+			*p = '_';
+	return path;
+}
+
+int resident_relay(const char *name, const char *state_dir)
 {
 	struct sockaddr_un sa;
 	socklen_t len;
@@ -226,6 +241,7 @@ int resident_relay(const char *name)
 		        name, sizeof(sa.sun_path) - sizeof(RESIDENT_PREFIX));
 		return 2;
 	}
+	char *state_mark = state_mark_path(state_dir, name);
 	int64_t give_up = now_ms() + RESIDENT_START_MS;
 	int sock;
 	while ((sock = try_connect(&sa, len)) < 0) {
@@ -235,19 +251,22 @@ int resident_relay(const char *name)
 			        name, strerror(e));
 			return 1;
 		}
-		if (start_resident(&sa, len) < 0) {
+		if (start_resident(&sa, len, state_mark) < 0) {
 			fprintf(stderr, "aksandbox-agent: --resident %s: cannot start it: %s\n",
 			        name, strerror(errno));
+			free(state_mark);
 			return 1;
 		}
 		if (now_ms() > give_up) {
 			fprintf(stderr, "aksandbox-agent: --resident %s: it does not answer\n",
 			        name);
+			free(state_mark);
 			return 1;
 		}
 		struct timespec pause = {0, 2 * 1000 * 1000};
 		nanosleep(&pause, NULL);
 	}
+	free(state_mark);
 	if (check_agent(sock, name) < 0) {
 		close(sock);
 		return 1;

@@ -1282,19 +1282,13 @@ static void t_agent_file_hash(void **state)
 	free(data);
 }
 
-/* A killed agent, its file removed, is noticed at the next call: re-placed, restarted,
- * and the result says that the Python state was lost. */
-static void t_agent_restart(void **state)
+/* Runs first (shell) in the pod, then SIGKILLs its one agent and waits until it is gone.
+ * Returns the pid it killed. */
+static char *kill_agent(const char *pod, const char *first)
 {
-	fixture *f = *state;
-	const char *pod = pod_of(f->id);
-	aks_result *r = NULL;
-	aks_error *err = NULL;
-	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
-	aks_result_free(r);
 	char *pids = agent_pids(pod);
 	assert_int_equal(words(pids), 1);
-	char *kill_cmd = xasprintf("rm -f /.aksandbox/aksandbox-agent-*; kill -9 %s", pids);
+	char *kill_cmd = xasprintf("%skill -9 %s", first, pids);
 	free(pod_sh(pod, kill_cmd));
 	free(kill_cmd);
 	char *now = NULL;
@@ -1307,6 +1301,20 @@ static void t_agent_restart(void **state)
 	}
 	assert_string_equal(now, "");
 	free(now);
+	return pids;
+}
+
+/* A killed agent, its file removed, is noticed at the next call: re-placed, restarted,
+ * and the result says that the Python state was lost. */
+static void t_agent_restart(void **state)
+{
+	fixture *f = *state;
+	const char *pod = pod_of(f->id);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	aks_result_free(r);
+	char *pids = kill_agent(pod, "rm -f /.aksandbox/aksandbox-agent-*; ");
 	sleep(2); /* an idle agent is pinged first: the kill need not have reached the stream */
 	check_ok(run(f, "python", "print(x + 1)", 60, &r, &err), err);
 	assert_int_equal(aks_result_get_exit_code(r), 1);
@@ -1316,7 +1324,7 @@ static void t_agent_restart(void **state)
 	    !strstr(notice, "state from earlier calls was lost"))
 		fail_msg("no restart notice: %s", notice ? notice : "(none)");
 	aks_result_free(r);
-	now = agent_pids(pod);
+	char *now = agent_pids(pod);
 	assert_int_equal(words(now), 1);
 	assert_string_not_equal(now, pids);
 	free(now);
@@ -1331,6 +1339,38 @@ static void t_agent_restart(void **state)
 	assert_string_equal(aks_result_get_stdout(r, NULL), "2\n");
 	assert_null(aks_result_get_notice(r));
 	aks_result_free(r);
+}
+
+/* A handle that never reached the killed agent (as the next host process) hears from the
+ * new one that the Python state was lost, through the note in the pod's emptyDir; the
+ * handle after it hears nothing. */
+static void t_agent_lost_across_handles(void **state)
+{
+	fixture *f = *state;
+	const char *pod = pod_of(f->id);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	check_ok(run(f, "python", "x = 41", 60, &r, &err), err);
+	aks_result_free(r);
+	aks_sandbox_close(f->sb);
+	f->sb = NULL;
+	free(kill_agent(pod, ""));
+	for (int handle = 0; handle < 2; handle++) {
+		aks_call call;
+		aks_call_init(&call, 60, &f->policy, NULL, NULL);
+		check_ok(aks_provider_attach(f->prov, f->id, &call, &f->sb, &err), err);
+		check_ok(run(f, "python", "print('x' in globals())", 60, &r, &err), err);
+		assert_string_equal(aks_result_get_stdout(r, NULL), "False\n");
+		const char *notice = aks_result_get_notice(r);
+		if (handle == 0 &&
+		    (!notice || !strstr(notice, "state from earlier calls was lost")))
+			fail_msg("no notice of the lost state: %s", notice ? notice : "(none)");
+		if (handle == 1 && notice)
+			fail_msg("told twice: %s", notice);
+		aks_result_free(r);
+		aks_sandbox_close(f->sb);
+		f->sb = NULL;
+	}
 }
 
 /* stderr into a file between capture_start and capture_end (the plugins' log lines); no
@@ -1577,6 +1617,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_agent_big_output, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_file_hash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_restart, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_lost_across_handles, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_replaced_inside, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_container_restart, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback, setup_bare, teardown),

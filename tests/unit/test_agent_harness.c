@@ -81,7 +81,13 @@ void th_start_args(th_agent *t, const char *const *args)
 
 void th_start_resident(th_agent *t, const char *name)
 {
-	const char *args[] = {"--resident", name, NULL};
+	th_start_resident_in(t, name, NULL);
+}
+
+void th_start_resident_in(th_agent *t, const char *name, const char *state_dir)
+{
+	const char *args[] = {"--resident", name, state_dir ? "--state-dir" : NULL, state_dir,
+	                      NULL};
 	spawn_agent(t, args);
 	aks_error *err = NULL;
 	int rc = aks__agent_start(aks__host_api(), t->from, t->to, NULL, &t->conn, &err);

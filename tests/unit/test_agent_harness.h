@@ -33,6 +33,8 @@ void th_start_args(th_agent *t, const char *const *args);
  * through it to the agent resident under name (aks__agent_pid: that agent's pid). th_stop
  * ends the relay; the resident agent stays. */
 void th_start_resident(th_agent *t, const char *name);
+/* The same, the agent noting who holds Python state in state_dir (--state-dir). */
+void th_start_resident_in(th_agent *t, const char *name, const char *state_dir);
 /* Starts the agent with raw pipes: the test speaks frames itself. */
 void th_start_raw(th_agent *t);
 void th_start_raw_args(th_agent *t, const char *const *args);

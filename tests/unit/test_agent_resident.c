@@ -4,7 +4,8 @@
  * session another host holds (killed while it waits, it ends at once and never runs); a host
  * that goes takes its programs with it but not the sessions (its Python run is interrupted),
  * and mid-WRITE leaves the target untouched; racing relays start one agent; a killed agent is
- * started again, fresh; the egress proxy keeps its port across hosts and refuses to decide
+ * started again, fresh, and with --state-dir its first host hears that the Python state
+ * was lost; the egress proxy keeps its port across hosts and refuses to decide
  * while no host is connected; another user is not served, and a relay serves only its own
  * user's agent, never another user's program that took the name; the 33rd host is refused; a bad
  * name is a usage error. */
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -393,6 +395,95 @@ static void test_a_killed_agent_starts_again_fresh(void **state)
 	end_resident(second);
 }
 
+/* The instance an agent noted in dir as holding Python state under name, or 0 (no note). */
+static uint64_t noted(const char *dir, const char *name)
+{
+	char path[300], buf[32] = "";
+	snprintf(path, sizeof(path), "%s/.%s.python", dir, name);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return 0;
+	if (!fgets(buf, sizeof(buf), f))
+		buf[0] = '\0';
+	fclose(f);
+	return strtoull(buf, NULL, 16);
+}
+
+/* With --state-dir, an agent started after one that held Python state says so in its HELLO
+ * (LOST: that agent's instance), to the first host only; an agent gone without Python state
+ * leaves nothing to say. */
+static void test_a_lost_state_is_told_once(void **state)
+{
+	(void)state;
+	char name[64];
+	fresh_name(name, sizeof(name));
+	char *dir = th_tmpdir();
+	th_agent a;
+	th_start_resident_in(&a, name, dir);
+	pid_t first = (pid_t)aks__agent_pid(a.conn);
+	uint64_t first_instance = aks__agent_instance(a.conn);
+	assert_int_equal(aks__agent_lost(a.conn), 0); /* a new sandbox lost nothing */
+	assert_int_equal(noted(dir, name), 0);        /* no Python session yet */
+	assert_int_equal(sh(&a, "true").rc, AKS_OK);
+	assert_int_equal(noted(dir, name), 0);
+	assert_int_equal(py(&a, "w = 1").rc, AKS_OK);
+	assert_true(noted(dir, name) == first_instance);
+	end_resident(first);
+	th_stop(&a);
+
+	th_agent b, c;
+	th_start_resident_in(&b, name, dir);
+	pid_t second = (pid_t)aks__agent_pid(b.conn);
+	assert_int_not_equal(second, first);
+	assert_true(aks__agent_lost(b.conn) == first_instance);
+	th_start_resident_in(&c, name, dir); /* told once: b's host tells its caller */
+	assert_int_equal((pid_t)aks__agent_pid(c.conn), second);
+	assert_int_equal(aks__agent_lost(c.conn), 0);
+	assert_int_equal(noted(dir, name), 0);
+	th_stop(&c);
+	/* The second agent never ran Python: its end loses nothing. */
+	end_resident(second);
+	th_stop(&b);
+	th_start_resident_in(&a, name, dir);
+	pid_t third = (pid_t)aks__agent_pid(a.conn);
+	assert_int_equal(aks__agent_lost(a.conn), 0);
+	th_stop(&a);
+	end_resident(third);
+	th_rmdir(dir);
+}
+
+/* The state directory is the sandbox's to write in: a FIFO or a symlink put where the agent
+ * notes its Python state blocks nothing and leads nowhere. */
+static void test_a_planted_state_note_blocks_nothing(void **state)
+{
+	(void)state;
+	char *dir = th_tmpdir();
+	char name[64], path[300], target[300];
+	for (int planted = 0; planted < 2; planted++) {
+		fresh_name(name, sizeof(name));
+		snprintf(path, sizeof(path), "%s/.%s.python", dir, name);
+		snprintf(target, sizeof(target), "%s/target", dir);
+		if (planted == 0)
+			assert_int_equal(mkfifo(path, 0600), 0);
+		else
+			assert_int_equal(symlink(target, path), 0);
+		th_agent a;
+		th_start_resident_in(&a, name, dir);
+		pid_t resident = (pid_t)aks__agent_pid(a.conn);
+		assert_int_equal(aks__agent_lost(a.conn), 0);
+		double t0 = now_s();
+		outcome o = py(&a, "print(6 * 7)");
+		assert_int_equal(o.rc, AKS_OK);
+		assert_string_equal(o.out, "42\n");
+		assert_true(now_s() - t0 < 10);
+		assert_int_equal(access(target, F_OK), -1); /* nothing written through the link */
+		th_stop(&a);
+		end_resident(resident);
+		unlink(path);
+	}
+	th_rmdir(dir);
+}
+
 /* What the proxy answers a plain HTTP request on port. */
 static void proxy_answer(unsigned port, char *buf, size_t len)
 {
@@ -645,6 +736,8 @@ int main(void)
 	    cmocka_unit_test(test_a_host_gone_mid_write),
 	    cmocka_unit_test(test_racing_hosts_start_one_agent),
 	    cmocka_unit_test(test_a_killed_agent_starts_again_fresh),
+	    cmocka_unit_test(test_a_lost_state_is_told_once),
+	    cmocka_unit_test(test_a_planted_state_note_blocks_nothing),
 	    cmocka_unit_test(test_egress_port_stays_and_nobody_decides_between_hosts),
 	    cmocka_unit_test(test_other_users_are_not_served),
 	    cmocka_unit_test(test_relay_refuses_another_users_agent),

@@ -60,7 +60,7 @@ typedef struct pending {
 	aks_sha256 hash;
 	/* HELLO_OK */
 	uint32_t window, pid, features;
-	uint64_t instance;
+	uint64_t instance, lost;
 	char version[64];
 	/* NET_LISTENING */
 	uint32_t port, net_window;
@@ -81,7 +81,7 @@ struct aks_agent {
 	pending *reqs;
 	uint32_t window;
 	uint32_t pid, features;
-	uint64_t instance;
+	uint64_t instance, lost;
 	char version[64];
 	/* the egress streams' frames go to net_fn (aks__agent_set_net_handler) */
 	aks_agent_net_fn net_fn;
@@ -374,6 +374,8 @@ static void on_frame(aks_agent *a, const aks_agent_frame *f)
 				p->pid = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_INSTANCE && n == 8)
 				p->instance = aks__agent_get64(v);
+			else if (tag == AKS_AGENT_T_LOST && n == 8)
+				p->lost = aks__agent_get64(v);
 			else if (tag == AKS_AGENT_T_FEATURES && n == 4)
 				p->features = aks__agent_get32(v);
 			else if (tag == AKS_AGENT_T_AGENT)
@@ -680,6 +682,7 @@ int aks__agent_start(const aks_host_api *host, int rfd, int wfd, const aks_call 
 	a->window = p.window >= AKS_AGENT_CHUNK ? p.window : AKS_AGENT_WINDOW;
 	a->pid = p.pid;
 	a->instance = p.instance;
+	a->lost = p.lost;
 	a->features = p.features;
 	memcpy(a->version, p.version, sizeof(a->version));
 	*out = a;
@@ -720,6 +723,11 @@ uint32_t aks__agent_pid(const aks_agent *a)
 uint64_t aks__agent_instance(const aks_agent *a)
 {
 	return a->instance;
+}
+
+uint64_t aks__agent_lost(const aks_agent *a)
+{
+	return a->lost;
 }
 
 const char *aks__agent_version(const aks_agent *a)

@@ -315,9 +315,18 @@ static int start(aks_agent_session *s, const aks_call *setup, char **why, bool *
 	const aks_host_api *host = s->host;
 	const char *path = s->path ? s->path : s->prog->path;
 	int rfd = -1, wfd = -1;
-	const char *args[] = {"--resident", s->resident, NULL};
+	/* The placed program's directory lasts as long as the sandbox's files (docker: the
+	 * container's, kubernetes: the pod's emptyDir), through restarts: where the agent notes
+	 * who holds Python state, so a later one can say that it was lost. */
+	char *state_dir = s->resident ? strdup(path) : NULL;
+	char *slash = state_dir ? strrchr(state_dir, '/') : NULL;
+	if (slash)
+		slash[slash == state_dir] = '\0'; /* "/x" is in "/" */
+	const char *args[] = {"--resident", s->resident, slash ? "--state-dir" : NULL, state_dir,
+	                      NULL};
 	int rc = s->ops->open(s->sb, path, s->resident ? args : NULL, setup, &s->stream, &rfd, &wfd,
 	                      why, err);
+	free(state_dir);
 	if (rc != AKS_OK || *why)
 		return rc;
 	aks_call hello = *setup;
@@ -468,16 +477,20 @@ static int ensure(aks_agent_session *s, const aks_call *call, bool *use, aks_cal
 			return rc;
 		if (call && run->deadline_ms > 0)
 			run->deadline_ms += s->host->now_ms() - started_ms;
-		/* A resident agent outlives the stream to it: reached again, it kept the state. */
+		/* A resident agent outlives the stream to it: reached again, it kept the state. A
+		 * new one says whether one before it held Python state and is gone, which a handle
+		 * that never reached that one (a later host process) learns only from it. */
 		if (restart && s->resident && s->instance == before)
 			restart = false;
-		else if (restart && s->resident)
+		else if (s->resident && (restart || aks__agent_lost(s->agent))) {
 			s->host->log(
 			    AKS_LOG_WARNING, s->prog->provider,
 			    "the resident aksandbox-agent of %s '%s' was gone (killed, or its "
 			    "%s restarted); another started (the Python session's state is "
 			    "lost)",
 			    s->ops->noun, s->id, s->ops->noun);
+			restart = true;
+		}
 		if (restart)
 			set_notice(
 			    s,

@@ -65,6 +65,10 @@ const char *aks__agent_version(const aks_agent *a);
 /* The agent process's random instance number from its HELLO (0 from an agent that sends
  * none): two connections with the same one reach the same agent, and its Python state. */
 uint64_t aks__agent_instance(const aks_agent *a);
+/* From the HELLO of a resident agent started with --state-dir: the instance of the agent
+ * before it, which held Python state and is gone, or 0. Said to one connection only (the
+ * first after the loss). */
+uint64_t aks__agent_lost(const aks_agent *a);
 /* False once the stream broke (the agent died or closed its output). */
 bool aks__agent_alive(aks_agent *a);
 
