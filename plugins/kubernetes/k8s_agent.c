@@ -236,9 +236,7 @@ static int k8s_agent_open(void *vsb, const char *path, const char *const *args,
 static void k8s_agent_close(void *vsb, void *stream, char *said, size_t len)
 {
 	(void)vsb;
-	(void)said; /* its stderr went to the log */
-	(void)len;
-	k8s_stream_close(stream);
+	k8s_stream_close(stream, said, len);
 }
 
 static int k8s_agent_check(void *vsb, const aks_call *call, aks_error **err)

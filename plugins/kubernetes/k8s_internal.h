@@ -187,8 +187,9 @@ void k8s_random_hex(char *out, size_t nbytes);
 int k8s_stream_open(aks_sandbox_impl *sb, const char *const *argv, const aks_call *call,
                     k8s_stream **out, int *rfd, int *wfd, aks_error **err);
 /* Waits (a little) for the connection to end, forces it otherwise, and frees everything.
- * Call after the sockets' other ends are closed. */
-void k8s_stream_close(k8s_stream *s);
+ * Call after the sockets' other ends are closed. said (len > 0) gets the start of what the
+ * program wrote on stderr, NUL-terminated: raw bytes from the pod. */
+void k8s_stream_close(k8s_stream *s, char *said, size_t len);
 /* The protocol the server chose, "" before the connection. */
 const char *k8s_stream_protocol(const k8s_stream *s);
 

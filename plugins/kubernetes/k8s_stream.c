@@ -7,8 +7,9 @@
  *  - the service thread owns the libwebsockets context (created, serviced and destroyed on
  *    it alone: libwebsockets is not thread-safe). It writes what arrives on channel 1 into
  *    the client's read socket (blocking: the client's reader always drains, it never waits
- *    on anything but its socket), logs channel 2, keeps channel 3 (the status: the program
- *    ended), and sends the queued stdin bytes on channel 0 when the socket is writable;
+ *    on anything but its socket), logs channel 2 and keeps its start for close, keeps
+ *    channel 3 (the status: the program ended), and sends the queued stdin bytes on channel 0 when
+ * the socket is writable;
  *  - the pump thread reads the client's write socket into that queue (bounded: it waits
  *    while the queue is full) and wakes the service thread with lws_cancel_service(), the
  *    one libwebsockets call that is safe from another thread;
@@ -69,6 +70,10 @@ struct k8s_stream {
 	int http_status;
 	char why[256];
 	char proto[64];
+	/* the start of the program's stderr (the service thread's alone until close joins
+	 * it): a relay that cannot reach or start the agent says why there */
+	char said[LOG_MAX];
+	size_t said_len;
 };
 
 /* ---- the service thread's side ------------------------------------------------------------ */
@@ -98,7 +103,11 @@ static bool on_output(void *ctx, int channel, const char *data, size_t len)
 		}
 		return true;
 	}
-	/* the agent's own stderr: its complaints, for the operator */
+	/* the agent's own stderr: its complaints, for the operator, and for the reason of a
+	 * start that failed */
+	size_t keep = sizeof(s->said) - s->said_len < len ? sizeof(s->said) - s->said_len : len;
+	memcpy(s->said + s->said_len, data, keep);
+	s->said_len += keep;
 	char line[LOG_MAX + 1];
 	size_t n = len < LOG_MAX ? len : LOG_MAX;
 	memcpy(line, data, n);
@@ -401,8 +410,10 @@ static void timespec_at(struct timespec *ts, int64_t ms_from_now)
 	}
 }
 
-void k8s_stream_close(k8s_stream *s)
+void k8s_stream_close(k8s_stream *s, char *said, size_t len)
 {
+	if (said && len)
+		said[0] = '\0';
 	if (!s)
 		return;
 	pthread_mutex_lock(&s->mu);
@@ -436,6 +447,11 @@ void k8s_stream_close(k8s_stream *s)
 		/* it ends at the client's EOF; shutting our end down makes sure */
 		shutdown(s->cl_in, SHUT_RDWR);
 		pthread_join(s->pump, NULL);
+	}
+	if (said && len) { /* the service thread is gone: said[] is ours to read */
+		size_t n = s->said_len < len - 1 ? s->said_len : len - 1;
+		memcpy(said, s->said, n);
+		said[n] = '\0';
 	}
 	stream_free(s);
 }
@@ -518,7 +534,7 @@ int k8s_stream_open(aks_sandbox_impl *sb, const char *const *argv, const aks_cal
 	if (!up) {
 		close(in[1]);
 		close(outp[1]);
-		k8s_stream_close(s);
+		k8s_stream_close(s, NULL, 0);
 		return host->error_set(err, AKS_EPROVISION,
 		                       "kubernetes: cannot open the agent's exec stream into pod "
 		                       "'%s': %s",
@@ -527,7 +543,7 @@ int k8s_stream_open(aks_sandbox_impl *sb, const char *const *argv, const aks_cal
 	if (pthread_create(&s->pump, NULL, pump_main, s) != 0) {
 		close(in[1]);
 		close(outp[1]);
-		k8s_stream_close(s);
+		k8s_stream_close(s, NULL, 0);
 		return host->error_set(err, AKS_EIO, "cannot start the exec stream's thread");
 	}
 	s->pump_started = true;

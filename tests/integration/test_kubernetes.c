@@ -1373,6 +1373,57 @@ static void t_agent_lost_across_handles(void **state)
 	}
 }
 
+/* Another user's program holds the resident agent's name before the first call (as code
+ * with CAP_SETUID could: an attached pod of the cluster's defaults, root with its
+ * capabilities): the relay refuses to serve it and says why on stderr, and that reason,
+ * from inside the pod, is what the refused call says. */
+static void t_agent_relay_refused(void **state)
+{
+	fixture *f = *state;
+	char *pod = xasprintf("aks-held-%d", rand() % 100000);
+	free(kctl("-n %s run %s --image=%s --image-pull-policy=Never --restart=Never "
+	          "--labels=aksandbox-test=%s -- sleep 3600",
+	          ns, pod, py_image, run_label));
+	free(kctl("-n %s wait --for=condition=Ready pod/%s --timeout=60s", ns, pod));
+	/* The providers' name: 16 hex digits of the agent's SHA-256, '.', the id ('/' as '_'). */
+	int st;
+	char *sha = sh_out(&st, "sha256sum '%s' | cut -c1-16", K8S_TEST_AGENT);
+	assert_int_equal(st, 0);
+	sha[strcspn(sha, "\n")] = '\0';
+	char *plant = xasprintf(
+	    "nohup python3 -c \"import os, socket, time\n"
+	    "s = socket.socket(socket.AF_UNIX)\n"
+	    "s.bind('\\0aksandbox-agent/%s.%s_%s')\n"
+	    "os.setgid(65534); os.setuid(65534)\n"
+	    "s.listen(1); open('/tmp/planted', 'w').close(); time.sleep(600)\" >/dev/null "
+	    "2>/tmp/plant.err & "
+	    "for i in $(seq 50); do [ -e /tmp/planted ] && break; sleep 0.1; done; "
+	    "cat /tmp/plant.err; ls /tmp/planted",
+	    sha, ns, pod);
+	char *planted = pod_sh(pod, plant);
+	assert_non_null(strstr(planted, "/tmp/planted"));
+	free(planted);
+	free(plant);
+	free(sha);
+	char *extra = xasprintf("    attach_to: %s/%s\n", ns, pod);
+	open_provider(f, extra);
+	free(extra);
+	create_sandbox(f);
+	aks_result *r = NULL;
+	aks_error *err = NULL;
+	int rc = run(f, NULL, "echo hi", 60, &r, &err);
+	const char *said = rc == AKS_OK ? aks_result_get_notice(r) : aks_error_message(err);
+	if (!said || !strstr(said, "did not start") || !strstr(said, "runs as uid 65534"))
+		fail_msg("the relay's reason is not in what the call says: %s",
+		         said ? said : "(nothing)");
+	aks_result_free(r);
+	aks_error_free(err);
+	free(f->id); /* never destroyed: not ours */
+	f->id = NULL;
+	free(kctl("-n %s delete pod %s --grace-period=0 --force", ns, pod));
+	free(pod);
+}
+
 /* stderr into a file between capture_start and capture_end (the plugins' log lines); no
  * assertion in between, or its message would vanish into the file. */
 static int saved_stderr = -1;
@@ -1618,6 +1669,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(t_agent_file_hash, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_restart, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_lost_across_handles, setup, teardown),
+	    cmocka_unit_test_setup_teardown(t_agent_relay_refused, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_replaced_inside, setup, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_container_restart, setup_bare, teardown),
 	    cmocka_unit_test_setup_teardown(t_agent_fallback, setup_bare, teardown),

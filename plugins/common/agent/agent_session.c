@@ -295,9 +295,12 @@ static char *start_failure(aks_agent_session *s, aks_error *e)
 	char said[512] = "";
 	s->ops->close(s->sb, s->stream, said, sizeof(said));
 	s->stream = NULL;
+	size_t len = strlen(said);
+	while (len && (said[len - 1] == '\n' || said[len - 1] == '\r'))
+		len--; /* its last line's end is no part of the reason */
 	/* what the program said is the sandbox's: escaped before it reaches a message */
 	char safe[4 * sizeof(said)];
-	aks__text_printable(safe, sizeof(safe), said, strlen(said));
+	aks__text_printable(safe, sizeof(safe), said, len);
 	const char *reason = safe[0] ? safe : e ? s->host->error_message(e) : "no answer";
 	char *why = NULL;
 	if (asprintf(&why, "aksandbox-agent did not start in %s '%s': %s", s->ops->noun, s->id,
