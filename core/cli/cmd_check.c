@@ -22,13 +22,6 @@
 
 #include "cli.h"
 
-static const char *isolation_name(uint32_t tier)
-{
-	static const char *const names[] = {"none",           "os_policy", "container",
-	                                    "syscall_filter", "micro_vm",  "wasm"};
-	return tier < sizeof(names) / sizeof(*names) ? names[tier] : "unknown";
-}
-
 static const char *scope_name(int scope)
 {
 	return scope == AKS_SCOPE_PER_CALL      ? "per_call"
@@ -163,7 +156,7 @@ static struct json_object *profile_report(const aks_settings *settings, aks_prof
 	if (*runs)
 		json_object_object_add(o, "runs", json_object_new_string(runs));
 	json_object_object_add(o, "isolation",
-	                       json_object_new_string(isolation_name(caps->isolation)));
+	                       json_object_new_string(aks_isolation_name(caps->isolation)));
 	json_object_object_add(o, "scope",
 	                       json_object_new_string(scope_name(aks_profile_get_scope(p))));
 	json_object_object_add(

@@ -160,6 +160,12 @@ int cli_cmd_mcp(int argc, char *argv[])
 	         aks_settings_get_file(h.settings) ? aks_settings_get_file(h.settings)
 	                                           : "(built-in default)",
 	         conversation);
+	/* A client started in a directory without a config (a desktop client's default) would
+	 * otherwise run its agent's code on this machine without a word to the operator. */
+	if (!aks_settings_get_file(h.settings))
+		cli_warn("mcp: no configuration file was found, so the built-in default serves: "
+		         "local_subprocess, which does NOT isolate (programs run on this machine "
+		         "with your rights); give one with -c or $AKSANDBOX_CONFIG (docs/cli.md)");
 
 	int rc = aks__mcp_serve_fd(srv, STDIN_FILENO, AKS_MCP_DEFAULT_MAX_LINE, &stop_requested);
 	int read_errno = errno;

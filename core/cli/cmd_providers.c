@@ -39,13 +39,6 @@ static const char *kind_name(uint32_t kind)
 	}
 }
 
-static const char *isolation_name(uint32_t isolation)
-{
-	static const char *const names[] = {"none",           "os_policy", "container",
-	                                    "syscall_filter", "micro_vm",  "wasm"};
-	return isolation < sizeof(names) / sizeof(names[0]) ? names[isolation] : "unknown";
-}
-
 static const char *config_type_name(uint32_t type)
 {
 	static const char *const names[] = {NULL,     "string",      "bool",       "int",
@@ -139,7 +132,7 @@ static void print_config_keys(FILE *f, const aks_config_key *keys)
 
 static void print_capabilities(FILE *f, const aks_capabilities *caps)
 {
-	fprintf(f, "  isolation:    %s\n", isolation_name(caps->isolation));
+	fprintf(f, "  isolation:    %s\n", aks_isolation_name(caps->isolation));
 	fprintf(f, "  languages:   ");
 	for (const char *const *l = caps->languages; l && *l; l++)
 		fprintf(f, "%s %s", l == caps->languages ? "" : ",", *l);
@@ -180,7 +173,7 @@ static json_object *capabilities_json(const aks_capabilities *caps)
 	json_object *o = json_object_new_object();
 	json_object *langs = json_object_new_array();
 	json_object_object_add(o, "isolation",
-	                       json_object_new_string(isolation_name(caps->isolation)));
+	                       json_object_new_string(aks_isolation_name(caps->isolation)));
 	for (const char *const *l = caps->languages; l && *l; l++)
 		json_object_array_add(langs, json_object_new_string(*l));
 	json_object_object_add(o, "languages", langs);

@@ -168,6 +168,13 @@ AKS_EXPORT int aks_provider_open(const aks_plugin *plugin, const aks_config *con
 	return AKS_OK;
 }
 
+AKS_EXPORT const char *aks_isolation_name(uint32_t tier)
+{
+	static const char *const names[] = {"none",           "os_policy", "container",
+	                                    "syscall_filter", "micro_vm",  "wasm"};
+	return tier < sizeof(names) / sizeof(names[0]) ? names[tier] : "unknown";
+}
+
 AKS_EXPORT const aks_capabilities *aks_provider_get_capabilities(const aks_provider *prov)
 {
 	return prov ? prov->caps : NULL;

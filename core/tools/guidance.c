@@ -18,8 +18,8 @@
  * the guidance joins into a system prompt that must hold no blank line. */
 static const char *const head[] = {
     "[Sandbox execution]",
-    "You have an isolated sandbox where you can run code you write, run shell commands, and "
-    "read or write files in its workspace. Prefer running real code over working results out "
+    "You have a sandbox where you can run code you write, run shell commands, and read or "
+    "write files in its workspace. Prefer running real code over working results out "
     "yourself, and report the sandbox's actual output.",
     "Available tools:",
     "- run_code(code, language, sandbox_session_id, profile): run code (language defaults to "
@@ -64,6 +64,18 @@ static const char no_shell_suffix[] =
     "change or `sudo su` does not carry over to the next command; chain state-dependent steps "
     "in one command, for example cd /app && ./run.sh";
 
+/* What a profile's isolation tier means for the agent, after ", isolation". A profile with
+ * none must not be taken for a sandbox: its code runs on the host. */
+static const char *isolation_words(const aks_guidance_profile *p)
+{
+	if (!p->isolation_known)
+		return NULL; /* said nowhere rather than guessed */
+	if (p->isolation == AKS_ISOLATION_NONE)
+		return "none (NOT isolated: code runs directly on its host, with the rights of its "
+		       "user)";
+	return aks_isolation_name(p->isolation);
+}
+
 static bool has_no_persistent_shell(const char *type)
 {
 	if (!type)
@@ -85,9 +97,11 @@ char *aks__tool_guidance(const aks_guidance_profile *profiles, size_t count,
 		const aks_guidance_profile *p = &profiles[i];
 		bool is_default =
 		    default_profile && p->name && strcmp(p->name, default_profile) == 0;
-		rc |= aks__buf_printf(&b, "- '%s'%s: provider '%s', scope %s%s%s\n",
+		const char *isolation = isolation_words(p);
+		rc |= aks__buf_printf(&b, "- '%s'%s: provider '%s', scope %s%s%s%s%s\n",
 		                      p->name ? p->name : "", is_default ? " (default)" : "",
 		                      p->type ? p->type : "", p->scope ? p->scope : "per_session",
+		                      isolation ? ", isolation " : "", isolation ? isolation : "",
 		                      p->attached ? attached_suffix : "",
 		                      has_no_persistent_shell(p->type) ? no_shell_suffix : "");
 	}
@@ -130,6 +144,11 @@ char *aks__tool_guidance_from_settings(const aks_settings *settings)
 		list[i].type = aks_profile_get_type(p);
 		list[i].scope = aks__scope_name(aks_profile_get_scope(p));
 		list[i].attached = aks_profile_get_environment(p) == AKS_ENV_ATTACHED;
+		/* the instance's, once its provider is loaded (a disabled sandbox loads none) */
+		const aks_provider *prov = aks_profile_get_provider(p);
+		const aks_capabilities *caps = prov ? aks_provider_get_capabilities(prov) : NULL;
+		list[i].isolation_known = caps != NULL;
+		list[i].isolation = caps ? caps->isolation : 0;
 	}
 	int64_t max = aks_settings_get_tool_output_max_chars(settings);
 	char *text = aks__tool_guidance(list, count, aks_settings_get_default_profile(settings),

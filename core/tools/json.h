@@ -151,9 +151,11 @@ char *aks__tool_json_disabled(void);
 
 typedef struct aks_guidance_profile {
 	const char *name;
-	const char *type;  /* the profile's type: a plugin name or a path */
-	const char *scope; /* "per_session", "per_call" or "per_runtime" */
-	bool attached;     /* environment: attached */
+	const char *type;     /* the profile's type: a plugin name or a path */
+	const char *scope;    /* "per_session", "per_call" or "per_runtime" */
+	bool attached;        /* environment: attached */
+	bool isolation_known; /* the profile's provider instance is loaded: */
+	uint32_t isolation;   /* its AKS_ISOLATION_* tier */
 } aks_guidance_profile;
 
 /*

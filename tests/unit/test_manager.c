@@ -867,7 +867,11 @@ static void test_schemas_and_guidance(void **state)
 	free(text);
 	char *g = aks_runtime_guidance(fx->rt, "anyone");
 	assert_memory_equal(g, "[Sandbox execution]\n", 20);
-	assert_non_null(strstr(g, "- 'default' (default): provider 'fake', scope per_session"));
+	/* the loaded instance's isolation, which for fake is none: said plainly */
+	assert_non_null(strstr(g, "- 'default' (default): provider 'fake', scope per_session, "
+	                          "isolation none (NOT isolated: code runs directly on its "
+	                          "host, with the rights of its user)\n"));
+	assert_null(strstr(g, "isolated sandbox"));
 	free(g);
 }
 

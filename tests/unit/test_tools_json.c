@@ -425,8 +425,8 @@ static void test_error_shapes(void **state)
 
 static const char guidance_head[] =
     "[Sandbox execution]\n"
-    "You have an isolated sandbox where you can run code you write, run shell commands, and "
-    "read or write files in its workspace. Prefer running real code over working results out "
+    "You have a sandbox where you can run code you write, run shell commands, and read or "
+    "write files in its workspace. Prefer running real code over working results out "
     "yourself, and report the sandbox's actual output.\n"
     "Available tools:\n"
     "- run_code(code, language, sandbox_session_id, profile): run code (language defaults to "
@@ -474,10 +474,10 @@ static void test_guidance(void **state)
 {
 	(void)state;
 	const aks_guidance_profile profiles[] = {
-	    {"workspace", "local_subprocess", "per_session", false},
-	    {"scratch", "docker", "per_call", false},
-	    {"ops", "ec2_ssm", "per_session", true},
-	    {"db", "kubernetes", "per_runtime", true},
+	    {"workspace", "local_subprocess", "per_session", false, true, AKS_ISOLATION_NONE},
+	    {"scratch", "docker", "per_call", false, true, AKS_ISOLATION_CONTAINER},
+	    {"ops", "ec2_ssm", "per_session", true, false, 0}, /* not loaded: not said */
+	    {"db", "kubernetes", "per_runtime", true, true, AKS_ISOLATION_CONTAINER},
 	};
 	char *text = aks__tool_guidance(profiles, 4, "workspace", 8000);
 	assert_non_null(text);
@@ -485,15 +485,16 @@ static void test_guidance(void **state)
 	snprintf(
 	    expected, sizeof(expected),
 	    "%s"
-	    "- 'workspace' (default): provider 'local_subprocess', scope per_session\n"
-	    "- 'scratch': provider 'docker', scope per_call\n"
+	    "- 'workspace' (default): provider 'local_subprocess', scope per_session, isolation "
+	    "none (NOT isolated: code runs directly on its host, with the rights of its user)\n"
+	    "- 'scratch': provider 'docker', scope per_call, isolation container\n"
 	    "- 'ops': provider 'ec2_ssm', scope per_session, environment attached (connects to "
 	    "an existing system; never reset or destroyed). NO persistent shell: each command "
 	    "runs as its own process, so a working-directory change or `sudo su` does not "
 	    "carry over to the next command; chain state-dependent steps in one command, for "
 	    "example cd /app && ./run.sh\n"
-	    "- 'db': provider 'kubernetes', scope per_runtime, environment attached (connects "
-	    "to an existing system; never reset or destroyed)\n"
+	    "- 'db': provider 'kubernetes', scope per_runtime, isolation container, environment "
+	    "attached (connects to an existing system; never reset or destroyed)\n"
 	    "stdout/stderr and file reads are truncated at 8000 characters.\n"
 	    "%s",
 	    guidance_head, guidance_tail);
@@ -539,8 +540,8 @@ static void test_guidance_ec2_ssm_by_path(void **state)
 	(void)state;
 	/* The warning follows the provider, named or given as a path; only that one. */
 	const aks_guidance_profile profiles[] = {
-	    {"a", "/opt/aks/ec2_ssm.so", "per_session", true},
-	    {"b", "ec2_ssm_v2", "per_session", true},
+	    {"a", "/opt/aks/ec2_ssm.so", "per_session", true, false, 0},
+	    {"b", "ec2_ssm_v2", "per_session", true, false, 0},
 	};
 	char *text = aks__tool_guidance(profiles, 2, "a", 10);
 	assert_non_null(strstr(text, "- 'a' (default): provider '/opt/aks/ec2_ssm.so', scope "
@@ -593,11 +594,16 @@ static void test_guidance_from_settings(void **state)
 	assert_non_null(text);
 	assert_non_null(strstr(text, "Available workload profiles (pass as profile=):\n"
 	                             "- 'work' (default): provider 'local_subprocess', scope "
-	                             "per_session\n"
-	                             "- 'once': provider 'local_subprocess', scope per_call\n"
-	                             "- 'ops': provider 'ec2_ssm', scope per_session, environment "
-	                             "attached (connects to an existing system; never reset or "
-	                             "destroyed). NO persistent shell: "));
+	                             "per_session, isolation none (NOT isolated: code runs "
+	                             "directly on its host, with the rights of its user)\n"
+	                             "- 'once': provider 'local_subprocess', scope per_call, "
+	                             "isolation none (NOT isolated: code runs directly on its "
+	                             "host, with the rights of its user)\n"
+	                             "- 'ops': provider 'ec2_ssm', scope per_session, isolation "
+	                             "none (NOT isolated: code runs directly on its host, with the "
+	                             "rights of its user), environment attached (connects to an "
+	                             "existing system; never reset or destroyed). NO persistent "
+	                             "shell: "));
 	assert_non_null(strstr(text, "\nstdout/stderr and file reads are truncated at 123 "
 	                             "characters.\n"));
 	assert_no_blank_line(text);

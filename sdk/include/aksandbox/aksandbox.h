@@ -69,6 +69,9 @@ AKS_EXPORT const aks_plugin_descriptor *aks_plugin_get_descriptor(const aks_plug
 AKS_EXPORT const char *aks_plugin_get_file(const aks_plugin *plugin);
 /* For providers: the class capabilities (NULL for other kinds). */
 AKS_EXPORT const aks_capabilities *aks_plugin_get_capabilities(const aks_plugin *plugin);
+/* The name of an isolation tier (aks_capabilities.isolation, AKS_ISOLATION_*): "none",
+ * "os_policy", "container", "syscall_filter", "micro_vm" or "wasm"; "unknown" otherwise. */
+AKS_EXPORT const char *aks_isolation_name(uint32_t tier);
 /* The compiled-in plugin directory ($(pkglibdir)/plugins-<ABI major>). */
 AKS_EXPORT const char *aks_plugin_dir(void);
 /* The host services table the host hands to every plugin it starts, for tools
