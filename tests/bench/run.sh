@@ -79,6 +79,11 @@ echo
 hyperfine_pair "Process: aksandbox run -- true vs sh -c true" "$T/run.json" \
 	"aksandbox run -- true" "$AKS run -- true" "sh -c true" "sh -c true"
 echo
+# ... and against what local_subprocess itself must run for it (the reference's bash -c),
+# which alone costs more than sh -c true: the difference is what aksandbox adds.
+hyperfine_pair "Process: aksandbox run -- true vs bash -c true" "$T/run_bash.json" \
+	"aksandbox run -- true" "$AKS run -- true" "bash -c true" "bash -c true"
+echo
 
 # 2. One execution in process, against bare fork/exec.
 "$BENCH_EXEC" exec -n "$ITER"
