@@ -7,9 +7,9 @@
  *  - the service thread owns the libwebsockets context (created, serviced and destroyed on
  *    it alone: libwebsockets is not thread-safe). It writes what arrives on channel 1 into
  *    the client's read socket (blocking: the client's reader always drains, it never waits
- *    on anything but its socket), logs channel 2 and keeps its start for close, keeps
- *    channel 3 (the status: the program ended), and sends the queued stdin bytes on channel 0 when
- * the socket is writable;
+ *    on anything but its socket), logs channel 2 and keeps its start for close,
+ *    keeps channel 3 (the status: the program ended), and sends the queued stdin bytes
+ *    on channel 0 when the socket is writable;
  *  - the pump thread reads the client's write socket into that queue (bounded: it waits
  *    while the queue is full) and wakes the service thread with lws_cancel_service(), the
  *    one libwebsockets call that is safe from another thread;
