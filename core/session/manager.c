@@ -516,6 +516,19 @@ static int place_session(submit_state *st, char **def, aks_error **err)
 	return AKS_OK;
 }
 
+double aks__mgr_exec_wait(const submit_state *st)
+{
+	switch (st->caller->wait_mode) {
+	case AKS_MGR_WAIT_SECONDS:
+		return st->caller->wait_seconds;
+	case AKS_MGR_WAIT_UNTIL_DONE:
+		return -1;
+	case AKS_MGR_WAIT_CONFIGURED:
+		break;
+	}
+	return aks_settings_get_wait_timeout(st->m->settings);
+}
+
 int aks__manager_submit(aks_manager *m, const aks_mgr_caller *caller, const aks_mgr_request *req,
                         aks_mgr_outcome *out, aks_error **err)
 {

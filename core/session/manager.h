@@ -32,12 +32,20 @@
 
 typedef struct aks_manager aks_manager;
 
+typedef enum aks_mgr_wait {
+	AKS_MGR_WAIT_CONFIGURED = 0, /* broker.wait_timeout */
+	AKS_MGR_WAIT_SECONDS,        /* wait_seconds */
+	AKS_MGR_WAIT_UNTIL_DONE      /* the whole run */
+} aks_mgr_wait;
+
 /* Who is calling: the conversation (namespace) and what the resolver needs. */
 typedef struct aks_mgr_caller {
 	const char *conversation;      /* non-empty, not starting with '@' */
 	const char *agent;             /* NULL: "agent" */
 	const char *const *attributes; /* NULL-terminated key, value pairs, or NULL */
 	aks_cancel *cancel;            /* NULL: not cancellable */
+	aks_mgr_wait wait_mode;        /* how long an execution waits before it is a task */
+	double wait_seconds;           /* for AKS_MGR_WAIT_SECONDS */
 } aks_mgr_caller;
 
 typedef enum aks_mgr_op {

@@ -84,6 +84,10 @@ struct aks_mgr_flavor {
  * run_ephemeral, or the stored session's call. */
 int aks__mgr_execute(submit_state *st, aks_mgr_outcome *out, aks_error **err);
 
+/* How long an execution waits before it becomes a task: the caller's choice
+ * (aks_tool_context.wait_timeout), else broker.wait_timeout; -1 for the whole run. */
+double aks__mgr_exec_wait(const submit_state *st);
+
 /* ---- manager_thread.c ---- */
 
 /*

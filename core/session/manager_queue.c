@@ -90,12 +90,14 @@ static int session_group(const char *ns, const char *id, char **key, aks_error *
 	return AKS_OK;
 }
 
-/* How long a call waits for its completion: executions wait_timeout (then they are tasks);
- * file operations long enough to finish, since they are never promoted (§11 item 2). */
+/* How long a call waits for its completion: executions wait_timeout or the caller's wait
+ * (then they are tasks); file operations, and executions whose caller waits for the whole
+ * run, long enough to finish: file operations are never promoted (§11 item 2). */
 static double op_wait(const submit_state *st)
 {
 	double wait = aks_settings_get_wait_timeout(st->m->settings);
-	if (st->req->op == AKS_MGR_EXECUTE_CODE || st->req->op == AKS_MGR_EXECUTE_COMMAND)
+	bool exec = st->req->op == AKS_MGR_EXECUTE_CODE || st->req->op == AKS_MGR_EXECUTE_COMMAND;
+	if (exec && (wait = aks__mgr_exec_wait(st)) >= 0)
 		return wait;
 	double needed = aks_profile_get_policy(st->profile)->timeout + FILE_OP_MARGIN;
 	return needed > wait ? needed : wait;

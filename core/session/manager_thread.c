@@ -209,7 +209,7 @@ int aks__mgr_thread_dispatch(submit_state *st, aks_resolved_principal **principa
 	if (rc < 0 || (rc = job_new(st, principal, &j, err)) < 0)
 		return rc;
 	bool exec = st->req->op == AKS_MGR_EXECUTE_CODE || st->req->op == AKS_MGR_EXECUTE_COMMAND;
-	double wait = exec ? aks_settings_get_wait_timeout(m->settings) : -1;
+	double wait = exec ? aks__mgr_exec_wait(st) : -1;
 	/* What the pending answer needs, before the pool may free the job. */
 	char task_id[33];
 	memcpy(task_id, j->task_id, sizeof(task_id));

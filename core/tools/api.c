@@ -57,6 +57,7 @@ AKS_EXPORT void aks_tool_context_init_sized(aks_tool_context *ctx, size_t size,
 	    .struct_size = sizeof(full),
 	    .conversation_id = conversation_id,
 	    .agent = agent,
+	    .wait_timeout = AKS_WAIT_CONFIGURED,
 	};
 	aks__sized_write(ctx, size, &full, sizeof(full));
 }
@@ -389,6 +390,22 @@ AKS_EXPORT int aks_runtime_call_tool(aks_runtime *rt, const char *tool, const ch
 	    offsetof(aks_tool_context, output_userdata) + sizeof(ctx->output_userdata)) {
 		tc.on_output = ctx->on_output;
 		tc.output_userdata = ctx->output_userdata;
+	}
+	/* Version 3: the wait. */
+	if (ctx->struct_size >=
+	    offsetof(aks_tool_context, wait_timeout) + sizeof(ctx->wait_timeout)) {
+		double w = ctx->wait_timeout;
+		if (w == AKS_WAIT_UNTIL_DONE) {
+			tc.caller.wait_mode = AKS_MGR_WAIT_UNTIL_DONE;
+		} else if (w >= 0 && w <= 1e9) {
+			tc.caller.wait_mode = AKS_MGR_WAIT_SECONDS;
+			tc.caller.wait_seconds = w;
+		} else if (w != AKS_WAIT_CONFIGURED) {
+			return aks__error_set(
+			    err, AKS_EINVAL,
+			    "aks_runtime_call_tool: wait_timeout must be a number of "
+			    "seconds, AKS_WAIT_CONFIGURED or AKS_WAIT_UNTIL_DONE");
+		}
 	}
 
 	if (tc.tool < 0) {

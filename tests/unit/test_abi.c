@@ -25,9 +25,10 @@ _Static_assert(offsetof(aks_call, labels) == 48, "call layout");
 _Static_assert(offsetof(aks_call, context) == 56, "call layout");
 _Static_assert(sizeof(aks_call) == 64, "call size");
 _Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
-/* Version 1 ended at `cancel`, 40 bytes. */
+/* Version 1 ended at `cancel`, 40 bytes; version 2 at output_userdata, 56. */
 _Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");
-_Static_assert(sizeof(aks_tool_context) == 56, "tool context size");
+_Static_assert(offsetof(aks_tool_context, wait_timeout) == 56, "tool context layout");
+_Static_assert(sizeof(aks_tool_context) == 64, "tool context size");
 _Static_assert(sizeof(aks_worker_options) == 24, "worker options size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
 /* The 1.0 table was 72 bytes; instance_description was appended after it. */

@@ -4,7 +4,7 @@
  * before the call ends, in order, stdout and stderr apart; bytes past the stream cap are
  * still streamed; nothing is called after aks_runtime_call_tool returns, also when the run
  * goes on as a pending task; an old (version 1) context streams nothing; file tools stream
- * nothing. */
+ * nothing. Also the context's own wait (version 3). */
 #include "config.h"
 
 #include <setjmp.h>
@@ -226,7 +226,7 @@ static char *call_streamed(fixture *fx, const char *tool, const char *args, reco
 {
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, "conv-stream", NULL);
-	assert_int_equal(ctx.struct_version, 2);
+	assert_int_equal(ctx.struct_version, AKS_TOOL_CONTEXT_VERSION);
 	assert_int_equal(ctx.struct_size, sizeof(ctx));
 	assert_null(ctx.on_output);
 	ctx.on_output = on_output;
@@ -476,6 +476,75 @@ static void test_old_context(void **state)
 	record_free(r);
 }
 
+/* The call's own wait (version 3): a number of seconds or the whole run instead of the
+ * configured broker.wait_timeout (0.5 s here); a version 2 context's bytes past its size are
+ * never read; a wait that is neither is refused. */
+static void test_wait_override(void **state)
+{
+	fixture *fx = *state;
+	const char *slow = "{\"command\": \"sleep 1; echo done\"}";
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, "conv-wait", NULL);
+	assert_true(ctx.wait_timeout == AKS_WAIT_CONFIGURED);
+	char *got = NULL;
+	aks_error *err = NULL;
+	char *status = NULL, *out = NULL;
+
+	/* Configured: pending after 0.5 s. */
+	assert_int_equal(aks_runtime_call_tool(fx->rt, "run_command", slow, &ctx, &got, &err),
+	                 AKS_OK);
+	assert_string_equal(status = str_of(got, "status", NULL), "pending");
+	free(status);
+	free(got);
+
+	/* The whole run, and a wait longer than the run: the outcome itself. */
+	double waits[] = {AKS_WAIT_UNTIL_DONE, 30};
+	for (size_t i = 0; i < 2; i++) {
+		ctx.wait_timeout = waits[i];
+		assert_int_equal(
+		    aks_runtime_call_tool(fx->rt, "run_command", slow, &ctx, &got, &err), AKS_OK);
+		assert_string_equal(out = str_of(got, "stdout", NULL), "done\n");
+		free(out);
+		free(got);
+	}
+
+	/* 0: a task at once, even for a run that would take no time. */
+	ctx.wait_timeout = 0;
+	double t0 = mono();
+	assert_int_equal(aks_runtime_call_tool(fx->rt, "run_command", "{\"command\": \"true\"}",
+	                                       &ctx, &got, &err),
+	                 AKS_OK);
+	assert_string_equal(status = str_of(got, "status", NULL), "pending");
+	assert_true(mono() - t0 < 0.5);
+	free(status);
+	free(got);
+
+	/* A version 2 context: the field past its end is not looked at. */
+	ctx.wait_timeout = AKS_WAIT_UNTIL_DONE;
+	ctx.struct_version = 2;
+	ctx.struct_size = (uint32_t)offsetof(aks_tool_context, wait_timeout);
+	assert_int_equal(aks_runtime_call_tool(fx->rt, "run_command", slow, &ctx, &got, &err),
+	                 AKS_OK);
+	assert_string_equal(status = str_of(got, "status", NULL), "pending");
+	free(status);
+	free(got);
+
+	/* Neither seconds nor one of the two constants. */
+	aks_tool_context_init(&ctx, "conv-wait", NULL);
+	double bad[] = {-5, -0.5, 1e12};
+	for (size_t i = 0; i < 3; i++) {
+		ctx.wait_timeout = bad[i];
+		got = NULL;
+		assert_int_equal(
+		    aks_runtime_call_tool(fx->rt, "run_command", slow, &ctx, &got, &err),
+		    AKS_EINVAL);
+		assert_null(got);
+		assert_non_null(strstr(aks_error_message(err), "wait_timeout"));
+		aks_error_free(err);
+		err = NULL;
+	}
+}
+
 /* No callback (userdata set or not) is fine; file tools stream nothing. */
 static void test_null_callback_and_file_tools(void **state)
 {
@@ -519,6 +588,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_no_callback_after_return, setup_short_wait,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_old_context, setup_thread, teardown),
+	    cmocka_unit_test_setup_teardown(test_wait_override, setup_short_wait, teardown),
 	    cmocka_unit_test_setup_teardown(test_null_callback_and_file_tools, setup_thread,
 	                                    teardown),
 	};

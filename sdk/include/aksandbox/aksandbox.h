@@ -431,17 +431,26 @@ typedef struct aks_tool_context {
 	/* Version 2: */
 	aks_tool_output_fn on_output; /* NULL: output only in the result */
 	void *output_userdata;        /* passed to on_output */
+	/* Version 3: how long run_code and run_command wait before the run becomes a pending
+	 * task. AKS_WAIT_CONFIGURED: the configuration's broker.wait_timeout; a number of
+	 * seconds >= 0 (0: at once); AKS_WAIT_UNTIL_DONE: the whole run (on the queue flavor,
+	 * its policy timeout and a margin, which the run cannot outlast). */
+	double wait_timeout;
 } aks_tool_context;
+
+#define AKS_WAIT_CONFIGURED (-1.0)
+#define AKS_WAIT_UNTIL_DONE (-2.0)
 
 #define AKS_TOOL_CONTEXT_INIT                                                                      \
 	.struct_version = AKS_TOOL_CONTEXT_VERSION, .struct_size = sizeof(aks_tool_context)
 
 /* 2 added on_output and output_userdata; a version 1 struct (struct_size up to `cancel`)
- * still works and streams nothing. */
-#define AKS_TOOL_CONTEXT_VERSION 2
+ * still works and streams nothing. 3 added wait_timeout; an older struct waits as
+ * configured. */
+#define AKS_TOOL_CONTEXT_VERSION 3
 
 /* Fills a context: version, size, the two ids, no attributes, no cancel token, no output
- * callback. A macro, as aks_call_init. */
+ * callback, the configured wait. A macro, as aks_call_init. */
 AKS_EXPORT void aks_tool_context_init_sized(aks_tool_context *ctx, size_t size,
                                             const char *conversation_id, const char *agent);
 #define aks_tool_context_init(ctx, conversation_id, agent)                                         \
