@@ -66,6 +66,12 @@ int cli_print_report(const char *text, bool json, void (*print_text)(struct json
  */
 char *cli_shell_join(int argc, char *const argv[]);
 
+/* ---- the configuration ----------------------------------------------------------- */
+
+/* The config file to load (aks_settings_locate with -c): malloc'ed, or NULL for the embedded
+ * default. A file skipped at a default place is named on stderr. */
+char *cli_find_config(void);
+
 /* ---- the runtime: profiles and the providers behind them -------------------- */
 
 typedef enum cli_scope {

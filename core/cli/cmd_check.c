@@ -501,7 +501,7 @@ int cli_cmd_check(int argc, char *argv[])
 		cli_usage_hint("check");
 		return CLI_EXIT_USAGE;
 	}
-	char *file = aks_settings_find_file(cli_config_path);
+	char *file = cli_find_config();
 	aks_settings *settings = NULL;
 	aks_error *err = NULL;
 	int rc = aks_settings_load(file, NULL, &settings, &err);

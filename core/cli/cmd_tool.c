@@ -31,7 +31,7 @@ const char *cli_get_conversation(void)
 int cli_tool_host_open(cli_tool_host *h)
 {
 	memset(h, 0, sizeof(*h));
-	char *file = aks_settings_find_file(cli_config_path);
+	char *file = cli_find_config();
 	aks_error *e = NULL;
 	int rc = aks_settings_load(file, NULL, &h->settings, &e);
 	free(file);

@@ -86,7 +86,7 @@ int cli_cmd_worker(int argc, char *argv[])
 		return CLI_EXIT_USAGE;
 	}
 
-	char *file = aks_settings_find_file(cli_config_path);
+	char *file = cli_find_config();
 	aks_settings *settings = NULL;
 	aks_error *e = NULL;
 	int rc = aks_settings_load(file, NULL, &settings, &e);

@@ -1,7 +1,7 @@
 /*
  * core/cli/runtime.c - the profiles the CLI runs on: config.yaml's sandbox:
  * block (from -c FILE, $AKSANDBOX_CONFIG or the default locations; see
- * aks_settings_find_file), or, when there is no file at all, the embedded
+ * cli_find_config), or, when there is no file at all, the embedded
  * default: one profile, `default`, the local_subprocess provider in process.
  *
  * Every request passes the same gates as in any other host: the principal
@@ -33,7 +33,7 @@ int cli_runtime_open(cli_runtime **out, cli_error *err)
 	cli_runtime *rt = calloc(1, sizeof(*rt));
 	if (!rt)
 		return cli_error_set(err, AKS_ENOMEM, "out of memory");
-	char *file = aks_settings_find_file(cli_config_path);
+	char *file = cli_find_config();
 	aks_error *e = NULL;
 	int rc = aks_settings_load(file, NULL, &rt->settings, &e);
 	free(file);

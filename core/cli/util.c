@@ -92,6 +92,19 @@ void cli_warn(const char *fmt, ...)
 	(void)cli_write_all(STDERR_FILENO, safe, len);
 }
 
+static void warn_skipped(void *userdata, const char *path)
+{
+	(void)userdata;
+	cli_warn("ignoring %s: it has no sandbox: mapping, so it is not an aksandbox "
+	         "configuration (give one with -c or $AKSANDBOX_CONFIG)",
+	         path);
+}
+
+char *cli_find_config(void)
+{
+	return aks_settings_locate(cli_config_path, warn_skipped, NULL);
+}
+
 /* Characters that never need quoting in a POSIX shell word. */
 static bool is_safe_word(const char *s)
 {

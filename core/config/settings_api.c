@@ -11,6 +11,7 @@
 
 #include "config/env.h"
 #include "config/settings.h"
+#include "config/yaml_tree.h"
 #include "util/util.h"
 
 extern char **environ;
@@ -22,16 +23,59 @@ static const char embedded_default[] = "sandbox:\n"
                                        "  type: local_subprocess\n"
                                        "  local_subprocess: {}\n";
 
-AKS_EXPORT char *aks_settings_find_file(const char *explicit_path)
+/*
+ * Whether a file found at a default location is ours: it has a `sandbox:` mapping. A client
+ * that starts servers in a project's folder (as Claude Code does) must not have that
+ * project's own config.yaml taken for ours, turn the sandbox off or stop the server. A file
+ * that is not well-formed YAML counts as ours, so its error is reported: whoever meant to
+ * configure aksandbox there learns why, rather than getting the next location's config.
+ */
+static bool is_aksandbox_config(const char *path)
+{
+	static const char *const sections[] = {"sandbox", NULL};
+	aks_node *root = NULL;
+	aks_error *e = NULL;
+	if (aks__yaml_load_file_sections(path, sections, &root, &e) < 0) {
+		aks_error_free(e);
+		return true;
+	}
+	const aks_node *sb =
+	    root && root->kind == AKS_NODE_MAPPING ? aks__node_get(root, "sandbox") : NULL;
+	bool ours = sb && sb->kind == AKS_NODE_MAPPING;
+	aks__node_free(root);
+	return ours;
+}
+
+/* path (malloc'ed, taken) when it exists and is ours; else NULL, after telling on_skip of a
+ * file that exists and is not. */
+static char *candidate(char *path, aks_settings_skip_fn on_skip, void *userdata)
+{
+	if (!path || access(path, F_OK) != 0) {
+		free(path);
+		return NULL;
+	}
+	if (is_aksandbox_config(path))
+		return path;
+	if (on_skip) {
+		char *abs = realpath(path, NULL);
+		on_skip(userdata, abs ? abs : path);
+		free(abs);
+	}
+	free(path);
+	return NULL;
+}
+
+AKS_EXPORT char *aks_settings_locate(const char *explicit_path, aks_settings_skip_fn on_skip,
+                                     void *userdata)
 {
 	if (explicit_path)
 		return strdup(explicit_path);
 	const char *env = getenv("AKSANDBOX_CONFIG");
 	if (env && *env)
 		return strdup(env);
-	if (access("config.yaml", F_OK) == 0)
-		return strdup("config.yaml");
-	char *path = NULL;
+	char *path = candidate(strdup("config.yaml"), on_skip, userdata);
+	if (path)
+		return path;
 	const char *xdg = getenv("XDG_CONFIG_HOME");
 	const char *home = getenv("HOME");
 	if (xdg && *xdg) {
@@ -41,12 +85,22 @@ AKS_EXPORT char *aks_settings_find_file(const char *explicit_path)
 		if (asprintf(&path, "%s/.config/aksandbox/config.yaml", home) < 0)
 			path = NULL;
 	}
-	if (path && access(path, F_OK) == 0)
+	if ((path = candidate(path, on_skip, userdata)))
 		return path;
-	free(path);
-	if (access("/etc/aksandbox/config.yaml", F_OK) == 0)
-		return strdup("/etc/aksandbox/config.yaml");
-	return NULL;
+	return candidate(strdup("/etc/aksandbox/config.yaml"), on_skip, userdata);
+}
+
+static void log_skipped(void *userdata, const char *path)
+{
+	(void)userdata;
+	aks__log(AKS_LOG_WARNING, "config",
+	         "ignoring %s: it has no sandbox: mapping, so it is not an aksandbox configuration",
+	         path);
+}
+
+AKS_EXPORT char *aks_settings_find_file(const char *explicit_path)
+{
+	return aks_settings_locate(explicit_path, log_skipped, NULL);
 }
 
 AKS_EXPORT int aks_settings_load(const char *path, const char *const *envp, aks_settings **out,

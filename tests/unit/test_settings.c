@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <aksandbox/aksandbox.h>
@@ -734,12 +735,122 @@ static void test_instance_capabilities_decide(void **state)
 	aks_settings_free(s);
 }
 
+/* ---- finding the file ---- */
+
+typedef struct skipped {
+	char paths[4][PATH_MAX];
+	int n;
+} skipped;
+
+static void note_skipped(void *userdata, const char *path)
+{
+	skipped *sk = userdata;
+	if (sk->n < 4)
+		snprintf(sk->paths[sk->n++], PATH_MAX, "%s", path);
+}
+
+static void put(const char *path, const char *text)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	fputs(text, f);
+	fclose(f);
+}
+
+/* A config.yaml at a default place without a sandbox: mapping (none, a list, not a mapping at
+ * all) is skipped, by its absolute path, and the search goes on; a broken one is taken (its
+ * error must be seen); one with the mapping is taken; -c and $AKSANDBOX_CONFIG are taken as
+ * they are. */
+static void test_locate_skips_foreign_files(void **state)
+{
+	(void)state;
+	char dir[] = "/tmp/aks-locate-XXXXXX", old_cwd[PATH_MAX], xdg[64], ours[128];
+	assert_non_null(mkdtemp(dir));
+	assert_non_null(getcwd(old_cwd, sizeof(old_cwd)));
+	assert_int_equal(chdir(dir), 0);
+	const char *old_xdg = getenv("XDG_CONFIG_HOME"), *old_env = getenv("AKSANDBOX_CONFIG");
+	char *saved_xdg = old_xdg ? strdup(old_xdg) : NULL,
+	     *saved_env = old_env ? strdup(old_env) : NULL;
+	unsetenv("AKSANDBOX_CONFIG");
+	snprintf(xdg, sizeof(xdg), "%s/xdg", dir);
+	setenv("XDG_CONFIG_HOME", xdg, 1);
+	snprintf(ours, sizeof(ours), "%s/aksandbox", xdg);
+	assert_int_equal(mkdir(xdg, 0700), 0);
+	assert_int_equal(mkdir(ours, 0700), 0);
+	snprintf(ours, sizeof(ours), "%s/aksandbox/config.yaml", xdg);
+	put(ours, "sandbox:\n  enabled: false\n");
+	char local[64];
+	snprintf(local, sizeof(local), "%s/config.yaml", dir);
+
+	static const char *const foreign[] = {"name: my-project\nlayers: [a, b]\n",
+	                                      "sandbox:\n  - not ours\n", "sandbox: yes\n",
+	                                      "- a list\n"};
+	for (size_t i = 0; i < sizeof(foreign) / sizeof(foreign[0]); i++) {
+		put("config.yaml", foreign[i]);
+		skipped sk = {.n = 0};
+		char *got = aks_settings_locate(NULL, note_skipped, &sk);
+		assert_non_null(got);
+		assert_string_equal(got, ours);
+		assert_int_equal(sk.n, 1);
+		assert_string_equal(sk.paths[0], local);
+		free(got);
+		got = aks_settings_find_file(NULL); /* the same, logged */
+		assert_string_equal(got, ours);
+		free(got);
+	}
+	/* Not well-formed: taken, so loading it reports where it breaks. */
+	put("config.yaml", "sandbox: {enabled: [\n");
+	skipped sk = {.n = 0};
+	char *got = aks_settings_locate(NULL, note_skipped, &sk);
+	assert_string_equal(got, "config.yaml");
+	assert_int_equal(sk.n, 0);
+	free(got);
+	put("config.yaml", "sandbox:\n  enabled: true\n");
+	got = aks_settings_locate(NULL, note_skipped, &sk);
+	assert_string_equal(got, "config.yaml");
+	free(got);
+	/* What is asked for by name is never second-guessed. */
+	put("config.yaml", "other: 1\n");
+	got = aks_settings_locate("config.yaml", note_skipped, &sk);
+	assert_string_equal(got, "config.yaml");
+	free(got);
+	setenv("AKSANDBOX_CONFIG", "config.yaml", 1);
+	got = aks_settings_locate(NULL, note_skipped, &sk);
+	assert_string_equal(got, "config.yaml");
+	free(got);
+	assert_int_equal(sk.n, 0);
+	/* Nothing of ours anywhere (no /etc file either on a test machine that has one is
+	 * not assumed): the skipped files are all named. */
+	unsetenv("AKSANDBOX_CONFIG");
+	put(ours, "sandbox: []\n");
+	got = aks_settings_locate(NULL, note_skipped, &sk);
+	assert_true(sk.n >= 2);
+	assert_string_equal(sk.paths[0], local);
+	assert_string_equal(sk.paths[1], ours);
+	assert_true(got == NULL || strcmp(got, "/etc/aksandbox/config.yaml") == 0);
+	free(got);
+
+	if (saved_xdg)
+		setenv("XDG_CONFIG_HOME", saved_xdg, 1);
+	else
+		unsetenv("XDG_CONFIG_HOME");
+	if (saved_env)
+		setenv("AKSANDBOX_CONFIG", saved_env, 1);
+	free(saved_xdg);
+	free(saved_env);
+	assert_int_equal(chdir(old_cwd), 0);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 	    cmocka_unit_test(test_defaults),
 	    cmocka_unit_test(test_foreign_sections_skipped),
 	    cmocka_unit_test(test_embedded_default),
+	    cmocka_unit_test(test_locate_skips_foreign_files),
 	    cmocka_unit_test(test_sugar),
 	    cmocka_unit_test(test_profile_defaults_and_values),
 	    cmocka_unit_test(test_unknown_profile),

@@ -278,10 +278,17 @@ typedef enum aks_environment {
 /*
  * The config file to use: `explicit_path` if given; else $AKSANDBOX_CONFIG;
  * else ./config.yaml; else $XDG_CONFIG_HOME/aksandbox/config.yaml (default
- * ~/.config/...); else /etc/aksandbox/config.yaml. NULL when none exists (the
- * embedded default applies). The caller frees the result.
+ * ~/.config/...); else /etc/aksandbox/config.yaml. A file at one of the last
+ * three places that has no `sandbox:` mapping is someone else's: it is skipped
+ * with a warning in the library's log. NULL when none is found (the embedded
+ * default applies). The caller frees the result.
  */
 AKS_EXPORT char *aks_settings_find_file(const char *explicit_path);
+/* The same search, telling on_skip (if not NULL) of each file skipped, by its
+ * absolute path, instead of logging it. */
+typedef void (*aks_settings_skip_fn)(void *userdata, const char *path);
+AKS_EXPORT char *aks_settings_locate(const char *explicit_path, aks_settings_skip_fn on_skip,
+                                     void *userdata);
 
 /*
  * Loads and validates the sandbox: block of `path` (NULL: the embedded
