@@ -205,6 +205,25 @@ static int tool_submit(tool_call *tc, char **out, aks_error **err)
 		req.op = AKS_MGR_DOWNLOAD;
 		break;
 	}
+	/* The file tools reach the workspace only, and take paths relative to it, as commands
+	 * do (it is their working directory). The original took "/tmp/x" to mean
+	 * "<workspace>/tmp/x", so a file written there was not where a command looking at
+	 * /tmp/x found it: an absolute path is refused instead, and the agent told why. */
+	if ((req.op == AKS_MGR_UPLOAD || req.op == AKS_MGR_DOWNLOAD) && req.path &&
+	    req.path[0] == '/') {
+		char *msg = NULL;
+		if (asprintf(
+		        &msg,
+		        "%s: path '%.200s' is absolute; the file tools reach only the sandbox's "
+		        "workspace and take paths relative to it (the working directory of "
+		        "run_command and run_code): use a relative path, and run_command to "
+		        "move a file elsewhere",
+		        tc->tool_name, req.path) < 0)
+			return aks__error_set(err, AKS_ENOMEM, "out of memory");
+		int rc = error_json(msg, req.session_id, out, err);
+		free(msg);
+		return rc;
+	}
 	/* Only executions stream; the tap may outlive this call (a promoted run keeps its
 	 * result), so it is detached before we return: no callback after that. */
 	if (tc->on_output &&

@@ -37,6 +37,8 @@ static const char *const head[] = {
     "- new_sandbox_session(name, profile): create a fresh, empty session with a short "
     "descriptive name (such as \"uv-project\"); returns its sandbox_session_id.",
     "- destroy_sandbox_session(sandbox_session_id): destroy a session and its sandbox.",
+    "File paths are relative to the workspace, which is also the directory commands and code "
+    "run in; an absolute path is refused.",
     "Every result includes a sandbox_session_id. Sandbox state (files, the workspace) persists "
     "per id: pass the id again to continue where you left off, or omit it to use the default "
     "session.",

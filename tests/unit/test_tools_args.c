@@ -255,6 +255,39 @@ static void test_destroy_unknown_session(void **state)
 	expect(fx, "destroy_sandbox_session", args, want);
 }
 
+/* An absolute path is refused by both file tools, before any sandbox is made, and nothing is
+ * written under the workspace (the original wrote "/tmp/x" to "<workspace>/tmp/x", where a
+ * command reading /tmp/x does not look). A relative path still works, and a command sees the
+ * file at it. */
+static void test_absolute_path_refused(void **state)
+{
+	fixture *fx = *state;
+	const char *why = "path '/tmp/x' is absolute; the file tools reach only the sandbox's "
+	                  "workspace and take paths relative to it (the working directory of "
+	                  "run_command and run_code): use a relative path, and run_command to move "
+	                  "a file elsewhere";
+	char want[512];
+	snprintf(want, sizeof(want),
+	         "{\"error\": \"write_sandbox_file: %s\", "
+	         "\"sandbox_session_id\": \"\"}",
+	         why);
+	expect(fx, "write_sandbox_file", "{\"path\": \"/tmp/x\", \"content\": \"x\"}", want);
+	snprintf(want, sizeof(want),
+	         "{\"error\": \"read_sandbox_file: %s\", "
+	         "\"sandbox_session_id\": \"default:default\"}",
+	         why);
+	expect(fx, "read_sandbox_file",
+	       "{\"path\": \"/tmp/x\", \"sandbox_session_id\": \"default:default\"}", want);
+	assert_int_equal(sandboxes(fx), 0);
+	expect(fx, "write_sandbox_file", "{\"path\": \"tmp/x\", \"content\": \"rel\"}",
+	       "{\"path\": \"tmp/x\", \"written\": true, \"sandbox_session_id\": "
+	       "\"default:default\"}");
+	char *got =
+	    call(fx, "run_command", "{\"command\": \"cat tmp/x; test -e /tmp/x || echo ' none'\"}");
+	assert_non_null(strstr(got, "\"stdout\": \"rel none\\n\""));
+	free(got);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -262,6 +295,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_nul_in_content_kept, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_identifiers_bounded, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_destroy_unknown_session, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_absolute_path_refused, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("tools_args", tests, NULL, NULL);
 }
