@@ -7,9 +7,9 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,20 +35,47 @@ static int write_stdout(void *userdata, const char *line, size_t len)
 	return cli_write_all(STDOUT_FILENO, line, len);
 }
 
-/* "mcp-" and 32 random hex digits: a conversation of its own. */
-static int new_conversation_id(char out[40])
+/*
+ * The conversation a client gets unless it names one: "mcp-<uid>-<16 hex digits>", the hex a
+ * hash of the working directory's real path. A client that is restarted (Claude Code starts
+ * its servers in the project's folder, Claude Desktop in one of its own) finds the sandboxes
+ * its agent made before, and two projects of one user do not share theirs.
+ */
+static int default_conversation_id(char *out, size_t size)
 {
-	unsigned char raw[16];
-	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, raw, sizeof(raw)) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n != (ssize_t)sizeof(raw))
+	char *cwd = realpath(".", NULL);
+	if (!cwd)
 		return -1;
-	strcpy(out, "mcp-");
-	for (size_t i = 0; i < sizeof(raw); i++)
-		snprintf(out + 4 + 2 * i, 3, "%02x", raw[i]);
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a: a name, not a secret */
+	for (const unsigned char *p = (const unsigned char *)cwd; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	free(cwd);
+	int n =
+	    snprintf(out, size, "mcp-%lu-%016llx", (unsigned long)getuid(), (unsigned long long)h);
+	return n > 0 && (size_t)n < size ? 0 : -1;
+}
+
+/* A number of seconds from 0 to a day, for --wait-timeout. */
+static int parse_seconds(const char *text, double *out)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(text, &end);
+	if (errno || end == text || *end || !(v >= 0 && v <= 86400))
+		return -1;
+	*out = v;
 	return 0;
+}
+
+/* $AKSANDBOX_MCP_HEARTBEAT_MS: the tests' short heartbeat (100 to 600000); 0, the default. */
+static unsigned heartbeat_ms(void)
+{
+	const char *v = getenv("AKSANDBOX_MCP_HEARTBEAT_MS");
+	char *end;
+	unsigned long ms = v && *v ? strtoul(v, &end, 10) : 0;
+	if (!v || !*v || *end || ms < 100 || ms > 600000)
+		return 0;
+	return (unsigned)ms;
 }
 
 int cli_cmd_mcp(int argc, char *argv[])
@@ -59,9 +86,11 @@ int cli_cmd_mcp(int argc, char *argv[])
 	    {"conversation", required_argument, NULL, 'C'},
 	    {"agent", required_argument, NULL, 'A'},
 	    {"max-calls", required_argument, NULL, 'M'},
+	    {"wait-timeout", required_argument, NULL, 'W'},
 	    {NULL, 0, NULL, 0},
 	};
 	long max_calls = AKS_MCP_DEFAULT_MAX_CALLS;
+	double wait_timeout = 0; /* the server's default */
 	int c;
 	optind = 1;
 	opterr = 0;
@@ -91,6 +120,18 @@ int cli_cmd_mcp(int argc, char *argv[])
 			}
 			break;
 		}
+		case 'W':
+			if (parse_seconds(optarg, &wait_timeout) < 0) {
+				cli_warn("mcp: --wait-timeout wants a number of seconds from 0 to "
+				         "86400, "
+				         "not '%s'",
+				         optarg);
+				cli_usage_hint("mcp");
+				return CLI_EXIT_USAGE;
+			}
+			if (wait_timeout == 0)
+				wait_timeout = AKS_MCP_WAIT_NONE;
+			break;
 		default:
 			return cli_option_error(argc, argv, c);
 		}
@@ -101,19 +142,20 @@ int cli_cmd_mcp(int argc, char *argv[])
 		return CLI_EXIT_USAGE;
 	}
 
-	/* --conversation joins an existing conversation; else
-	 * $AKSANDBOX_CONVERSATION; else a new one for this connection. */
-	char fresh[40];
+	/* --conversation; else $AKSANDBOX_CONVERSATION; else this user's for this directory. */
+	char stable[64];
 	const char *conversation = cli_conversation;
 	const char *env = getenv("AKSANDBOX_CONVERSATION");
 	if (!conversation && env && *env)
 		conversation = env;
 	if (!conversation) {
-		if (new_conversation_id(fresh) < 0) {
-			cli_warn("mcp: cannot read /dev/urandom for a conversation id");
+		if (default_conversation_id(stable, sizeof(stable)) < 0) {
+			cli_warn("mcp: cannot resolve the working directory for the default "
+			         "conversation: %s; give one with --conversation",
+			         strerror(errno));
 			return CLI_EXIT_ERROR;
 		}
-		conversation = fresh;
+		conversation = stable;
 	}
 	if (!*conversation || conversation[0] == '@') {
 		cli_warn("mcp: invalid conversation id '%s' (ids starting with '@' are reserved)",
@@ -146,6 +188,8 @@ int cli_cmd_mcp(int argc, char *argv[])
 	    .conversation_id = conversation,
 	    .agent = cli_agent,
 	    .max_calls = (size_t)max_calls,
+	    .wait_timeout = wait_timeout,
+	    .heartbeat_ms = heartbeat_ms(),
 	    .write = write_stdout,
 	};
 	aks__mcp_server *srv = NULL;
@@ -154,12 +198,19 @@ int cli_cmd_mcp(int argc, char *argv[])
 		cli_tool_host_close(&h);
 		return CLI_EXIT_ERROR;
 	}
+	const char *file = aks_settings_get_file(h.settings);
+	char *abs = file ? realpath(file, NULL) : NULL;
 	cli_warn("mcp: serving conversation '%s' (config %s); other clients join it with "
 	         "--conversation %s",
 	         conversation,
-	         aks_settings_get_file(h.settings) ? aks_settings_get_file(h.settings)
-	                                           : "(built-in default)",
+	         abs    ? abs
+	         : file ? file
+	                : "(built-in default)",
 	         conversation);
+	free(abs);
+	if (!aks_settings_is_enabled(h.settings))
+		cli_warn("mcp: the sandbox is disabled in this configuration (sandbox.enabled is "
+		         "not true): no tools are offered");
 	/* A client started in a directory without a config (a desktop client's default) would
 	 * otherwise run its agent's code on this machine without a word to the operator. */
 	if (!aks_settings_get_file(h.settings))

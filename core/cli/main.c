@@ -137,27 +137,37 @@ static const struct command commands[] = {
     {"sessions", cli_cmd_sessions, "", "list the conversation's sandbox sessions (JSON)",
      "Prints list_sandbox_sessions for the conversation: its sessions, then the\n"
      "per_runtime ones.\n"},
-    {"mcp", cli_cmd_mcp, "[-c FILE] [--conversation ID] [--agent NAME] [--max-calls N]",
+    {"mcp", cli_cmd_mcp,
+     "[-c FILE] [--conversation ID] [--agent NAME] [--max-calls N] [--wait-timeout S]",
      "serve the tools to MCP clients on standard input and output",
      "Speaks the Model Context Protocol (newline-delimited JSON-RPC 2.0) on\n"
      "standard input and output, offering the eight tools to any MCP client:\n"
      "protocol 2026-07-28 (stateless requests, server/discover) and the\n"
      "initialize handshake of 2025-11-25, 2025-06-18, 2025-03-26 and 2024-11-05.\n"
      "tools/call returns the tool's JSON result as text (isError when it is an\n"
-     "error result); notifications/cancelled kills the call's program. Standard\n"
-     "output carries protocol messages only; logs go to standard error.\n"
+     "error result); notifications/cancelled kills the call's program. The\n"
+     "guidance is also the prompt sandbox-guidance and the resource\n"
+     "aksandbox://guidance. Standard output carries protocol messages only; logs\n"
+     "go to standard error. A disabled sandbox offers no tools.\n"
      "\n"
-     "Each server is one conversation: a new one (its id is printed on standard\n"
-     "error at start) unless --conversation or $AKSANDBOX_CONVERSATION names one\n"
-     "to join. Ends, cancelling what still runs, at the end of its input.\n"
-     "See docs/mcp.md for client configuration.\n"
+     "Each server is one conversation: by default this user's for the working\n"
+     "directory (mcp-UID-HASH, printed on standard error at start), so a restarted\n"
+     "client finds its sandboxes again; --conversation or $AKSANDBOX_CONVERSATION\n"
+     "names another. A run that outlasts the wait answers with a pending task\n"
+     "(check_sandbox_task polls it); one whose request carries a progressToken\n"
+     "streams its output, hears \"still running\" every 10 s of silence and\n"
+     "answers when it ends. Ends, cancelling what still runs, at the end of its\n"
+     "input. See docs/mcp.md for client configuration.\n"
      "\n"
      "Options:\n"
      "  -c, --config FILE    the configuration file (as the global -c)\n"
-     "  --conversation ID    join conversation ID instead of starting a new one\n"
+     "  --conversation ID    the conversation to act in instead of the default\n"
      "  --agent NAME         the agent the tools act for (agents filter, principal)\n"
      "  --max-calls N        tool calls allowed to run at once (default 16);\n"
      "                       more are refused with a JSON-RPC error\n"
+     "  --wait-timeout S     seconds a run without a progressToken waits before\n"
+     "                       it is a pending task (default: 45, or the broker's\n"
+     "                       wait_timeout when smaller; 0: at once)\n"
      "  -h, --help           show this help\n"},
     {"worker", cli_cmd_worker, "[-c FILE] [--once | --check] [--grace SECONDS]",
      "run a queue broker worker (sandbox.broker.flavor: queue)",

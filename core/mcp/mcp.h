@@ -9,6 +9,8 @@
  *    response builders and the protocol revisions we speak. No state.
  *  - mcp_server.c: the protocol state (legacy initialize or stateless
  *    requests), dispatch, and the tools/call threads with their cancel tokens.
+ *  - mcp_catalog.c: the tools as tools/list offers them (one catalog per
+ *    process).
  *  - mcp_loop.c: reading a file descriptor into bounded lines.
  *
  * Two eras of MCP are served by one process, as the 2026-07-28 revision
@@ -46,6 +48,13 @@
 
 /* The largest input line (one message) read; longer lines are refused. */
 #define AKS_MCP_DEFAULT_MAX_LINE ((size_t)4 << 20)
+/* The default wait before a call without a progressToken becomes a pending task: below the
+ * 60 s request timeout of the official SDKs and of common clients, so the pending answer
+ * reaches the model before the client gives up. */
+#define AKS_MCP_DEFAULT_WAIT_TIMEOUT 45.0
+#define AKS_MCP_WAIT_NONE            (-1.0)
+/* A call with a progressToken that prints nothing hears "still running" this often. */
+#define AKS_MCP_DEFAULT_HEARTBEAT_MS 10000u
 /* The default bound on concurrent tools/call executions. */
 #define AKS_MCP_DEFAULT_MAX_CALLS 16
 
@@ -107,6 +116,16 @@ bool aks__mcp_has_structured_content(const char *version);
 /* ["2026-07-28", "2025-11-25", ...]: every revision, newest first. */
 struct json_object *aks__mcp_supported_versions(void);
 
+/* ---- the tool catalog (mcp_catalog.c) -------------------------------------------- */
+
+/* Builds the process's catalog once (later calls return at once): AKS_OK or AKS_ENOMEM. */
+int aks__mcp_catalog_ensure(aks_runtime *rt, const aks_settings *settings);
+/* Whether a tool of that name is in the catalog. */
+bool aks__mcp_catalog_has(const char *name);
+/* A copy of the tools/list array; outputSchema only when asked for (the revisions with
+ * structuredContent). Never NULL: an empty array when the catalog is not built. */
+struct json_object *aks__mcp_catalog_tools(bool output_schemas);
+
 /* ---- the server (mcp_server.c) ------------------------------------------------- */
 
 /* Writes one whole message line (with its '\n'); 0, or -1 when the peer is
@@ -119,6 +138,13 @@ typedef struct aks__mcp_options {
 	const char *conversation_id;  /* copied */
 	const char *agent;            /* copied; may be NULL */
 	size_t max_calls;             /* 0: AKS_MCP_DEFAULT_MAX_CALLS */
+	/* Seconds a run_code or run_command without a progressToken waits before it answers
+	 * with a pending task (aks_tool_context.wait_timeout): 0, the smaller of
+	 * AKS_MCP_DEFAULT_WAIT_TIMEOUT and broker.wait_timeout; AKS_MCP_WAIT_NONE, a task at
+	 * once. One with a progressToken waits for the whole run, with a "still running"
+	 * notification after each heartbeat_ms without one (0: AKS_MCP_DEFAULT_HEARTBEAT_MS). */
+	double wait_timeout;
+	unsigned heartbeat_ms;
 	aks__mcp_write_fn write;
 	void *write_data;
 } aks__mcp_options;

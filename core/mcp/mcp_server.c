@@ -56,6 +56,8 @@ struct aks__mcp_server {
 	pthread_mutex_t lock; /* the call slots */
 	struct call *calls;
 	size_t max_calls;
+	double wait_timeout;   /* a call without a progressToken: seconds before it is a task */
+	unsigned heartbeat_ms; /* a call with one: "still running" after this much silence */
 
 	pthread_mutex_t write_lock; /* one line at a time; taken after `lock` */
 	bool peer_gone;
@@ -156,7 +158,10 @@ static struct json_object *modern_result(struct json_object *result)
 
 /* The tools/call result: the tool's JSON text exactly as the runtime
  * returned it, and isError for the tools' error shape ({"error": ...} at the
- * top level; a finished task's nested result.error is data). */
+ * top level; a finished task's nested result.error is data). structuredContent
+ * is the result's shape that outputSchema describes, so an error result has
+ * none: it is in the text (clients check structuredContent against the schema
+ * whenever it is present). */
 static struct json_object *call_result(const char *json, bool structured, bool modern)
 {
 	struct json_object *result = json_object_new_object(), *content = json_object_new_array();
@@ -168,7 +173,7 @@ static struct json_object *call_result(const char *json, bool structured, bool m
 	struct json_object *parsed = json_tokener_parse(json);
 	bool is_error = parsed && json_object_is_type(parsed, json_type_object) &&
 	                json_object_object_get_ex(parsed, "error", NULL);
-	if (structured && parsed && json_object_is_type(parsed, json_type_object))
+	if (structured && !is_error && parsed && json_object_is_type(parsed, json_type_object))
 		json_object_object_add(result, "structuredContent", parsed);
 	else
 		json_object_put(parsed);
@@ -218,11 +223,14 @@ struct progress {
 	unsigned char part[2][4]; /* per stream: a UTF-8 character begun, not finished */
 	size_t part_len[2];
 	uint64_t total;     /* output bytes so far */
+	uint64_t beats;     /* "still running" notifications so far */
 	uint64_t reported;  /* `progress` of the last notification */
 	uint64_t text_sent; /* message bytes sent */
 	bool over;          /* past the budget: status only */
 	int64_t last_ms;    /* when the last notification went */
 	int64_t pending_ms; /* when the oldest unsent output came; -1: none */
+	int64_t started_ms; /* when the run began */
+	int64_t heartbeat_ms;
 };
 
 static int64_t now_ms(void)
@@ -232,30 +240,24 @@ static int64_t now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Sends one notification for what has gathered (p->mu held); nothing when no output came
- * since the last one (progress must increase). */
-static void progress_send_locked(struct call *c)
+/* `progress`: the output bytes so far and one for each "still running" notification, so it
+ * grows with every notification, as MCP requires. */
+static uint64_t progress_value(const struct progress *p)
+{
+	return p->total + p->beats;
+}
+
+/* Sends one notification with this message (p->mu held). */
+static void progress_notify_locked(struct call *c, const char *text, size_t len)
 {
 	struct progress *p = c->progress;
 	aks__mcp_server *s = c->srv;
-	if (p->total <= p->reported)
-		return;
-	char status[96];
-	const char *text = p->buf;
-	size_t len = p->len;
-	if (len == 0) {
-		if (!p->over)
-			return; /* only an unfinished character so far */
-		snprintf(status, sizeof(status), "[output continues: %llu bytes so far]",
-		         (unsigned long long)p->total);
-		text = status;
-		len = strlen(status);
-	}
 	struct json_object *params = json_object_new_object(), *tok = NULL;
 	if (json_object_deep_copy(p->token, &tok, NULL) != 0)
 		tok = NULL;
 	json_object_object_add(params, "progressToken", tok);
-	json_object_object_add(params, "progress", json_object_new_int64((int64_t)p->total));
+	json_object_object_add(params, "progress",
+	                       json_object_new_int64((int64_t)progress_value(p)));
 	json_object_object_add(params, "message", json_object_new_string_len(text, (int)len));
 	struct json_object *msg = json_object_new_object();
 	json_object_object_add(msg, "jsonrpc", json_object_new_string("2.0"));
@@ -272,13 +274,46 @@ static void progress_send_locked(struct call *c)
 		pthread_mutex_unlock(&s->lock);
 	}
 	json_object_put(msg);
+	p->reported = progress_value(p);
+	p->last_ms = now_ms();
+}
+
+/* Sends one notification for what has gathered (p->mu held); nothing when no output came
+ * since the last one (progress must increase). */
+static void progress_send_locked(struct call *c)
+{
+	struct progress *p = c->progress;
+	if (progress_value(p) <= p->reported)
+		return;
+	char status[96];
+	const char *text = p->buf;
+	size_t len = p->len;
+	if (len == 0) {
+		if (!p->over)
+			return; /* only an unfinished character so far */
+		snprintf(status, sizeof(status), "[output continues: %llu bytes so far]",
+		         (unsigned long long)p->total);
+		text = status;
+		len = strlen(status);
+	}
+	progress_notify_locked(c, text, len);
 	if (text == p->buf)
 		p->text_sent += len;
-	p->reported = p->total;
 	p->len = 0;
 	p->buf_stream = 0; /* every message starts with its stream's marker */
-	p->last_ms = now_ms();
 	p->pending_ms = -1;
+}
+
+/* A run that has been silent for a heartbeat: says it still runs (p->mu held), so a client
+ * that resets its request timeout on progress keeps waiting. */
+static void progress_heartbeat_locked(struct call *c)
+{
+	struct progress *p = c->progress;
+	char status[64];
+	snprintf(status, sizeof(status), "[still running: %llds]",
+	         (long long)((now_ms() - p->started_ms) / 1000));
+	p->beats++;
+	progress_notify_locked(c, status, strlen(status));
 }
 
 /* Appends one character (or U+FFFD) of `stream` to the text (p->mu held). */
@@ -410,17 +445,23 @@ static void *progress_flusher(void *arg)
 	struct progress *p = c->progress;
 	pthread_mutex_lock(&p->mu);
 	while (!p->stop) {
+		int64_t due, now = now_ms();
 		if (p->pending_ms < 0) {
-			pthread_cond_wait(&p->cv, &p->mu);
-			continue;
-		}
-		int64_t due = p->over ? p->last_ms + AKS_MCP_PROGRESS_STATUS_MS
-		                      : p->pending_ms + AKS_MCP_PROGRESS_INTERVAL_MS;
-		int64_t now = now_ms();
-		if (now >= due) {
-			progress_send_locked(c);
-			p->pending_ms = -1;
-			continue;
+			/* Silence: a heartbeat once it has lasted as long since the last word. */
+			int64_t last = p->last_ms > p->started_ms ? p->last_ms : p->started_ms;
+			due = last + p->heartbeat_ms;
+			if (now >= due) {
+				progress_heartbeat_locked(c);
+				continue;
+			}
+		} else {
+			due = p->over ? p->last_ms + AKS_MCP_PROGRESS_STATUS_MS
+			              : p->pending_ms + AKS_MCP_PROGRESS_INTERVAL_MS;
+			if (now >= due) {
+				progress_send_locked(c);
+				p->pending_ms = -1;
+				continue;
+			}
 		}
 		struct timespec ts;
 		clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -463,6 +504,8 @@ static struct progress *progress_new(struct json_object *token)
 static bool progress_start(struct call *c)
 {
 	struct progress *p = c->progress;
+	p->started_ms = now_ms();
+	p->heartbeat_ms = c->srv->heartbeat_ms;
 	p->flusher_started = pthread_create(&p->flusher, NULL, progress_flusher, c) == 0;
 	if (!p->flusher_started)
 		mcp_log("cannot start a progress thread: the call runs without notifications");
@@ -523,10 +566,14 @@ static void *call_main(void *arg)
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, s->conversation, s->agent);
 	ctx.cancel = c->cancel;
+	ctx.wait_timeout = s->wait_timeout;
 	bool streaming = c->progress && progress_start(c);
 	if (streaming) {
+		/* The client hears the output and a heartbeat in each silence, so it can wait for
+		 * the whole run: it gets the outcome rather than a task to poll. */
 		ctx.on_output = progress_output;
 		ctx.output_userdata = c;
+		ctx.wait_timeout = AKS_WAIT_UNTIL_DONE;
 	}
 	char *json = NULL;
 	aks_error *e = NULL;
@@ -683,44 +730,141 @@ void aks__mcp_server_shutdown(aks__mcp_server *s)
 
 /* ---- methods ---------------------------------------------------------------------- */
 
-/* ---- the tool catalog: one per process ------------------------------------------------- */
+/* ---- the guidance as a prompt and a resource ------------------------------------------ */
 
 /*
- * The tools as MCP lists them, built on the first server's start and kept, read-only, until
- * the process exits: the schemas do not depend on the configuration (aks_runtime_tool_schemas),
- * so every server of the process (one per stdio client, one per HTTP session) shares them
- * rather than rendering and parsing them again. Readers only deep-copy it, which changes
- * nothing in it, so they need no lock once it is built.
+ * The system-prompt guidance (aks_runtime_guidance) also travels as an MCP prompt and as a
+ * resource, for clients that do not pass `instructions` on to the model: a user can pick the
+ * prompt, and an agent (or its host) can read the resource. Neither is listed when there is
+ * no guidance (the sandbox is off, or the agents filter leaves this agent out).
  */
-static pthread_mutex_t catalog_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct json_object *catalog_tools; /* the tools/list array, every tool */
-static char **catalog_names;              /* every tool's name */
-static size_t catalog_n_names;
+#define GUIDANCE_PROMPT "sandbox-guidance"
+#define GUIDANCE_URI    "aksandbox://guidance"
+#define GUIDANCE_TITLE  "How to use the sandbox"
+#define GUIDANCE_ABOUT                                                                             \
+	"What the sandbox tools do, the configured profiles and the isolation each one gives"
+/* MCP's "resource not found". */
+#define AKS_MCP_RESOURCE_NOT_FOUND (-32002)
 
-static void catalog_free(void)
+static void add_guidance_capabilities(struct json_object *caps)
 {
-	for (size_t i = 0; i < catalog_n_names; i++)
-		free(catalog_names[i]);
-	free(catalog_names);
-	json_object_put(catalog_tools);
-	catalog_names = NULL;
-	catalog_n_names = 0;
-	catalog_tools = NULL;
+	struct json_object *prompts = json_object_new_object();
+	json_object_object_add(prompts, "listChanged", json_object_new_boolean(false));
+	json_object_object_add(caps, "prompts", prompts);
+	struct json_object *resources = json_object_new_object();
+	json_object_object_add(resources, "subscribe", json_object_new_boolean(false));
+	json_object_object_add(resources, "listChanged", json_object_new_boolean(false));
+	json_object_object_add(caps, "resources", resources);
 }
 
-/* At exit, so a leak checker sees the catalog returned like everything else. */
-__attribute__((destructor)) static void catalog_at_exit(void)
+static bool has_guidance(const aks__mcp_server *s)
 {
-	catalog_free();
+	return s->instructions && *s->instructions;
 }
 
-static bool tool_known(const char *name)
+/* A list result: fixed for the life of the process, as tools/list's. */
+static void send_list(aks__mcp_server *s, aks__mcp_message *m, bool modern, const char *key,
+                      struct json_object *items)
 {
-	for (size_t i = 0; i < catalog_n_names; i++) {
-		if (strcmp(catalog_names[i], name) == 0)
-			return true;
+	struct json_object *r = json_object_new_object();
+	json_object_object_add(r, key, items);
+	if (modern) {
+		json_object_object_add(r, "ttlMs", json_object_new_int(300000));
+		json_object_object_add(r, "cacheScope", json_object_new_string("private"));
+		r = modern_result(r);
 	}
-	return false;
+	send_msg(s, aks__mcp_result(m->id, r));
+}
+
+/* The string param `key`, or NULL after answering -32602. */
+static const char *string_param(aks__mcp_server *s, aks__mcp_message *m, const char *key)
+{
+	struct json_object *v = NULL;
+	if (!m->params || !json_object_object_get_ex(m->params, key, &v) ||
+	    !json_object_is_type(v, json_type_string) ||
+	    strlen(json_object_get_string(v)) != (size_t)json_object_get_string_len(v)) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: %s needs \"%s\" (a string)", m->method, key);
+		return NULL;
+	}
+	return json_object_get_string(v);
+}
+
+static void do_prompts_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	struct json_object *prompts = json_object_new_array();
+	if (has_guidance(s)) {
+		struct json_object *p = json_object_new_object();
+		json_object_object_add(p, "name", json_object_new_string(GUIDANCE_PROMPT));
+		json_object_object_add(p, "title", json_object_new_string(GUIDANCE_TITLE));
+		json_object_object_add(p, "description", json_object_new_string(GUIDANCE_ABOUT));
+		json_object_array_add(prompts, p);
+	}
+	send_list(s, m, modern, "prompts", prompts);
+}
+
+static void do_prompts_get(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	const char *name = string_param(s, m, "name");
+	if (!name)
+		return;
+	if (!has_guidance(s) || strcmp(name, GUIDANCE_PROMPT) != 0) {
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: unknown prompt %.200s", name);
+		return;
+	}
+	struct json_object *text = json_object_new_object(), *msg = json_object_new_object();
+	json_object_object_add(text, "type", json_object_new_string("text"));
+	json_object_object_add(text, "text", json_object_new_string(s->instructions));
+	json_object_object_add(msg, "role", json_object_new_string("user"));
+	json_object_object_add(msg, "content", text);
+	struct json_object *messages = json_object_new_array(), *r = json_object_new_object();
+	json_object_array_add(messages, msg);
+	json_object_object_add(r, "description", json_object_new_string(GUIDANCE_ABOUT));
+	json_object_object_add(r, "messages", messages);
+	send_msg(s, aks__mcp_result(m->id, modern ? modern_result(r) : r));
+}
+
+static void do_resources_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	struct json_object *resources = json_object_new_array();
+	if (has_guidance(s)) {
+		struct json_object *r = json_object_new_object();
+		json_object_object_add(r, "uri", json_object_new_string(GUIDANCE_URI));
+		json_object_object_add(r, "name", json_object_new_string("guidance"));
+		json_object_object_add(r, "title", json_object_new_string(GUIDANCE_TITLE));
+		json_object_object_add(r, "description", json_object_new_string(GUIDANCE_ABOUT));
+		json_object_object_add(r, "mimeType", json_object_new_string("text/plain"));
+		json_object_array_add(resources, r);
+	}
+	send_list(s, m, modern, "resources", resources);
+}
+
+static void do_resource_templates_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	send_list(s, m, modern, "resourceTemplates", json_object_new_array());
+}
+
+static void do_resources_read(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	const char *uri = string_param(s, m, "uri");
+	if (!uri)
+		return;
+	if (!has_guidance(s) || strcmp(uri, GUIDANCE_URI) != 0) {
+		struct json_object *data = json_object_new_object();
+		json_object_object_add(data, "uri", json_object_new_string(uri));
+		send_error(s, m->id, AKS_MCP_RESOURCE_NOT_FOUND, data, "Resource not found: %.200s",
+		           uri);
+		return;
+	}
+	struct json_object *c = json_object_new_object(), *contents = json_object_new_array();
+	json_object_object_add(c, "uri", json_object_new_string(GUIDANCE_URI));
+	json_object_object_add(c, "mimeType", json_object_new_string("text/plain"));
+	json_object_object_add(c, "text", json_object_new_string(s->instructions));
+	json_object_array_add(contents, c);
+	struct json_object *r = json_object_new_object();
+	json_object_object_add(r, "contents", contents);
+	send_msg(s, aks__mcp_result(m->id, modern ? modern_result(r) : r));
 }
 
 static struct json_object *instructions_or_null(const aks__mcp_server *s)
@@ -766,6 +910,7 @@ static void do_initialize(aks__mcp_server *s, aks__mcp_message *m)
 	struct json_object *tools = json_object_new_object();
 	json_object_object_add(tools, "listChanged", json_object_new_boolean(false));
 	json_object_object_add(c, "tools", tools);
+	add_guidance_capabilities(c);
 	json_object_object_add(r, "protocolVersion", json_object_new_string(s->version));
 	json_object_object_add(r, "capabilities", c);
 	json_object_object_add(r, "serverInfo", server_info());
@@ -779,6 +924,7 @@ static void do_discover(aks__mcp_server *s, aks__mcp_message *m)
 {
 	struct json_object *r = json_object_new_object(), *c = json_object_new_object();
 	json_object_object_add(c, "tools", json_object_new_object());
+	add_guidance_capabilities(c);
 	json_object_object_add(r, "supportedVersions", aks__mcp_supported_versions());
 	json_object_object_add(r, "capabilities", c);
 	struct json_object *text = instructions_or_null(s);
@@ -791,18 +937,15 @@ static void do_discover(aks__mcp_server *s, aks__mcp_message *m)
 
 static void do_tools_list(aks__mcp_server *s, aks__mcp_message *m, bool modern)
 {
-	struct json_object *cursor = NULL;
-	if (m->params && json_object_object_get_ex(m->params, "cursor", &cursor) && cursor) {
-		/* One page only: any cursor is one we never handed out. */
-		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
-		           "Invalid params: unknown cursor");
-		return;
-	}
-	struct json_object *r = json_object_new_object(), *tools = NULL;
-	/* The agents filter: a filtered-out agent is offered no tools. */
-	if (!s->offered || json_object_deep_copy(catalog_tools, &tools, NULL) != 0)
-		tools = json_object_new_array();
-	json_object_object_add(r, "tools", tools);
+	struct json_object *r = json_object_new_object();
+	/* No tools when the sandbox is off or the agents filter leaves this agent out: a tool
+	 * that can only answer "disabled" is not offered. outputSchema goes to the revisions that
+	 * have structuredContent. */
+	json_object_object_add(
+	    r, "tools",
+	    s->offered
+	        ? aks__mcp_catalog_tools(modern || aks__mcp_has_structured_content(s->version))
+	        : json_object_new_array());
 	if (modern) {
 		/* The list depends only on the config and the agent: fixed for the
 		 * life of this process. */
@@ -823,7 +966,8 @@ static void do_tools_call(aks__mcp_server *s, aks__mcp_message *m, bool modern, 
 		return;
 	}
 	const char *tool = json_object_get_string(name);
-	if (strlen(tool) != (size_t)json_object_get_string_len(name) || !tool_known(tool)) {
+	if (strlen(tool) != (size_t)json_object_get_string_len(name) ||
+	    !aks__mcp_catalog_has(tool)) {
 		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL, "Unknown tool: %.200s", tool);
 		return;
 	}
@@ -886,10 +1030,49 @@ static int check_modern(aks__mcp_server *s, aks__mcp_message *m)
 	return 1;
 }
 
+/* The methods that only read what the server offers: the lists, a prompt, a resource. */
+static void do_listing(aks__mcp_server *s, aks__mcp_message *m, bool modern)
+{
+	static const struct {
+		const char *method;
+		void (*handle)(aks__mcp_server *s, aks__mcp_message *m, bool modern);
+	} table[] = {
+	    {"tools/list", do_tools_list},
+	    {"prompts/list", do_prompts_list},
+	    {"prompts/get", do_prompts_get},
+	    {"resources/list", do_resources_list},
+	    {"resources/read", do_resources_read},
+	    {"resources/templates/list", do_resource_templates_list},
+	};
+	struct json_object *cursor = NULL;
+	size_t len = strlen(m->method);
+	if (len > 5 && strcmp(m->method + len - 5, "/list") == 0 && m->params &&
+	    json_object_object_get_ex(m->params, "cursor", &cursor) && cursor) {
+		/* One page only: any cursor is one we never handed out. */
+		send_error(s, m->id, AKS_MCP_INVALID_PARAMS, NULL,
+		           "Invalid params: unknown cursor");
+		return;
+	}
+	for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++)
+		if (strcmp(table[i].method, m->method) == 0) {
+			table[i].handle(s, m, modern);
+			return;
+		}
+}
+
 static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
 {
-	static const char *const methods[] = {"initialize", "ping",       "server/discover",
-	                                      "tools/list", "tools/call", NULL};
+	static const char *const methods[] = {"initialize",
+	                                      "ping",
+	                                      "server/discover",
+	                                      "tools/list",
+	                                      "tools/call",
+	                                      "prompts/list",
+	                                      "prompts/get",
+	                                      "resources/list",
+	                                      "resources/read",
+	                                      "resources/templates/list",
+	                                      NULL};
 	const char *method = m->method;
 	size_t i = 0;
 	/* A name with a NUL inside ("ping\u0000x") is no method of ours. */
@@ -917,10 +1100,10 @@ static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
 			    ")");
 		} else if (strcmp(method, "server/discover") == 0) {
 			do_discover(s, m);
-		} else if (strcmp(method, "tools/list") == 0) {
-			do_tools_list(s, m, true);
-		} else {
+		} else if (strcmp(method, "tools/call") == 0) {
 			do_tools_call(s, m, true, AKS_MCP_MODERN_VERSION);
+		} else {
+			do_listing(s, m, true);
 		}
 		return;
 	}
@@ -937,10 +1120,10 @@ static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
 		           " and earlier)");
 		return;
 	}
-	if (strcmp(method, "tools/list") == 0)
-		do_tools_list(s, m, false);
-	else
+	if (strcmp(method, "tools/call") == 0)
 		do_tools_call(s, m, false, s->version);
+	else
+		do_listing(s, m, false);
 }
 
 void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len)
@@ -974,92 +1157,6 @@ void aks__mcp_server_handle_oversized(aks__mcp_server *s, size_t limit)
 
 /* ---- construction ------------------------------------------------------------------ */
 
-/* Tool hints for clients (MCP tool annotations; defaults are the cautious
- * ones: destructive, open world). */
-static struct json_object *annotations(const char *tool)
-{
-	static const struct {
-		const char *name;
-		bool read_only, destructive, idempotent, open_world;
-	} hints[] = {
-	    {"run_code", false, true, false, true},
-	    {"run_command", false, true, false, true},
-	    {"write_sandbox_file", false, true, true, false},
-	    {"read_sandbox_file", true, false, true, false},
-	    {"check_sandbox_task", true, false, true, false},
-	    {"list_sandbox_sessions", true, false, true, false},
-	    {"new_sandbox_session", false, false, false, false},
-	    {"destroy_sandbox_session", false, true, true, false},
-	};
-	for (size_t i = 0; i < sizeof(hints) / sizeof(hints[0]); i++) {
-		if (strcmp(hints[i].name, tool) != 0)
-			continue;
-		struct json_object *a = json_object_new_object();
-		json_object_object_add(a, "readOnlyHint",
-		                       json_object_new_boolean(hints[i].read_only));
-		if (!hints[i].read_only) {
-			json_object_object_add(a, "destructiveHint",
-			                       json_object_new_boolean(hints[i].destructive));
-			json_object_object_add(a, "idempotentHint",
-			                       json_object_new_boolean(hints[i].idempotent));
-		}
-		json_object_object_add(a, "openWorldHint",
-		                       json_object_new_boolean(hints[i].open_world));
-		return a;
-	}
-	return NULL;
-}
-
-/* The runtime's schemas ({name, description, parameters}) as MCP tools, into the catalog.
- * Called with catalog_lock held and the catalog empty; on failure it stays empty. */
-static int catalog_build(aks_runtime *rt)
-{
-	char *schemas = aks_runtime_tool_schemas(rt);
-	struct json_object *list = schemas ? json_tokener_parse(schemas) : NULL;
-	free(schemas);
-	if (!list || !json_object_is_type(list, json_type_array)) {
-		json_object_put(list);
-		return AKS_ENOMEM;
-	}
-	size_t n = json_object_array_length(list);
-	catalog_tools = json_object_new_array();
-	catalog_names = calloc(n ? n : 1, sizeof(*catalog_names));
-	for (size_t i = 0; catalog_tools && catalog_names && i < n; i++) {
-		struct json_object *t = json_object_array_get_idx(list, i), *v;
-		if (!json_object_object_get_ex(t, "name", &v))
-			continue;
-		const char *name = json_object_get_string(v);
-		if (!(catalog_names[catalog_n_names] = strdup(name)))
-			break;
-		catalog_n_names++;
-		struct json_object *tool = json_object_new_object(), *copy = NULL;
-		json_object_object_add(tool, "name", json_object_new_string(name));
-		if (json_object_object_get_ex(t, "description", &v))
-			json_object_object_add(tool, "description", json_object_get(v));
-		if (json_object_object_get_ex(t, "parameters", &v) &&
-		    json_object_deep_copy(v, &copy, NULL) == 0)
-			json_object_object_add(tool, "inputSchema", copy);
-		struct json_object *a = annotations(name);
-		if (a)
-			json_object_object_add(tool, "annotations", a);
-		json_object_array_add(catalog_tools, tool);
-	}
-	json_object_put(list);
-	if (!catalog_tools || !catalog_names || catalog_n_names != n) {
-		catalog_free();
-		return AKS_ENOMEM;
-	}
-	return AKS_OK;
-}
-
-static int catalog_ensure(aks_runtime *rt)
-{
-	pthread_mutex_lock(&catalog_lock);
-	int rc = catalog_tools ? AKS_OK : catalog_build(rt);
-	pthread_mutex_unlock(&catalog_lock);
-	return rc;
-}
-
 int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
 {
 	*out = NULL;
@@ -1071,6 +1168,16 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
 	s->write = opt->write;
 	s->write_data = opt->write_data;
 	s->max_calls = opt->max_calls ? opt->max_calls : AKS_MCP_DEFAULT_MAX_CALLS;
+	double configured = aks_settings_get_wait_timeout(opt->settings);
+	if (opt->wait_timeout > 0)
+		s->wait_timeout = opt->wait_timeout;
+	else if (opt->wait_timeout < 0)
+		s->wait_timeout = 0;
+	else
+		s->wait_timeout = configured < AKS_MCP_DEFAULT_WAIT_TIMEOUT
+		                      ? configured
+		                      : AKS_MCP_DEFAULT_WAIT_TIMEOUT;
+	s->heartbeat_ms = opt->heartbeat_ms ? opt->heartbeat_ms : AKS_MCP_DEFAULT_HEARTBEAT_MS;
 	s->version = AKS_MCP_LEGACY_LATEST;
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_mutex_init(&s->write_lock, NULL);
@@ -1078,9 +1185,10 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
 	s->agent = opt->agent ? strdup(opt->agent) : NULL;
 	s->calls = calloc(s->max_calls, sizeof(*s->calls));
 	s->instructions = aks_runtime_guidance(s->rt, s->agent);
-	s->offered = aks_settings_agent_allowed(s->settings, s->agent);
+	s->offered = aks_settings_is_enabled(s->settings) &&
+	             aks_settings_agent_allowed(s->settings, s->agent);
 	if (!s->conversation || (opt->agent && !s->agent) || !s->calls || !s->instructions ||
-	    catalog_ensure(s->rt) != AKS_OK) {
+	    aks__mcp_catalog_ensure(s->rt, s->settings) != AKS_OK) {
 		aks__mcp_server_free(s);
 		return AKS_ENOMEM;
 	}

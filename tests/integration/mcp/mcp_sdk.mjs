@@ -9,7 +9,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { McpError } from '@modelcontextprotocol/sdk/types.js';
-import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
@@ -31,7 +31,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKS_LOG_LEVEL: 'i
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 24;
+const PLAN = 32;
 let n = 0;
 let failed = 0;
 console.log(`1..${PLAN}`);
@@ -60,11 +60,14 @@ function pidAlive(pid) {
 	}
 }
 
-async function connect(extraArgs = []) {
+// opts: cwd, env (added to the test's), config (a file; null: none, the lookup's).
+async function connect(extraArgs = [], opts = {}) {
+	const cfg = opts.config === undefined ? config : opts.config;
 	const transport = new StdioClientTransport({
 		command: AKS,
-		args: ['-c', config, 'mcp', ...extraArgs],
-		env,
+		args: [...(cfg ? ['-c', cfg] : []), 'mcp', ...extraArgs],
+		env: { ...env, ...(opts.env ?? {}) },
+		cwd: opts.cwd,
 		stderr: 'pipe',
 	});
 	let stderr = '';
@@ -90,6 +93,94 @@ async function connect(extraArgs = []) {
 
 const text = (r) => r.content?.[0]?.text;
 const json = (r) => JSON.parse(text(r));
+
+// The edges an agent meets: enums and outputSchema in tools/list, the guidance as a prompt
+// and a resource, a long run with and without progress, a disabled sandbox, a project's own
+// config.yaml.
+async function edges(client) {
+	const { tools } = await client.listTools();
+	const rc = tools.find((t) => t.name === 'run_code');
+	check('tools/list: profile and language are enums from the configuration; every tool has ' +
+		'an outputSchema (the SDK has checked each result against it)',
+		JSON.stringify(rc.inputSchema.properties.profile.enum) === '["default","refused",null]' &&
+		JSON.stringify(rc.inputSchema.properties.language.enum) === '["python","bash"]' &&
+		tools.every((t) => t.outputSchema?.type === 'object'), JSON.stringify(rc));
+	let r = await client.callTool({ name: 'run_code', arguments: { code: 'x', profile: 'refused' } });
+	check('an error result has isError and no structuredContent (it would not fit the schema)',
+		r.isError === true && r.structuredContent === undefined && json(r).error, JSON.stringify(r));
+
+	const instructions = client.getInstructions();
+	const { prompts } = await client.listPrompts();
+	const prompt = await client.getPrompt({ name: 'sandbox-guidance' });
+	check('the guidance is the prompt sandbox-guidance',
+		prompts.length === 1 && prompts[0].name === 'sandbox-guidance' &&
+		prompt.messages[0].content.text === instructions, JSON.stringify({ prompts, prompt }));
+	const { resources } = await client.listResources();
+	const res = await client.readResource({ uri: 'aksandbox://guidance' });
+	let missing = null;
+	try {
+		await client.readResource({ uri: 'aksandbox://nothing' });
+	} catch (e) {
+		missing = e;
+	}
+	check('the guidance is the resource aksandbox://guidance; another uri is -32002',
+		resources.length === 1 && resources[0].uri === 'aksandbox://guidance' &&
+		res.contents[0].text === instructions && missing instanceof McpError &&
+		missing.code === -32002, JSON.stringify({ resources, res, missing: String(missing) }));
+
+	// A run longer than the wait (1 s here) and than the client's timeout (1.2 s): with
+	// progress, heartbeats keep a client that resets its timeout on progress waiting, and it
+	// gets the outcome; without, a pending task that check_sandbox_task follows to the end.
+	const slow = await connect(['--wait-timeout', '1'], { env: { AKSANDBOX_MCP_HEARTBEAT_MS: '300' } });
+	const notes = [];
+	r = await slow.client.callTool({ name: 'run_command', arguments: { command: 'sleep 2.5; echo end' } },
+		undefined, { onprogress: (p) => notes.push(p), resetTimeoutOnProgress: true, timeout: 1200 });
+	check('with a progressToken: "still running" every heartbeat, progress growing, and the ' +
+		'outcome itself past the wait and the client\'s timeout',
+		json(r).stdout === 'end\n' &&
+		notes.filter((p) => /^\[still running: \d+s\]$/.test(p.message)).length >= 4 &&
+		notes.every((p, i) => i === 0 || p.progress > notes[i - 1].progress) &&
+		notes[notes.length - 1].message === '[stdout] end\n', JSON.stringify({ notes, r }));
+	const t0 = Date.now();
+	r = await slow.client.callTool({ name: 'run_command', arguments: { command: 'sleep 2; echo late' } });
+	const pending = json(r);
+	const waited = Date.now() - t0;
+	let task = null;
+	for (let i = 0; i < 100; i++) {
+		task = json(await slow.client.callTool({ name: 'check_sandbox_task', arguments: { task_id: pending.task_id ?? '' } }));
+		if (task.status !== 'pending')
+			break;
+		await sleep(100);
+	}
+	check('without one: a pending task after --wait-timeout, which then succeeds',
+		pending.status === 'pending' && waited >= 900 && waited < 1900 &&
+		task.status === 'succeeded' && task.result.stdout === 'late\n', JSON.stringify({ pending, waited, task }));
+	await slow.client.close();
+
+	const off = join(T, 'off.yaml');
+	writeFileSync(off, 'sandbox:\n  enabled: false\n');
+	const d = await connect([], { config: off });
+	const offTools = (await d.client.listTools()).tools;
+	const offPrompts = (await d.client.listPrompts()).prompts;
+	await sleep(100);
+	check('a disabled sandbox lists no tools and no prompt, and says so on stderr',
+		offTools.length === 0 && offPrompts.length === 0 &&
+		/the sandbox is disabled in this configuration/.test(d.stderr()), d.stderr());
+	await d.client.close();
+
+	// A project's own config.yaml (no sandbox: mapping) in the client's directory.
+	const project = join(T, 'project');
+	mkdirSync(project);
+	writeFileSync(join(project, 'config.yaml'), 'sandbox:\n  - not ours\nlogging: {level: 2}\n');
+	const e = await connect([], { config: null, cwd: project, env: { HOME: project, XDG_CONFIG_HOME: join(project, 'none') } });
+	const eTools = (await e.client.listTools()).tools;
+	await sleep(100);
+	check('a config.yaml without a sandbox: mapping is skipped with a warning naming its ' +
+		'absolute path; the tools are served',
+		eTools.length === 8 && e.stderr().includes(`ignoring ${join(project, 'config.yaml')}: it has no sandbox: mapping`),
+		e.stderr());
+	await e.client.close();
+}
 
 async function main() {
 	const a = await connect();
@@ -222,20 +313,33 @@ async function main() {
 	}
 	check('notifications/cancelled killed the program (its PID is gone)', gone, `pid ${pid}`);
 
-	// 20: the conversation id is on stderr; a second client joins it.
+	// 20: the conversation id is on stderr; a second client joins it; a client restarted
+	// in the same directory is in the same conversation by default, one in another
+	// directory is not.
 	const m = /serving conversation '([^']+)'/.exec(a.stderr());
 	const conv = m ? m[1] : '';
 	const b = await connect(['--conversation', conv]);
 	r = await b.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
 	const joined = r.isError === false && json(r).content === 'kept \u00e9\n';
-	const c = await connect();
+	const again = await connect();
+	r = await again.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
+	const sameDefault = r.isError === false && again.stderr().includes(`serving conversation '${conv}'`);
+	const elsewhere = join(T, 'other-project');
+	mkdirSync(elsewhere);
+	const c = await connect([], { cwd: elsewhere });
 	r = await c.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'notes/k.txt' } });
-	check('--conversation joins the first client\'s sessions; a new server has its own',
-		conv.startsWith('mcp-') && joined && r.isError === true, `${conv} joined=${joined} ${text(r)}`);
+	const m2 = /serving conversation '([^']+)'/.exec(c.stderr());
+	check('--conversation joins the first client\'s sessions; the default is the same after a ' +
+		'restart in the same directory (mcp-UID-HASH), another in another directory',
+		/^mcp-\d+-[0-9a-f]{16}$/.test(conv) && joined && sameDefault && r.isError === true &&
+		m2 && m2[1] !== conv, `${conv} joined=${joined} same=${sameDefault} ${m2 && m2[1]} ${text(r)}`);
 	await b.client.close();
+	await again.client.close();
 	await c.client.close();
 
-	// 21-22: end of input: exit 0, with nothing left running.
+	await edges(client);
+
+	// end of input: exit 0, with nothing left running.
 	const serverPid = a.transport.pid;
 	await client.close();
 	const st = await Promise.race([a.exited, sleep(5000).then(() => ({ code: 'timeout' }))]);
