@@ -538,6 +538,49 @@ static void test_promotion(void **state)
 /* The first operation of a session is promoted and checked before any other call: the check
  * records the sandbox the task made on the session (the task's completion is the only news
  * of it), and the next call uses it. */
+/* The caller's own wait (aks_tool_context.wait_timeout) on the queue flavor, whose
+ * configured wait is 0.2 s here: the whole run gives the outcome, not a task; a longer wait
+ * too; 0 is a task at once. */
+static void test_caller_wait(void **state)
+{
+	fixture *fx = *state;
+	const char *slow = "{\"command\": \"sleep 1; echo whole\", \"profile\": \"local\"}";
+	double waits[] = {AKS_WAIT_UNTIL_DONE, 30};
+	for (size_t i = 0; i < 2; i++) {
+		aks_tool_context ctx;
+		aks_tool_context_init(&ctx, "conv-wait", NULL);
+		ctx.wait_timeout = waits[i];
+		char *got = NULL;
+		aks_error *err = NULL;
+		assert_int_equal(
+		    aks_runtime_call_tool(fx->rt, "run_command", slow, &ctx, &got, &err), AKS_OK);
+		char *out = member(got, "stdout");
+		if (!out)
+			fail_msg("wait %g: no outcome: %s", waits[i], got);
+		assert_string_equal(out, "whole\n");
+		free(out);
+		free(got);
+	}
+	aks_tool_context ctx;
+	aks_tool_context_init(&ctx, "conv-wait", NULL);
+	ctx.wait_timeout = 0;
+	char *got = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(aks_runtime_call_tool(fx->rt, "run_command",
+	                                       "{\"command\": \"echo soon\", \"profile\": "
+	                                       "\"local\"}",
+	                                       &ctx, &got, &err),
+	                 AKS_OK);
+	char *task = member(got, "task_id");
+	if (!task)
+		fail_msg("not a task at once: %s", got);
+	free(got);
+	got = wait_task_done(fx, "conv-wait", task);
+	assert_non_null(strstr(got, "\"status\": \"succeeded\""));
+	free(got);
+	free(task);
+}
+
 static void test_promoted_first_call_recorded(void **state)
 {
 	fixture *fx = *state;
@@ -1133,6 +1176,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_sync_keeps_sandbox, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_second_runtime_reuses, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_promotion, setup_promote, teardown),
+	    cmocka_unit_test_setup_teardown(test_caller_wait, setup_promote, teardown),
 	    cmocka_unit_test_setup_teardown(test_promoted_first_call_recorded, setup_promote,
 	                                    teardown),
 	    cmocka_unit_test_setup_teardown(test_file_ops_not_promoted, setup_promote, teardown),
