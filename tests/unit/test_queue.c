@@ -483,6 +483,19 @@ static char *wait_task_done(fixture *fx, const char *conv, const char *task)
 	}
 }
 
+/* `got` (taken) is a pending task's answer, and the task then succeeds. */
+static void expect_task_succeeds(fixture *fx, const char *conv, char *got)
+{
+	char *task = member(got, "task_id");
+	if (!task)
+		fail_msg("not promoted: %s", got);
+	free(got);
+	got = wait_task_done(fx, conv, task);
+	assert_non_null(strstr(got, "\"status\": \"succeeded\""));
+	free(got);
+	free(task);
+}
+
 static void test_promotion(void **state)
 {
 	fixture *fx = *state;
@@ -571,14 +584,7 @@ static void test_caller_wait(void **state)
 	                                       "\"local\"}",
 	                                       &ctx, &got, &err),
 	                 AKS_OK);
-	char *task = member(got, "task_id");
-	if (!task)
-		fail_msg("not a task at once: %s", got);
-	free(got);
-	got = wait_task_done(fx, "conv-wait", task);
-	assert_non_null(strstr(got, "\"status\": \"succeeded\""));
-	free(got);
-	free(task);
+	expect_task_succeeds(fx, "conv-wait", got);
 }
 
 static void test_promoted_first_call_recorded(void **state)
@@ -640,14 +646,7 @@ static void test_file_ops_not_promoted(void **state)
 	/* the same wait does promote an execution that needs a new sandbox */
 	char *got =
 	    call_in(fx->rt, "conv-b", "run_code", "{\"code\": \"1\", \"profile\": \"lazy\"}");
-	char *task = member(got, "task_id");
-	if (!task)
-		fail_msg("not promoted: %s", got);
-	free(got);
-	got = wait_task_done(fx, "conv-b", task);
-	assert_non_null(strstr(got, "\"status\": \"succeeded\""));
-	free(got);
-	free(task);
+	expect_task_succeeds(fx, "conv-b", got);
 }
 
 /* ---- 4. a task is its conversation's only ---- */
