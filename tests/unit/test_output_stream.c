@@ -508,14 +508,13 @@ static void test_wait_override(void **state)
 		free(got);
 	}
 
-	/* 0: a task at once, even for a run that would take no time. */
+	/* 0: a task at once, even for a run that takes no time (under the configured 0.5 s it
+	 * would have answered with its outcome). */
 	ctx.wait_timeout = 0;
-	double t0 = mono();
 	assert_int_equal(aks_runtime_call_tool(fx->rt, "run_command", "{\"command\": \"true\"}",
 	                                       &ctx, &got, &err),
 	                 AKS_OK);
 	assert_string_equal(status = str_of(got, "status", NULL), "pending");
-	assert_true(mono() - t0 < 0.5);
 	free(status);
 	free(got);
 
