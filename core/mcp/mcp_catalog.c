@@ -135,8 +135,8 @@ static struct json_object *profile_enum(const aks_settings *settings)
 	return names;
 }
 
-/* Every language some profile's provider runs; NULL when a profile's provider is not loaded
- * in this process (a queue host's workers run it), so the languages are not known here. */
+/* Every language some profile's provider runs (the providers are opened when the
+ * configuration loads). NULL when they are not: a disabled sandbox, which lists no tools. */
 static struct json_object *language_enum(const aks_settings *settings)
 {
 	struct json_object *langs = json_object_new_array();
