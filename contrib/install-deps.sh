@@ -3,7 +3,7 @@
 # own packages. Idempotent: installs only what is missing.
 set -eu
 packages="build-essential autoconf automake libtool pkg-config autoconf-archive
-  libyaml-dev libjson-c-dev libssl-dev libcmocka-dev python3 hyperfine clang clang-format libclang-rt-14-dev valgrind
+  libyaml-dev libjson-c-dev libmicrohttpd-dev libssl-dev libcmocka-dev python3 hyperfine clang clang-format libclang-rt-14-dev valgrind
   libcurl4-openssl-dev libarchive-dev libwebsockets-dev docker.io runsc debootstrap
   libhiredis-dev redis-server
   libnats-dev nats-server

@@ -1,8 +1,8 @@
 /*
  * core/cli/cmd_mcp.c - `aksandbox mcp`: the eight tools as a Model Context
- * Protocol server on standard input and output (see core/mcp/ and
- * docs/mcp.md). Standard output carries protocol messages only; everything
- * else goes to standard error.
+ * Protocol server on standard input and output, or over Streamable HTTP with
+ * --listen (see core/mcp/ and docs/mcp.md). Standard output carries protocol
+ * messages only; everything else goes to standard error.
  */
 #include "config.h"
 
@@ -20,6 +20,8 @@
 
 /* How often the idle reaper runs while the server is up. */
 #define MCP_REAP_INTERVAL 60.0
+/* --allow-origin may be given this many times. */
+#define MCP_MAX_ORIGINS 16
 
 static volatile sig_atomic_t stop_requested;
 
@@ -29,9 +31,10 @@ static void on_signal(int signo)
 	stop_requested = 1;
 }
 
-static int write_stdout(void *userdata, const char *line, size_t len)
+static int write_stdout(void *userdata, void *route, const char *line, size_t len)
 {
 	(void)userdata;
+	(void)route;
 	return cli_write_all(STDOUT_FILENO, line, len);
 }
 
@@ -78,6 +81,30 @@ static unsigned heartbeat_ms(void)
 	return (unsigned)ms;
 }
 
+/* Says on stderr what is served: the conversation, the config, and what is off or unsafe. */
+static void log_start(cli_tool_host *h, const char *conversation)
+{
+	const char *file = aks_settings_get_file(h->settings);
+	char *abs = file ? realpath(file, NULL) : NULL;
+	cli_warn("mcp: serving conversation '%s' (config %s); other clients join it with "
+	         "--conversation %s",
+	         conversation,
+	         abs    ? abs
+	         : file ? file
+	                : "(built-in default)",
+	         conversation);
+	free(abs);
+	if (!aks_settings_is_enabled(h->settings))
+		cli_warn("mcp: the sandbox is disabled in this configuration (sandbox.enabled is "
+		         "not true): no tools are offered");
+	/* A client started in a directory without a config (a desktop client's default) would
+	 * otherwise run its agent's code on this machine without a word to the operator. */
+	if (!aks_settings_get_file(h->settings))
+		cli_warn("mcp: no configuration file was found, so the built-in default serves: "
+		         "local_subprocess, which does NOT isolate (programs run on this machine "
+		         "with your rights); give one with -c or $AKSANDBOX_CONFIG (docs/cli.md)");
+}
+
 int cli_cmd_mcp(int argc, char *argv[])
 {
 	static const struct option options[] = {
@@ -87,8 +114,17 @@ int cli_cmd_mcp(int argc, char *argv[])
 	    {"agent", required_argument, NULL, 'A'},
 	    {"max-calls", required_argument, NULL, 'M'},
 	    {"wait-timeout", required_argument, NULL, 'W'},
+	    {"listen", required_argument, NULL, 'L'},
+	    {"tls-cert", required_argument, NULL, 'T'},
+	    {"tls-key", required_argument, NULL, 'K'},
+	    {"allow-origin", required_argument, NULL, 'O'},
+	    {"grace", required_argument, NULL, 'G'},
 	    {NULL, 0, NULL, 0},
 	};
+	aks__mcp_http_options http = {.drain_seconds = AKS_MCP_HTTP_DRAIN};
+	const char *origins[MCP_MAX_ORIGINS + 1] = {NULL};
+	size_t n_origins = 0;
+	bool grace_given = false;
 	long max_calls = AKS_MCP_DEFAULT_MAX_CALLS;
 	double wait_timeout = 0; /* the server's default */
 	int c;
@@ -132,6 +168,40 @@ int cli_cmd_mcp(int argc, char *argv[])
 			if (wait_timeout == 0)
 				wait_timeout = AKS_MCP_WAIT_NONE;
 			break;
+		case 'L':
+			http.listen = optarg;
+			break;
+		case 'G': {
+			double grace;
+			if (parse_seconds(optarg, &grace) < 0 || grace != (unsigned)grace) {
+				cli_warn(
+				    "mcp: --grace wants a whole number of seconds from 0 to 86400, "
+				    "not '%s'",
+				    optarg);
+				cli_usage_hint("mcp");
+				return CLI_EXIT_USAGE;
+			}
+			http.drain_seconds = (unsigned)grace;
+			grace_given = true;
+			break;
+		}
+		case 'T':
+			http.tls_cert = optarg;
+			break;
+		case 'K':
+			http.tls_key = optarg;
+			break;
+		case 'O':
+			if (n_origins == MCP_MAX_ORIGINS || strncmp(optarg, "http", 4) != 0 ||
+			    !strstr(optarg, "://")) {
+				cli_warn("mcp: --allow-origin wants an origin such as "
+				         "https://app.example (at most %d), not '%s'",
+				         MCP_MAX_ORIGINS, optarg);
+				cli_usage_hint("mcp");
+				return CLI_EXIT_USAGE;
+			}
+			origins[n_origins++] = optarg;
+			break;
 		default:
 			return cli_option_error(argc, argv, c);
 		}
@@ -141,6 +211,12 @@ int cli_cmd_mcp(int argc, char *argv[])
 		cli_usage_hint("mcp");
 		return CLI_EXIT_USAGE;
 	}
+	if (!http.listen && (http.tls_cert || http.tls_key || n_origins || grace_given)) {
+		cli_warn("mcp: --tls-cert, --tls-key, --allow-origin and --grace go with --listen");
+		cli_usage_hint("mcp");
+		return CLI_EXIT_USAGE;
+	}
+	http.allowed_origins = origins;
 
 	/* --conversation; else $AKSANDBOX_CONVERSATION; else this user's for this directory. */
 	char stable[64];
@@ -192,31 +268,20 @@ int cli_cmd_mcp(int argc, char *argv[])
 	    .heartbeat_ms = heartbeat_ms(),
 	    .write = write_stdout,
 	};
+	if (http.listen) {
+		http.server = opt;
+		log_start(&h, conversation);
+		int rc = aks__mcp_http_serve(&http, &stop_requested);
+		cli_tool_host_close(&h);
+		return rc < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
+	}
 	aks__mcp_server *srv = NULL;
 	if (aks__mcp_server_new(&opt, &srv) != AKS_OK) {
 		cli_warn("mcp: out of memory");
 		cli_tool_host_close(&h);
 		return CLI_EXIT_ERROR;
 	}
-	const char *file = aks_settings_get_file(h.settings);
-	char *abs = file ? realpath(file, NULL) : NULL;
-	cli_warn("mcp: serving conversation '%s' (config %s); other clients join it with "
-	         "--conversation %s",
-	         conversation,
-	         abs    ? abs
-	         : file ? file
-	                : "(built-in default)",
-	         conversation);
-	free(abs);
-	if (!aks_settings_is_enabled(h.settings))
-		cli_warn("mcp: the sandbox is disabled in this configuration (sandbox.enabled is "
-		         "not true): no tools are offered");
-	/* A client started in a directory without a config (a desktop client's default) would
-	 * otherwise run its agent's code on this machine without a word to the operator. */
-	if (!aks_settings_get_file(h.settings))
-		cli_warn("mcp: no configuration file was found, so the built-in default serves: "
-		         "local_subprocess, which does NOT isolate (programs run on this machine "
-		         "with your rights); give one with -c or $AKSANDBOX_CONFIG (docs/cli.md)");
+	log_start(&h, conversation);
 
 	int rc = aks__mcp_serve_fd(srv, STDIN_FILENO, AKS_MCP_DEFAULT_MAX_LINE, &stop_requested);
 	int read_errno = errno;

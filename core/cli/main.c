@@ -138,8 +138,10 @@ static const struct command commands[] = {
      "Prints list_sandbox_sessions for the conversation: its sessions, then the\n"
      "per_runtime ones.\n"},
     {"mcp", cli_cmd_mcp,
-     "[-c FILE] [--conversation ID] [--agent NAME] [--max-calls N] [--wait-timeout S]",
-     "serve the tools to MCP clients on standard input and output",
+     "[-c FILE] [--conversation ID] [--agent NAME] [--max-calls N] [--wait-timeout S]\n"
+     "       [--listen ADDR [--tls-cert FILE --tls-key FILE] [--allow-origin ORIGIN]...\n"
+     "       [--grace SECONDS]]",
+     "serve the tools to MCP clients (standard input and output, or HTTP)",
      "Speaks the Model Context Protocol (newline-delimited JSON-RPC 2.0) on\n"
      "standard input and output, offering the eight tools to any MCP client:\n"
      "protocol 2026-07-28 (stateless requests, server/discover) and the\n"
@@ -159,6 +161,15 @@ static const struct command commands[] = {
      "answers when it ends. Ends, cancelling what still runs, at the end of its\n"
      "input. See docs/mcp.md for client configuration.\n"
      "\n"
+     "With --listen it serves MCP's Streamable HTTP transport at /mcp instead:\n"
+     "each initialize opens a session (Mcp-Session-Id), a tools/call answers as\n"
+     "server-sent events that a client resumes with Last-Event-ID, DELETE ends\n"
+     "the session. ADDR is [HOST:]PORT (HOST 127.0.0.1 by default; PORT 0 picks\n"
+     "one, logged at start), [V6]:PORT, or unix:PATH (a socket only this user may\n"
+     "use). Only loopback addresses are accepted: nothing authenticates callers\n"
+     "yet. SIGTERM (or SIGINT) stops taking connections, gives running calls\n"
+     "--grace seconds (default 10) to finish, cancels the rest and exits.\n"
+     "\n"
      "Options:\n"
      "  -c, --config FILE    the configuration file (as the global -c)\n"
      "  --conversation ID    the conversation to act in instead of the default\n"
@@ -168,6 +179,12 @@ static const struct command commands[] = {
      "  --wait-timeout S     seconds a run without a progressToken waits before\n"
      "                       it is a pending task (default: 45, or the broker's\n"
      "                       wait_timeout when smaller; 0: at once)\n"
+     "  --listen ADDR        serve Streamable HTTP on ADDR instead of stdio\n"
+     "  --tls-cert FILE      with --tls-key: serve HTTPS with this PEM certificate\n"
+     "  --tls-key FILE       ... and this PEM private key\n"
+     "  --allow-origin ORIGIN  a browser Origin allowed besides loopback ones\n"
+     "                       (requests with any other Origin get 403; repeatable)\n"
+     "  --grace SECONDS      at SIGTERM, how long running calls may finish (10)\n"
      "  -h, --help           show this help\n"},
     {"worker", cli_cmd_worker, "[-c FILE] [--once | --check] [--grace SECONDS]",
      "run a queue broker worker (sandbox.broker.flavor: queue)",

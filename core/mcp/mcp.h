@@ -23,6 +23,7 @@
 #define AKS_CORE_MCP_MCP_H
 
 #include <signal.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -129,8 +130,14 @@ struct json_object *aks__mcp_catalog_tools(bool output_schemas);
 /* ---- the server (mcp_server.c) ------------------------------------------------- */
 
 /* Writes one whole message line (with its '\n'); 0, or -1 when the peer is
- * gone. Called with the server's write lock held: one line at a time. */
-typedef int (*aks__mcp_write_fn)(void *userdata, const char *line, size_t len);
+ * gone. Called with the server's write lock held: one line at a time. `route` is
+ * what the transport handed in with the request this message answers or reports on
+ * (aks__mcp_server_handle); NULL on stdio. */
+typedef int (*aks__mcp_write_fn)(void *userdata, void *route, const char *line, size_t len);
+/* Nothing more will be written for the request handed in with `route`: its response
+ * went out, or it was cancelled and gets none. Called exactly once per non-NULL route,
+ * from the thread that wrote last for it, with no lock held. */
+typedef void (*aks__mcp_route_done_fn)(void *userdata, void *route);
 
 typedef struct aks__mcp_options {
 	aks_runtime *rt;              /* borrowed */
@@ -146,6 +153,7 @@ typedef struct aks__mcp_options {
 	double wait_timeout;
 	unsigned heartbeat_ms;
 	aks__mcp_write_fn write;
+	aks__mcp_route_done_fn route_done; /* may be NULL (stdio) */
 	void *write_data;
 } aks__mcp_options;
 
@@ -157,6 +165,12 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out);
  * tools/call are answered before it returns; a tools/call runs on a thread
  * of its own and answers when done. */
 void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len);
+/* The same for a transport that routes each request's messages (HTTP): whatever the
+ * message causes is written with `route`, then route_done(route) follows, once. Calls
+ * on one server must not overlap (the transport serializes them). */
+void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route);
+/* The tools/call executions in flight. */
+size_t aks__mcp_server_calls_running(aks__mcp_server *s);
 /* A line of more than `limit` bytes was discarded unread: answers -32600. */
 void aks__mcp_server_handle_oversized(aks__mcp_server *s, size_t limit);
 /* Joins the tools/call threads that have finished. */
@@ -167,6 +181,36 @@ void aks__mcp_server_shutdown(aks__mcp_server *s);
 bool aks__mcp_server_peer_gone(aks__mcp_server *s);
 /* Shuts down first if needed. */
 void aks__mcp_server_free(aks__mcp_server *s);
+
+/* ---- the Streamable HTTP transport (mcp_http.c, mcp_http_state.c) -------------- */
+
+/* Defaults of the HTTP transport's bounds. */
+#define AKS_MCP_HTTP_MAX_CONNECTIONS 256u
+#define AKS_MCP_HTTP_MAX_SESSIONS    1024u
+#define AKS_MCP_HTTP_SESSION_IDLE    3600u /* seconds */
+#define AKS_MCP_HTTP_DRAIN           10u   /* seconds, at SIGTERM */
+
+typedef struct aks__mcp_http_options {
+	aks__mcp_options
+	    server;           /* each session's server (its write callbacks are the transport's) */
+	const char *listen;   /* "[HOST:]PORT" (HOST: 127.0.0.1), "[V6]:PORT" or "unix:PATH" */
+	const char *tls_cert; /* PEM files: both or neither */
+	const char *tls_key;
+	const char *const *allowed_origins; /* beyond loopback ones; NULL-terminated; may be NULL */
+	size_t max_body;                    /* 0: AKS_MCP_DEFAULT_MAX_LINE */
+	unsigned max_connections;           /* 0: the defaults above */
+	size_t max_sessions;
+	unsigned session_idle_seconds;
+	unsigned drain_seconds; /* calls running at *stop get this long before they are cancelled */
+} aks__mcp_http_options;
+
+/* Serves until *stop; 0, or -1 when it could not start (said on stderr). */
+int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t *stop);
+
+/* One diagnostic line on stderr, "aksandbox: mcp: ..." (never stdout: it carries the
+ * stdio transport's messages). */
+void aks__mcp_log(const char *fmt, ...) AKS_PRINTF(1, 2);
+void aks__mcp_vlog(const char *fmt, va_list ap) AKS_PRINTF(1, 0);
 
 /* ---- the read loop (mcp_loop.c) ------------------------------------------------ */
 

@@ -42,6 +42,7 @@ struct call {
 	char *args;
 	aks_cancel *cancel;
 	struct progress *progress; /* the request had a progressToken; else NULL */
+	void *route;               /* the transport's, for every message of this call */
 	aks__mcp_server *srv;
 };
 
@@ -51,6 +52,7 @@ struct aks__mcp_server {
 	char *conversation;
 	char *agent;
 	aks__mcp_write_fn write;
+	aks__mcp_route_done_fn route_done;
 	void *write_data;
 
 	pthread_mutex_t lock; /* the call slots */
@@ -63,6 +65,8 @@ struct aks__mcp_server {
 	bool peer_gone;
 
 	/* The read thread's own state. */
+	void *route;         /* of the message being handled */
+	bool route_taken;    /* a call thread will end it */
 	bool initialized;    /* a legacy initialize was answered */
 	const char *version; /* the negotiated legacy revision */
 	bool offered;        /* the agents filter lets this agent see the tools */
@@ -70,27 +74,34 @@ struct aks__mcp_server {
 };
 
 /* Diagnostics go to stderr only: stdout carries protocol messages. */
-static void mcp_log(const char *fmt, ...) AKS_PRINTF(1, 2);
-static void mcp_log(const char *fmt, ...)
+void aks__mcp_vlog(const char *fmt, va_list ap)
 {
 	char line[1024];
 	int n = snprintf(line, sizeof(line), "aksandbox: mcp: ");
-	va_list ap;
-	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
+	while (len > 0 && line[len - 1] == '\n')
+		len--;
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;
 }
 
+void aks__mcp_log(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	aks__mcp_vlog(fmt, ap);
+	va_end(ap);
+}
+#define mcp_log aks__mcp_log
+
 /* ---- output -------------------------------------------------------------------- */
 
 /* Writes with the write lock already held. */
-static void send_locked(aks__mcp_server *s, struct json_object *msg)
+static void send_locked(aks__mcp_server *s, void *route, struct json_object *msg)
 {
 	size_t len = 0;
 	char *line = msg ? aks__mcp_serialize(msg, &len) : NULL;
@@ -98,18 +109,18 @@ static void send_locked(aks__mcp_server *s, struct json_object *msg)
 		mcp_log("out of memory: a message was not sent");
 		return;
 	}
-	if (!s->peer_gone && s->write(s->write_data, line, len) < 0) {
+	if (!s->peer_gone && s->write(s->write_data, route, line, len) < 0) {
 		s->peer_gone = true;
 		mcp_log("cannot write to the client; stopping");
 	}
 	free(line);
 }
 
-/* Sends msg and releases it. */
+/* Sends msg (the read thread's answer to the message it handles) and releases it. */
 static void send_msg(aks__mcp_server *s, struct json_object *msg)
 {
 	pthread_mutex_lock(&s->write_lock);
-	send_locked(s, msg);
+	send_locked(s, s->route, msg);
 	pthread_mutex_unlock(&s->write_lock);
 	json_object_put(msg);
 }
@@ -268,7 +279,7 @@ static void progress_notify_locked(struct call *c, const char *text, size_t len)
 	if (!c->cancelled) {
 		pthread_mutex_lock(&s->write_lock);
 		pthread_mutex_unlock(&s->lock);
-		send_locked(s, msg);
+		send_locked(s, c->route, msg);
 		pthread_mutex_unlock(&s->write_lock);
 	} else {
 		pthread_mutex_unlock(&s->lock);
@@ -563,6 +574,7 @@ static void *call_main(void *arg)
 {
 	struct call *c = arg;
 	aks__mcp_server *s = c->srv;
+	void *route = c->route;
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, s->conversation, s->agent);
 	ctx.cancel = c->cancel;
@@ -603,10 +615,12 @@ static void *call_main(void *arg)
 		pthread_mutex_lock(&s->write_lock);
 	pthread_mutex_unlock(&s->lock);
 	if (respond) {
-		send_locked(s, msg);
+		send_locked(s, route, msg);
 		pthread_mutex_unlock(&s->write_lock);
 	}
 	json_object_put(msg);
+	if (route && s->route_done)
+		s->route_done(s->write_data, route);
 	return NULL;
 }
 
@@ -651,6 +665,7 @@ static int start_call(aks__mcp_server *s, struct json_object *id, const char *to
 	}
 	memset(slot, 0, sizeof(*slot));
 	slot->srv = s;
+	slot->route = s->route;
 	slot->structured = structured;
 	slot->modern = modern;
 	slot->tool = strdup(tool);
@@ -680,6 +695,7 @@ static int start_call(aks__mcp_server *s, struct json_object *id, const char *to
 		*why = "Internal error: cannot start the tool call";
 		return AKS_MCP_INTERNAL_ERROR;
 	}
+	s->route_taken = true;
 	pthread_mutex_unlock(&s->lock);
 	return 0;
 }
@@ -1128,6 +1144,13 @@ static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
 
 void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len)
 {
+	aks__mcp_server_handle(s, line, len, NULL);
+}
+
+void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route)
+{
+	s->route = route;
+	s->route_taken = false;
 	aks__mcp_message m;
 	aks__mcp_parse(line, len, &m);
 	switch (m.kind) {
@@ -1147,6 +1170,19 @@ void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t le
 		break; /* we never send requests */
 	}
 	aks__mcp_message_clear(&m);
+	s->route = NULL;
+	if (route && !s->route_taken && s->route_done)
+		s->route_done(s->write_data, route);
+}
+
+size_t aks__mcp_server_calls_running(aks__mcp_server *s)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->max_calls; i++)
+		n += s->calls[i].used && !s->calls[i].done;
+	pthread_mutex_unlock(&s->lock);
+	return n;
 }
 
 void aks__mcp_server_handle_oversized(aks__mcp_server *s, size_t limit)
@@ -1166,6 +1202,7 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out)
 	s->rt = opt->rt;
 	s->settings = opt->settings;
 	s->write = opt->write;
+	s->route_done = opt->route_done;
 	s->write_data = opt->write_data;
 	s->max_calls = opt->max_calls ? opt->max_calls : AKS_MCP_DEFAULT_MAX_CALLS;
 	double configured = aks_settings_get_wait_timeout(opt->settings);

@@ -69,8 +69,9 @@ static void check_response(const char *line, size_t len, struct sink *sink)
 }
 
 /* Runs with the server's write lock held: one line at a time. */
-static int sink_write(void *userdata, const char *line, size_t len)
+static int sink_write(void *userdata, void *route, const char *line, size_t len)
 {
+	(void)route;
 	struct sink *sink = userdata;
 	pthread_mutex_lock(&sink->lock);
 	check_response(line, len, sink);

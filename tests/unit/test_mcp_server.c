@@ -65,11 +65,12 @@ static bool has_id(struct json_object *msg, const char *id)
 
 /* The server's write function: records the line, wakes the waiter, and for the chosen
  * response stays here a while after delivering it (the write lock held, as a real write). */
-static int record_line(void *userdata, const char *line, size_t len)
+static int record_line(void *userdata, void *route, const char *line, size_t len)
 {
 	wire *w = userdata;
 	struct json_object *msg = json_tokener_parse(line);
 	(void)len;
+	(void)route;
 	pthread_mutex_lock(&w->mu);
 	bool stall = msg && w->stall_on_id && has_id(msg, w->stall_on_id);
 	if (stall)

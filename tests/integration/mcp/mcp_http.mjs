@@ -1,0 +1,404 @@
+// tests/integration/mcp/mcp_http.mjs - drives `aksandbox mcp --listen` (MCP's Streamable
+// HTTP transport) with the official MCP TypeScript SDK client
+// (StreamableHTTPClientTransport), and with raw HTTP wherever a client has to misbehave
+// (a dropped stream resumed with Last-Event-ID, malformed and oversized bodies, unknown
+// sessions, foreign origins, a thousand idle connections). Prints TAP. Run by
+// mcp_http.test through run-sdk.sh, which installs the SDK from the pinned lock file.
+//
+// Every check looks at effects: the tools' exact output, a file on disk, the PID of a
+// cancelled program gone, the server's exit status and its socket's mode.
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { spawn, execFileSync } from 'node:child_process';
+import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync, statSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { connect as netConnect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const builddir = process.env.AKS_TEST_BUILDDIR;
+if (!builddir) {
+	console.log('Bail out! AKS_TEST_BUILDDIR is not set (run through make check)');
+	process.exit(1);
+}
+const AKS = join(builddir, 'core/cli/aksandbox');
+const T = mkdtempSync(join(tmpdir(), 'aks-mcp-http.'));
+const config = join(T, 'config.yaml');
+writeFileSync(config, `sandbox:
+  enabled: true
+  profiles:
+    default: {type: local_subprocess, local_subprocess: {workdir: ${T}/boxes}}
+`);
+const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEARTBEAT_MS: '300' };
+delete env.AKSANDBOX_CONVERSATION;
+delete env.AKSANDBOX_CONFIG;
+
+const PLAN = 30;
+let n = 0;
+let failed = 0;
+console.log(`1..${PLAN}`);
+function check(name, ok, detail) {
+	n++;
+	if (ok) {
+		console.log(`ok ${n} - ${name}`);
+	} else {
+		failed++;
+		console.log(`not ok ${n} - ${name}`);
+		if (detail !== undefined)
+			for (const line of String(detail).split('\n'))
+				console.log(`#   ${line}`);
+	}
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const text = (r) => r.content?.[0]?.text;
+const json = (r) => JSON.parse(text(r));
+
+function pidAlive(pid) {
+	try {
+		const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+		const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
+		return state !== 'Z' && state !== 'X';
+	} catch {
+		return false;
+	}
+}
+
+// Starts `aksandbox mcp --listen ...`; resolves once it has said where it listens (or exited).
+async function serve(args) {
+	const child = spawn(AKS, ['-c', config, 'mcp', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+	let stderr = '', stdout = '';
+	child.stderr.on('data', (d) => { stderr += d; });
+	child.stdout.on('data', (d) => { stdout += d; });
+	const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+	let url = null;
+	for (let i = 0; i < 100 && !url; i++) {
+		const m = /listening on (\S+)/.exec(stderr);
+		if (m)
+			url = m[1];
+		else if (child.exitCode !== null)
+			break;
+		else
+			await sleep(50);
+	}
+	return { child, url, exited, stderr: () => stderr, stdout: () => stdout };
+}
+
+async function sdkClient(url, name = 'aksandbox-http-test') {
+	const transport = new StreamableHTTPClientTransport(new URL(url));
+	const client = new Client({ name, version: '1.0.0' });
+	const errors = [];
+	client.onerror = (e) => errors.push(String(e));
+	await client.connect(transport);
+	return { client, transport, errors };
+}
+
+const H = { 'content-type': 'application/json', accept: 'application/json, text/event-stream' };
+const INIT = {
+	jsonrpc: '2.0', id: 1, method: 'initialize',
+	params: { protocolVersion: '2025-11-25', capabilities: {}, clientInfo: { name: 'raw', version: '1' } },
+};
+async function post(url, body, headers = {}) {
+	const res = await fetch(url, { method: 'POST', headers: { ...H, ...headers },
+		body: typeof body === 'string' ? body : JSON.stringify(body) });
+	return { status: res.status, headers: res.headers, body: await res.text() };
+}
+// A raw session: initialize and notifications/initialized; returns its id.
+async function rawSession(url) {
+	const r = await post(url, INIT);
+	const sid = r.headers.get('mcp-session-id');
+	await post(url, { jsonrpc: '2.0', method: 'notifications/initialized' }, { 'mcp-session-id': sid });
+	return sid;
+}
+// The SSE events of a body: [{id, data}], comments and priming data left as they are.
+function events(body) {
+	return body.split('\n\n').filter((b) => b.trim()).map((block) => {
+		const ev = {};
+		for (const line of block.split('\n')) {
+			const i = line.indexOf(':');
+			if (i <= 0)
+				continue;
+			ev[line.slice(0, i)] = line.slice(i + 1).replace(/^ /, '');
+		}
+		return ev;
+	}).filter((ev) => ev.id !== undefined || ev.data !== undefined);
+}
+
+async function main() {
+	// 1-2: the server starts on loopback with an ephemeral port, and the SDK connects.
+	const srv = await serve(['--listen', '127.0.0.1:0', '--allow-origin', 'https://app.example',
+		'--grace', '5']);
+	check('mcp --listen 127.0.0.1:0 says where it listens', /^http:\/\/127\.0\.0\.1:\d+\/mcp$/.test(srv.url ?? ''),
+		srv.stderr());
+	const url = srv.url;
+	const a = await sdkClient(url);
+	const { tools } = await a.client.listTools();
+	check('the SDK client initializes over Streamable HTTP (a session id), lists the eight tools, ' +
+		'and the GET it tries for a standalone stream is 405 without an error',
+		/^[0-9a-f]{32}$/.test(a.transport.sessionId ?? '') && tools.length === 8 && a.errors.length === 0,
+		JSON.stringify({ sid: a.transport.sessionId, tools: tools.length, errors: a.errors }));
+
+	// 3-5: the tools work end to end: a command, a file written and read back, and on disk.
+	let r = await a.client.callTool({ name: 'run_command', arguments: { command: 'echo "hi from $0"; echo err >&2' } });
+	const sid = json(r).sandbox_session_id;
+	check('run_command over HTTP: its stdout and stderr', json(r).stdout === 'hi from bash\n' &&
+		json(r).stderr === 'err\n' && json(r).exit_code === 0, text(r));
+	r = await a.client.callTool({ name: 'write_sandbox_file',
+		arguments: { path: 'w/x.txt', content: 'über\n', sandbox_session_id: sid } });
+	const wrote = r.isError === false;
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'cat w/x.txt; pwd', sandbox_session_id: sid } });
+	const [line1, dir] = json(r).stdout.split('\n');
+	check('write_sandbox_file lands in the workspace: cat reads it there', wrote && line1 === 'über', text(r));
+	check('... and the file is on disk, in the workspace under the profile\'s workdir',
+		dir.startsWith(join(T, 'boxes')) && readFileSync(join(dir, 'w/x.txt'), 'utf8') === 'über\n', dir);
+
+	// 6: progress arrives as events of the call's stream, then the result.
+	const notes = [];
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'echo one; sleep 0.7; echo two', sandbox_session_id: sid } },
+		undefined, { onprogress: (p) => notes.push(p) });
+	const said = notes.map((p) => p.message ?? '').join('');
+	check('a call with a progressToken hears its output as progress, then gets its result',
+		json(r).stdout === 'one\ntwo\n' && said.includes('[stdout] one') && notes.length >= 2 &&
+		notes.every((p, i) => i === 0 || p.progress > notes[i - 1].progress), JSON.stringify(notes));
+
+	// 7-8: cancellation over HTTP kills the program; the session goes on.
+	const pidfile = join(T, 'long.pid');
+	const ac = new AbortController();
+	const long = a.client.callTool({ name: 'run_command', arguments: { command: `echo $$ > ${pidfile}; exec sleep 60`, sandbox_session_id: sid } },
+		undefined, { signal: ac.signal, timeout: 120000 });
+	long.catch(() => {});
+	let pid = 0;
+	for (let i = 0; i < 100 && !pid; i++) {
+		await sleep(100);
+		if (existsSync(pidfile))
+			pid = parseInt(readFileSync(pidfile, 'utf8'), 10) || 0;
+	}
+	const t0 = Date.now();
+	await a.client.ping();
+	check('the long run started, and ping is answered while it runs', pid > 0 && pidAlive(pid) &&
+		Date.now() - t0 < 5000, `pid ${pid}`);
+	ac.abort('test cancels');
+	let gone = false;
+	for (let i = 0; i < 100 && !gone; i++) {
+		gone = pid > 0 && !pidAlive(pid);
+		if (!gone)
+			await sleep(100);
+	}
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'echo after', sandbox_session_id: sid } });
+	check('notifications/cancelled over HTTP killed the program; the session takes the next call',
+		gone && json(r).stdout === 'after\n', `pid ${pid} gone ${gone}`);
+
+	// 9: two clients at once: two MCP sessions whose calls (in two sandbox sessions) overlap:
+	// each saw the other's start before it ended.
+	const b = await sdkClient(url, 'second');
+	r = await b.client.callTool({ name: 'new_sandbox_session', arguments: { name: 'second' } });
+	const sidB = json(r).sandbox_session_id;
+	const marks = join(T, 'marks');
+	const both = await Promise.all([[a, sid], [b, sidB]].map(([c, s], i) => c.client.callTool({ name: 'run_command', arguments: {
+		sandbox_session_id: s,
+		command: `echo start${i} >> ${marks}; for k in $(seq 50); do grep -q start${1 - i} ${marks} && break; sleep 0.1; done; echo end${i} >> ${marks}` } })));
+	const order = readFileSync(marks, 'utf8').trim().split('\n');
+	check('two SDK clients: two sessions whose calls run at the same time',
+		b.transport.sessionId !== a.transport.sessionId && both.every((x) => x.isError === false) &&
+		order.indexOf('start0') < order.indexOf('end1') && order.indexOf('start1') < order.indexOf('end0'),
+		order.join(' '));
+
+	// 10-11: resumption: a stream dropped after its first event is read again with
+	// Last-Event-ID, from where it was, up to the response; the call went on meanwhile.
+	const rs = await rawSession(url);
+	const ac2 = new AbortController();
+	const res = await fetch(url, { method: 'POST', signal: ac2.signal, headers: { ...H, 'mcp-session-id': rs },
+		body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/call', params: { name: 'run_command',
+			arguments: { command: 'echo first; sleep 1; echo second' }, _meta: { progressToken: 't' } } }) });
+	const reader = res.body.getReader();
+	let got = '';
+	const dec = new TextDecoder();
+	while (!/data: \{[^\n]*first/.test(got)) {
+		const { value, done } = await reader.read();
+		if (done)
+			break;
+		got += dec.decode(value);
+	}
+	ac2.abort();
+	const seen = events(got);
+	const lastId = seen[seen.length - 1]?.id;
+	check('a tools/call answers as server-sent events: a priming event (an id, no data), then ' +
+		'progress with ids <stream>-<n>',
+		res.headers.get('content-type') === 'text/event-stream' && /^\d+-0$/.test(seen[0]?.id ?? '') &&
+		seen[0].data === '' && /^\d+-1$/.test(lastId ?? ''), got);
+	const resumed = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': rs, 'last-event-id': lastId } });
+	const rest = events(await resumed.text());
+	const fin = rest.length ? JSON.parse(rest[rest.length - 1].data) : null;
+	check('GET with Last-Event-ID resumes after that event, through the response (the call ran on; ' +
+		'the new connection takes the stream over from the one the client dropped)',
+		resumed.status === 200 && rest.every((e) => Number(e.id.split('-')[1]) > 1) && fin?.id === 7 &&
+		JSON.parse(fin.result.content[0].text).stdout === 'first\nsecond\n', `${resumed.status} ${JSON.stringify(rest)}`);
+	const bad = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': rs, 'last-event-id': '999-1' } });
+	const none = await fetch(url, { headers: { accept: 'text/event-stream', 'mcp-session-id': rs } });
+	check('an unknown Last-Event-ID is 404; GET without one is 405 (nothing is sent unasked)',
+		bad.status === 404 && none.status === 405 && /POST/.test(none.headers.get('allow') ?? ''),
+		`${bad.status} ${none.status}`);
+
+	// 12-13: DELETE ends a session: its id is then unknown (404), and the SDK's next call fails.
+	await b.transport.terminateSession();
+	const after = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': b.transport.sessionId ?? 'x' });
+	const again = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': rs });
+	check('DELETE ends the session: its id is 404 afterwards; another session is untouched',
+		after.status === 404 && again.status === 200, `${after.status} ${after.body} ${again.status}`);
+	const del = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': '0123456789abcdef0123456789abcdef' } });
+	check('DELETE of an unknown session is 404', del.status === 404, String(del.status));
+
+	// 14-21: bad input gets clear HTTP errors and the server stays up.
+	let x = await post(url, '{"jsonrpc":"2.0","id":3,"method":', { 'mcp-session-id': rs });
+	check('malformed JSON: 400 with a JSON-RPC parse error (-32700)',
+		x.status === 400 && JSON.parse(x.body).error.code === -32700, x.body);
+	x = await post(url, { jsonrpc: '2.0', id: 3, method: 'tools/list' });
+	check('a request without Mcp-Session-Id (not initialize): 400 naming the header',
+		x.status === 400 && /Mcp-Session-Id/.test(x.body), x.body);
+	x = await post(url, { jsonrpc: '2.0', id: 3, method: 'tools/list' }, { 'mcp-session-id': 'forged' });
+	check('an unknown session id: 404', x.status === 404, x.body);
+	x = await post(url, JSON.stringify({ jsonrpc: '2.0', id: 3, method: 'ping' }), { 'content-type': 'text/plain', 'mcp-session-id': rs });
+	check('a body that is not application/json: 415', x.status === 415, x.body);
+	x = await post(url, INIT, { origin: 'http://evil.example' });
+	const okOrigin = await post(url, INIT, { origin: 'https://app.example' });
+	const local = await post(url, INIT, { origin: 'http://localhost:5173' });
+	check('a foreign Origin is 403 (DNS rebinding); an allowed one and a loopback one are served',
+		x.status === 403 && okOrigin.status === 200 && local.status === 200, `${x.status} ${okOrigin.status} ${local.status}`);
+	x = await post(url, { jsonrpc: '2.0', id: 3, method: 'ping', params: { pad: 'x'.repeat(5 << 20) } }, { 'mcp-session-id': rs });
+	check('a body over 4 MiB: 413 (read and dropped, so the client hears why)', x.status === 413 &&
+		JSON.parse(x.body).error.message.includes('4 MiB'), `${x.status} ${x.body}`);
+	x = await post(url, { jsonrpc: '2.0', id: 3, method: 'ping' }, { 'mcp-session-id': rs, 'mcp-protocol-version': '1999-01-01' });
+	check('an unsupported MCP-Protocol-Version: 400', x.status === 400, x.body);
+	x = await post(url, { jsonrpc: '2.0', id: 4, method: 'server/discover',
+		params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } });
+	check('a 2026-07-28 request needs no session: server/discover answers without one',
+		x.status === 200 && JSON.parse(x.body).result && !x.headers.get('mcp-session-id'), x.body);
+	// Its stream can never be resumed (no session names it), so a dropped connection cancels it.
+	const spid = join(T, 'stateless.pid');
+	const ac3 = new AbortController();
+	const sres = await fetch(url, { method: 'POST', signal: ac3.signal, headers: H, body: JSON.stringify({
+		jsonrpc: '2.0', id: 8, method: 'tools/call', params: { name: 'run_command',
+			arguments: { command: `echo $$ > ${spid}; exec sleep 60` },
+			_meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientCapabilities': {} } } }) });
+	let spidv = 0;
+	for (let i = 0; i < 100 && !spidv; i++) {
+		await sleep(100);
+		if (existsSync(spid))
+			spidv = parseInt(readFileSync(spid, 'utf8'), 10) || 0;
+	}
+	const wasAlive = spidv > 0 && pidAlive(spidv);
+	ac3.abort();
+	let sgone = false;
+	for (let i = 0; i < 100 && !sgone; i++) {
+		sgone = !pidAlive(spidv);
+		if (!sgone)
+			await sleep(100);
+	}
+	check('a 2026-07-28 tools/call whose client drops the connection is cancelled: its program dies',
+		sres.status === 200 && wasAlive && sgone, `status ${sres.status} pid ${spidv} alive ${wasAlive} gone ${sgone}`);
+
+	// 22: a thousand idle connections are bounded: the server holds at most 256 (a thread
+	// each; the rest are closed at once); once they go it answers again.
+	const socks = [];
+	const port = Number(new URL(url).port);
+	const threads = () => Number(/Threads:\s+(\d+)/.exec(readFileSync(`/proc/${srv.child.pid}/status`, 'utf8'))?.[1] ?? 0);
+	const idleThreads = threads();
+	await Promise.all(Array.from({ length: 1000 }, () => new Promise((resolve) => {
+		const s = netConnect(port, '127.0.0.1', () => resolve());
+		s.on('error', () => resolve());
+		s.on('close', () => resolve());
+		socks.push(s);
+	})));
+	let open = 0;
+	for (let i = 0; i < 10; i++) {
+		open = Math.max(open, threads() - idleThreads);
+		await sleep(100);
+	}
+	for (const s of socks)
+		s.destroy();
+	await sleep(500);
+	let pong = null;
+	for (let i = 0; i < 20 && pong?.status !== 200; i++) {
+		pong = await post(url, { jsonrpc: '2.0', id: 5, method: 'ping' }, { 'mcp-session-id': rs }).catch((e) => ({ status: String(e) }));
+		if (pong.status !== 200)
+			await sleep(250);
+	}
+	const rss = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${srv.child.pid}/status`, 'utf8'))?.[1] ?? 0);
+	check('1000 connections at once: at most 256 held (a thread each), the server answers once ' +
+		'they go, and its memory stays under 200 MiB', open >= 100 && open <= 256 && pong?.status === 200 &&
+		rss > 0 && rss < 200 * 1024, `held ${open}, ping ${pong?.status}, rss ${rss} kB`);
+
+	// 23-24: SIGTERM: a call that runs is let finish (within --grace); then the server exits 0.
+	const pending = a.client.callTool({ name: 'run_command', arguments: { command: 'sleep 1; echo drained', sandbox_session_id: sid } });
+	await sleep(300);
+	srv.child.kill('SIGTERM');
+	r = await pending.catch((e) => ({ error: String(e) }));
+	check('SIGTERM lets a running call finish and answer', r.content && json(r).stdout === 'drained\n', JSON.stringify(r));
+	const st = await Promise.race([srv.exited, sleep(15000).then(() => ({ code: 'timeout' }))]);
+	check('... then the server exits 0, having written nothing on stdout',
+		st.code === 0 && srv.stdout() === '', JSON.stringify(st) + '\n' + srv.stderr());
+	await a.client.close().catch(() => {});
+	await b.client.close().catch(() => {});
+
+	// 25-26: a unix socket, only for this user; the SDK's fetch cannot dial one, so raw HTTP.
+	const sock = join(T, 'mcp.sock');
+	const u = await serve(['--listen', `unix:${sock}`]);
+	const mode = existsSync(sock) ? statSync(sock).mode & 0o777 : -1;
+	const ures = await new Promise((resolve) => {
+		const req = httpRequest({ socketPath: sock, path: '/mcp', method: 'POST', headers: H }, (res) => {
+			let body = '';
+			res.on('data', (d) => { body += d; });
+			res.on('end', () => resolve({ status: res.statusCode, sid: res.headers['mcp-session-id'], body }));
+		});
+		req.on('error', (e) => resolve({ status: String(e) }));
+		req.end(JSON.stringify(INIT));
+	});
+	check('--listen unix:PATH serves MCP on a socket of mode 0600',
+		mode === 0o600 && ures.status === 200 && /^[0-9a-f]{32}$/.test(ures.sid ?? ''), JSON.stringify({ mode, ures }));
+	u.child.kill('SIGTERM');
+	const ust = await u.exited;
+	check('... and removes the socket when it stops (status 0)', ust.code === 0 && !existsSync(sock),
+		JSON.stringify(ust) + u.stderr());
+
+	// 27-28: TLS with a certificate and key; the client trusts that certificate only.
+	const cert = join(T, 'cert.pem'), key = join(T, 'key.pem');
+	execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1',
+		'-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost',
+		'-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+	const t = await serve(['--listen', '127.0.0.1:0', '--tls-cert', cert, '--tls-key', key]);
+	const tres = await new Promise((resolve) => {
+		const tu = new URL(t.url ?? 'https://127.0.0.1:1/mcp');
+		const req = httpsRequest({ host: tu.hostname, port: tu.port, path: tu.pathname, method: 'POST', headers: H,
+			ca: readFileSync(cert) }, (res) => {
+			let body = '';
+			res.on('data', (d) => { body += d; });
+			res.on('end', () => resolve({ status: res.statusCode, body }));
+		});
+		req.on('error', (e) => resolve({ status: String(e) }));
+		req.end(JSON.stringify(INIT));
+	});
+	check('--tls-cert/--tls-key: an https:// URL, and a client that trusts the certificate initializes',
+		/^https:\/\//.test(t.url ?? '') && tres.status === 200 && JSON.parse(tres.body).result?.protocolVersion === '2025-11-25',
+		JSON.stringify(tres) + t.stderr());
+	t.child.kill('SIGTERM');
+	await t.exited;
+
+	// 29: a non-loopback address is refused: nothing authenticates callers yet.
+	const wide = await serve(['--listen', '0.0.0.0:0']);
+	const wst = await wide.exited;
+	check('--listen 0.0.0.0:0 is refused (exit 125, the machinery\'s), saying why', wst.code === 125 && /not a loopback address/.test(wide.stderr()),
+		JSON.stringify(wst) + wide.stderr());
+}
+
+try {
+	await main();
+} catch (e) {
+	failed++;
+	console.log(`not ok ${++n} - unexpected exception`);
+	for (const line of String(e?.stack ?? e).split('\n'))
+		console.log(`#   ${line}`);
+}
+rmSync(T, { recursive: true, force: true });
+if (n !== PLAN)
+	console.log(`# ran ${n} of ${PLAN} checks`);
+process.exit(failed || n !== PLAN ? 1 : 0);

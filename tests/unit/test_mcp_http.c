@@ -1,0 +1,363 @@
+/* Unit tests of the Streamable HTTP transport (core/mcp/mcp_http.c, mcp_http_state.c) in
+ * one process, so that valgrind and the sanitizers see every path: a session's life
+ * (initialize, a tools/call as events, its resumption, DELETE), refusals, and a stop that
+ * cancels a call still running. The server listens on a unix socket in a temporary
+ * directory; the client is a few lines of HTTP/1.1 over it. The provider is
+ * local_subprocess, per call. */
+#include "config.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <aksandbox/aksandbox.h>
+
+#include "mcp/mcp.h"
+
+static const char *const no_env[] = {NULL};
+
+typedef struct fixture {
+	char dir[64];
+	char sock[128];
+	char listen[140];
+	aks_settings *settings;
+	aks_runtime *rt;
+	pthread_t thread;
+	volatile sig_atomic_t stop;
+	aks__mcp_http_options opt;
+	int served; /* aks__mcp_http_serve's result */
+} fixture;
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+	while (nanosleep(&ts, &ts) < 0)
+		;
+}
+
+static void *serve_main(void *arg)
+{
+	fixture *fx = arg;
+	fx->served = aks__mcp_http_serve(&fx->opt, &fx->stop);
+	return NULL;
+}
+
+static int setup(void **state)
+{
+	fixture *fx = calloc(1, sizeof(*fx));
+	if (!fx)
+		return -1;
+	snprintf(fx->dir, sizeof(fx->dir), "/tmp/aks-mcp-http.XXXXXX");
+	if (!mkdtemp(fx->dir))
+		return -1;
+	char cfg[128], st[128];
+	snprintf(cfg, sizeof(cfg), "%s/config.yaml", fx->dir);
+	snprintf(st, sizeof(st), "%s/state", fx->dir);
+	snprintf(fx->sock, sizeof(fx->sock), "%s/mcp.sock", fx->dir);
+	snprintf(fx->listen, sizeof(fx->listen), "unix:%s", fx->sock);
+	FILE *f = fopen(cfg, "w");
+	if (!f)
+		return -1;
+	fprintf(f,
+	        "sandbox:\n"
+	        "  enabled: true\n"
+	        "  profiles:\n"
+	        "    default: {type: local_subprocess,\n"
+	        "              local_subprocess: {workdir: %s/boxes, agent: false}}\n",
+	        fx->dir);
+	if (fclose(f) != 0)
+		return -1;
+	aks_error *err = NULL;
+	if (aks_settings_load(cfg, no_env, &fx->settings, &err) < 0 ||
+	    aks_runtime_open(fx->settings, st, &fx->rt, &err) < 0) {
+		fprintf(stderr, "setup: %s\n", err ? aks_error_message(err) : "config");
+		aks_error_free(err);
+		return -1;
+	}
+	fx->opt.server = (aks__mcp_options){
+	    .rt = fx->rt, .settings = fx->settings, .conversation_id = "mcp-http-unit"};
+	fx->opt.listen = fx->listen;
+	fx->opt.max_body = 64 << 10;
+	fx->opt.drain_seconds = 0;
+	if (pthread_create(&fx->thread, NULL, serve_main, fx) != 0)
+		return -1;
+	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
+		sleep_ms(10);
+	*state = fx;
+	return access(fx->sock, F_OK) == 0 ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	fixture *fx = *state;
+	fx->stop = 1;
+	pthread_join(fx->thread, NULL);
+	int served = fx->served;
+	bool socket_left = access(fx->sock, F_OK) == 0;
+	aks_runtime_close(fx->rt);
+	aks_settings_free(fx->settings);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fx->dir);
+	int rc = system(cmd);
+	free(fx);
+	return rc == 0 && served == 0 && !socket_left ? 0 : -1;
+}
+
+/* ---- a small HTTP/1.1 client over the socket ------------------------------------------- */
+
+typedef struct reply {
+	int status;
+	char *raw; /* headers and body, as received */
+	size_t len;
+} reply;
+
+static int dial(const fixture *fx)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, fx->sock);
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	assert_true(fd >= 0);
+	assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	return fd;
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return; /* the server may close on us (an oversized body) */
+		p += w;
+		n -= (size_t)w;
+	}
+}
+
+/* Sends one request (Connection: close); extra headers are "Name: value\r\n" lines. */
+static int start_request(const fixture *fx, const char *method, const char *headers,
+                         const char *body)
+{
+	int fd = dial(fx);
+	char head[1024];
+	size_t blen = body ? strlen(body) : 0;
+	int n =
+	    snprintf(head, sizeof(head),
+	             "%s /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+	             "Content-Type: application/json\r\n"
+	             "Accept: application/json, text/event-stream\r\n%sContent-Length: %zu\r\n\r\n",
+	             method, headers ? headers : "", blen);
+	send_all(fd, head, (size_t)n);
+	if (blen)
+		send_all(fd, body, blen);
+	return fd;
+}
+
+/* Reads into r until the server closes (then closes fd), or until `until` appears (then
+ * leaves fd open for more). */
+static void read_more(int fd, reply *r, const char *until)
+{
+	size_t cap = r->raw ? r->len + 4096 : 4096;
+	r->raw = realloc(r->raw, cap);
+	assert_non_null(r->raw);
+	for (;;) {
+		if (r->len + 1 >= cap) {
+			cap *= 2;
+			r->raw = realloc(r->raw, cap);
+			assert_non_null(r->raw);
+		}
+		ssize_t got = recv(fd, r->raw + r->len, cap - r->len - 1, 0);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0) {
+			close(fd);
+			break;
+		}
+		r->len += (size_t)got;
+		r->raw[r->len] = '\0';
+		if (until && strstr(r->raw, until))
+			break;
+	}
+	r->raw[r->len] = '\0';
+	if (sscanf(r->raw, "HTTP/1.1 %d", &r->status) != 1)
+		r->status = -1;
+}
+
+static reply read_reply(int fd)
+{
+	reply r = {0};
+	read_more(fd, &r, NULL);
+	return r;
+}
+
+static reply request(const fixture *fx, const char *method, const char *headers, const char *body)
+{
+	return read_reply(start_request(fx, method, headers, body));
+}
+
+static void reply_clear(reply *r)
+{
+	free(r->raw);
+	r->raw = NULL;
+}
+
+/* "Mcp-Session-Id: <id>\r\n" from a reply, as a header line to send back. */
+static void session_header(const reply *r, char *out, size_t size)
+{
+	const char *p = strcasestr(r->raw, "\r\nMcp-Session-Id: ");
+	assert_non_null(p);
+	p += strlen("\r\nMcp-Session-Id: ");
+	size_t n = strcspn(p, "\r");
+	assert_int_equal(n, 32);
+	snprintf(out, size, "Mcp-Session-Id: %.*s\r\n", (int)n, p);
+}
+
+static const char initialize[] =
+    "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":"
+    "\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"unit\",\"version\":\"1\"}}}";
+
+/* ---- tests ------------------------------------------------------------------------------ */
+
+static void test_session_life(void **state)
+{
+	fixture *fx = *state;
+	reply r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.raw, "\"protocolVersion\":\"2025-11-25\""));
+	char sid[64];
+	session_header(&r, sid, sizeof(sid));
+	reply_clear(&r);
+
+	r = request(fx, "POST", sid,
+	            "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}");
+	assert_int_equal(r.status, 202);
+	reply_clear(&r);
+
+	/* A tools/call answers as events: the priming one, then the response. */
+	r = request(fx, "POST", sid,
+	            "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":"
+	            "\"run_command\",\"arguments\":{\"command\":\"echo hi-there\"}}}");
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.raw, "text/event-stream"));
+	const char *prime = strstr(r.raw, "id: 2-0\nretry: 1000\ndata: \n\n");
+	const char *answer = strstr(r.raw, "id: 2-1\ndata: {\"jsonrpc\":\"2.0\",\"id\":2,");
+	assert_non_null(prime);
+	assert_non_null(answer);
+	assert_true(prime < answer);
+	assert_non_null(strstr(answer, "hi-there"));
+	reply_clear(&r);
+
+	/* The stream is kept: Last-Event-ID 2-0 replays the response. */
+	char resume[160];
+	snprintf(resume, sizeof(resume), "%sLast-Event-ID: 2-0\r\n", sid);
+	r = request(fx, "GET", resume, NULL);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.raw, "id: 2-1\ndata: {"));
+	assert_null(strstr(r.raw, "id: 2-0"));
+	reply_clear(&r);
+
+	r = request(fx, "DELETE", sid, NULL);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+	r = request(fx, "POST", sid, "{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"ping\"}");
+	assert_int_equal(r.status, 404);
+	reply_clear(&r);
+}
+
+static void test_refusals(void **state)
+{
+	fixture *fx = *state;
+	reply r = request(fx, "POST", NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,");
+	assert_int_equal(r.status, 400);
+	assert_non_null(strstr(r.raw, "-32700"));
+	reply_clear(&r);
+
+	r = request(fx, "POST", NULL, "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}");
+	assert_int_equal(r.status, 400);
+	assert_non_null(strstr(r.raw, "Mcp-Session-Id"));
+	reply_clear(&r);
+
+	r = request(fx, "POST", "Mcp-Session-Id: 00000000000000000000000000000000\r\n",
+	            "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}");
+	assert_int_equal(r.status, 404);
+	reply_clear(&r);
+
+	r = request(fx, "POST", "Origin: http://rebound.example\r\n", initialize);
+	assert_int_equal(r.status, 403);
+	reply_clear(&r);
+
+	r = request(fx, "PUT", NULL, NULL);
+	assert_int_equal(r.status, 405);
+	reply_clear(&r);
+
+	/* Over the bound (64 KiB here): read, dropped, answered 413. */
+	size_t big = 100 << 10;
+	char *body = malloc(big + 1);
+	assert_non_null(body);
+	memset(body, ' ', big);
+	body[big] = '\0';
+	r = request(fx, "POST", NULL, body);
+	free(body);
+	assert_int_equal(r.status, 413);
+	reply_clear(&r);
+
+	/* Still serving. */
+	r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+}
+
+/* A stop with no grace cancels a call that runs; its stream ends, and serving returns. */
+static void test_stop_cancels(void **state)
+{
+	fixture *fx = *state;
+	reply r = request(fx, "POST", NULL, initialize);
+	char sid[64];
+	session_header(&r, sid, sizeof(sid));
+	reply_clear(&r);
+	int fd =
+	    start_request(fx, "POST", sid,
+	                  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+	                  "\"name\":\"run_command\",\"arguments\":{\"command\":\"sleep 30\"}}}");
+	r = (reply){0};
+	read_more(fd, &r, "id: 2-0"); /* the call runs */
+	fx->stop = 1;
+	read_more(fd, &r, NULL); /* ends when the server ends the stream */
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.raw, "id: 2-0"));
+	assert_null(strstr(r.raw, "id: 2-1"));
+	reply_clear(&r);
+	pthread_join(fx->thread, NULL);
+	fx->stop = 0;
+	/* teardown joins again: run a fresh server so it has one to stop */
+	assert_int_equal(fx->served, 0);
+	assert_int_equal(pthread_create(&fx->thread, NULL, serve_main, fx), 0);
+	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
+		sleep_ms(10);
+}
+
+int main(void)
+{
+	signal(SIGPIPE, SIG_IGN);
+	const struct CMUnitTest tests[] = {
+	    cmocka_unit_test_setup_teardown(test_session_life, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stop_cancels, setup, teardown),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
