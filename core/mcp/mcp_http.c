@@ -119,32 +119,9 @@ static const char *header(struct MHD_Connection *c, const char *name)
 
 /* ---- checks on the headers -------------------------------------------------------------- */
 
-/* An origin "scheme://host[:port]" whose host is this machine. */
-static bool loopback_origin(const char *origin)
-{
-	const char *p = strstr(origin, "://");
-	if (!p)
-		return false;
-	p += 3;
-	size_t n;
-	if (*p == '[') {
-		n = strcspn(p, "]");
-		if (p[n] != ']')
-			return false;
-		n++;
-	} else {
-		n = strcspn(p, ":/");
-	}
-	static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]", NULL};
-	for (size_t i = 0; hosts[i]; i++)
-		if (strlen(hosts[i]) == n && strncasecmp(p, hosts[i], n) == 0)
-			return true;
-	return false;
-}
-
 static bool origin_allowed(const struct http *h, const char *origin)
 {
-	if (!origin || loopback_origin(origin))
+	if (!origin || aks__mcp_http_loopback_origin(origin))
 		return true;
 	for (size_t i = 0; h->origins && h->origins[i]; i++)
 		if (strcasecmp(h->origins[i], origin) == 0)
@@ -456,15 +433,8 @@ static enum MHD_Result do_get(struct request *r, struct MHD_Connection *c)
 	enum MHD_Result rc = named_session(r, c, &ok);
 	if (!ok)
 		return rc;
-	char *end;
-	errno = 0;
-	uint64_t stream_id = strtoull(last, &end, 10), seq = 0;
-	bool parsed = !errno && end != last && *end == '-';
-	if (parsed) {
-		const char *p = end + 1;
-		seq = strtoull(p, &end, 10);
-		parsed = !errno && end != p && !*end;
-	}
+	uint64_t stream_id = 0, seq = 0;
+	bool parsed = aks__mcp_http_parse_event_id(last, &stream_id, &seq);
 	struct http_state *st = &r->h->st;
 	pthread_mutex_lock(&st->mu);
 	struct http_stream *t = parsed ? aks__http_stream_find_locked(r->session, stream_id) : NULL;

@@ -5,6 +5,7 @@
  *    the streams of their requests (every message a request causes, kept with sequence
  *    numbers so a client that lost the connection resumes with Last-Event-ID).
  *  - mcp_http.c: the listening socket, libmicrohttpd, and the HTTP side of each method.
+ *  - mcp_http_parse.c: the header values the transport reads itself (fuzzed).
  *
  * Locking: one mutex (http_state.mu) guards the session table, the reference counts and
  * every stream. It is never held while calling into a server (aks__mcp_server_*), since a
@@ -96,6 +97,14 @@ struct http_stream *aks__http_session_handle(struct http_session *s, const char 
 struct http_stream *aks__http_stream_find_locked(struct http_session *s, uint64_t id);
 /* Removes and frees a done stream nobody reads (its answer went out as JSON). */
 void aks__http_stream_drop(struct http_stream *stream);
+
+/* ---- header values (mcp_http_parse.c): what a client sends, checked ---------------- */
+
+/* Whether an Origin ("scheme://host[:port]") names this machine: localhost, 127.0.0.1 or
+ * [::1], in any letter case, on any port. */
+bool aks__mcp_http_loopback_origin(const char *origin);
+/* A Last-Event-ID "<stream>-<seq>" (decimal, nothing else); false for anything else. */
+bool aks__mcp_http_parse_event_id(const char *text, uint64_t *stream, uint64_t *seq);
 
 /* Ends idle sessions and forgets old streams; returns the calls still running. */
 size_t aks__http_state_sweep(struct http_state *st);

@@ -147,7 +147,8 @@ echo
 "$BENCH_TOOL" sessions -n "${BENCH_SESSIONS:-1000}" "$T/tool-sessions"
 
 # MCP: a run_command round trip as tools/call to one long-lived aksandbox mcp
-# process, against the same call through the C API.
+# process (stdio and HTTP), against the same call through the C API; HTTP clients
+# at once.
 echo
 mkdir "$T/mcp"
 "$BENCH_MCP" -n "${BENCH_MCP_ITER:-200}" "$AKS" "$T/mcp"

@@ -64,9 +64,18 @@ function pidAlive(pid) {
 	}
 }
 
+// Every server started, so that none outlives the test whatever happens to it.
+const servers = [];
+process.on('exit', () => {
+	for (const child of servers)
+		if (child.exitCode === null && child.signalCode === null)
+			child.kill('SIGKILL');
+});
+
 // Starts `aksandbox mcp --listen ...`; resolves once it has said where it listens (or exited).
 async function serve(args) {
 	const child = spawn(AKS, ['-c', config, 'mcp', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+	servers.push(child);
 	let stderr = '', stdout = '';
 	child.stderr.on('data', (d) => { stderr += d; });
 	child.stdout.on('data', (d) => { stdout += d; });
