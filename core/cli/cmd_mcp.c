@@ -119,12 +119,18 @@ int cli_cmd_mcp(int argc, char *argv[])
 	    {"tls-key", required_argument, NULL, 'K'},
 	    {"allow-origin", required_argument, NULL, 'O'},
 	    {"grace", required_argument, NULL, 'G'},
+	    {"auth", no_argument, NULL, 'U'},
+	    {"token-attribute", required_argument, NULL, 'N'},
+	    {"resource-url", required_argument, NULL, 'R'},
+	    {"authorization-server", required_argument, NULL, 'S'},
 	    {NULL, 0, NULL, 0},
 	};
 	aks__mcp_http_options http = {.drain_seconds = AKS_MCP_HTTP_DRAIN};
 	const char *origins[MCP_MAX_ORIGINS + 1] = {NULL};
 	size_t n_origins = 0;
-	bool grace_given = false;
+	const char *auth_servers[MCP_MAX_ORIGINS + 1] = {NULL};
+	size_t n_auth_servers = 0;
+	bool grace_given = false, auth = false;
 	long max_calls = AKS_MCP_DEFAULT_MAX_CALLS;
 	double wait_timeout = 0; /* the server's default */
 	int c;
@@ -171,6 +177,26 @@ int cli_cmd_mcp(int argc, char *argv[])
 		case 'L':
 			http.listen = optarg;
 			break;
+		case 'U':
+			auth = true;
+			break;
+		case 'N':
+			http.token_attribute = optarg;
+			break;
+		case 'R':
+			http.resource_url = optarg;
+			break;
+		case 'S':
+			if (n_auth_servers == MCP_MAX_ORIGINS || strncmp(optarg, "http", 4) != 0) {
+				cli_warn(
+				    "mcp: --authorization-server wants a URL (at most %d), not "
+				    "'%s'",
+				    MCP_MAX_ORIGINS, optarg);
+				cli_usage_hint("mcp");
+				return CLI_EXIT_USAGE;
+			}
+			auth_servers[n_auth_servers++] = optarg;
+			break;
 		case 'G': {
 			double grace;
 			if (parse_seconds(optarg, &grace) < 0 || grace != (unsigned)grace) {
@@ -211,12 +237,22 @@ int cli_cmd_mcp(int argc, char *argv[])
 		cli_usage_hint("mcp");
 		return CLI_EXIT_USAGE;
 	}
-	if (!http.listen && (http.tls_cert || http.tls_key || n_origins || grace_given)) {
-		cli_warn("mcp: --tls-cert, --tls-key, --allow-origin and --grace go with --listen");
+	bool auth_options = http.token_attribute || http.resource_url || n_auth_servers;
+	if (!http.listen && (http.tls_cert || http.tls_key || n_origins || grace_given || auth)) {
+		cli_warn("mcp: --tls-cert, --tls-key, --allow-origin, --grace and --auth go with "
+		         "--listen");
+		cli_usage_hint("mcp");
+		return CLI_EXIT_USAGE;
+	}
+	if (auth_options && !auth) {
+		cli_warn(
+		    "mcp: --token-attribute, --resource-url and --authorization-server go with "
+		    "--auth");
 		cli_usage_hint("mcp");
 		return CLI_EXIT_USAGE;
 	}
 	http.allowed_origins = origins;
+	http.authorization_servers = auth_servers;
 
 	/* --conversation; else $AKSANDBOX_CONVERSATION; else this user's for this directory. */
 	char stable[64];
@@ -270,6 +306,22 @@ int cli_cmd_mcp(int argc, char *argv[])
 	};
 	if (http.listen) {
 		http.server = opt;
+		if (auth) {
+			/* Tokens are only as good as what verifies them: the built-in resolver
+			 * verifies nothing (it names the agent). */
+			http.resolver = aks_settings_get_resolver(h.settings);
+			const char *type = aks_settings_get_resolver_type(h.settings);
+			if (!http.resolver || !type || strcmp(type, "agent") == 0) {
+				cli_warn(
+				    "mcp: --auth needs a principal resolver that verifies tokens "
+				    "(sandbox.principal_resolver: signed_token); this "
+				    "configuration "
+				    "has %s",
+				    type ? type : "none (the sandbox is disabled)");
+				cli_tool_host_close(&h);
+				return CLI_EXIT_ERROR;
+			}
+		}
 		log_start(&h, conversation);
 		int rc = aks__mcp_http_serve(&http, &stop_requested);
 		cli_tool_host_close(&h);

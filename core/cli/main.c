@@ -140,7 +140,8 @@ static const struct command commands[] = {
     {"mcp", cli_cmd_mcp,
      "[-c FILE] [--conversation ID] [--agent NAME] [--max-calls N] [--wait-timeout S]\n"
      "       [--listen ADDR [--tls-cert FILE --tls-key FILE] [--allow-origin ORIGIN]...\n"
-     "       [--grace SECONDS]]",
+     "       [--grace SECONDS] [--auth [--token-attribute NAME] [--resource-url URL]\n"
+     "       [--authorization-server URL]...]]",
      "serve the tools to MCP clients (standard input and output, or HTTP)",
      "Speaks the Model Context Protocol (newline-delimited JSON-RPC 2.0) on\n"
      "standard input and output, offering the eight tools to any MCP client:\n"
@@ -166,8 +167,13 @@ static const struct command commands[] = {
      "server-sent events that a client resumes with Last-Event-ID, DELETE ends\n"
      "the session. ADDR is [HOST:]PORT (HOST 127.0.0.1 by default; PORT 0 picks\n"
      "one, logged at start), [V6]:PORT, or unix:PATH (a socket only this user may\n"
-     "use). Only loopback addresses are accepted: nothing authenticates callers\n"
-     "yet. SIGTERM (or SIGINT) stops taking connections, gives running calls\n"
+     "use). Without --auth only loopback addresses are accepted. With --auth\n"
+     "every request carries Authorization: Bearer TOKEN, which the configured\n"
+     "principal resolver (signed_token) must resolve to a user, else 401 with a\n"
+     "challenge naming the protected-resource metadata (served at\n"
+     "/.well-known/oauth-protected-resource/mcp); each user's sessions are theirs\n"
+     "alone, in the conversation CONVERSATION:SUBJECT, and their calls run as\n"
+     "them. SIGTERM (or SIGINT) stops taking connections, gives running calls\n"
      "--grace seconds (default 10) to finish, cancels the rest and exits.\n"
      "\n"
      "Options:\n"
@@ -185,6 +191,12 @@ static const struct command commands[] = {
      "  --allow-origin ORIGIN  a browser Origin allowed besides loopback ones\n"
      "                       (requests with any other Origin get 403; repeatable)\n"
      "  --grace SECONDS      at SIGTERM, how long running calls may finish (10)\n"
+     "  --auth               require bearer tokens (see above)\n"
+     "  --token-attribute NAME  the resolver attribute the token is given as\n"
+     "                       (default token: signed_token's `attribute`)\n"
+     "  --resource-url URL   this server's URL as clients reach it (metadata)\n"
+     "  --authorization-server URL  an authorization server that issues the\n"
+     "                       tokens, for the metadata (repeatable)\n"
      "  -h, --help           show this help\n"},
     {"worker", cli_cmd_worker, "[-c FILE] [--once | --check] [--grace SECONDS]",
      "run a queue broker worker (sandbox.broker.flavor: queue)",

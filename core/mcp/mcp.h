@@ -166,9 +166,12 @@ int aks__mcp_server_new(const aks__mcp_options *opt, aks__mcp_server **out);
  * of its own and answers when done. */
 void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len);
 /* The same for a transport that routes each request's messages (HTTP): whatever the
- * message causes is written with `route`, then route_done(route) follows, once. Calls
- * on one server must not overlap (the transport serializes them). */
-void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route);
+ * message causes is written with `route`, then route_done(route) follows, once. A
+ * tools/call it starts runs with `attributes` (key, value pairs for the principal
+ * resolver, NULL-terminated, copied; NULL: none), such as the caller's bearer token.
+ * Calls on one server must not overlap (the transport serializes them). */
+void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route,
+                            const char *const *attributes);
 /* The tools/call executions in flight. */
 size_t aks__mcp_server_calls_running(aks__mcp_server *s);
 /* A line of more than `limit` bytes was discarded unread: answers -32600. */
@@ -202,6 +205,17 @@ typedef struct aks__mcp_http_options {
 	size_t max_sessions;
 	unsigned session_idle_seconds;
 	unsigned drain_seconds; /* calls running at *stop get this long before they are cancelled */
+	/* Bearer authentication, when `resolver` is set: every request to the endpoint carries
+	 * "Authorization: Bearer TOKEN", which the resolver (given it as the attribute
+	 * token_attribute) must resolve to a user principal, or the answer is 401. That user
+	 * owns the sessions they open (another user's session id is unknown to them), their
+	 * calls carry the token to the runtime's resolver, and their conversation is
+	 * "<server.conversation_id>:<subject>". Non-loopback addresses are allowed then. */
+	aks_resolver *resolver;
+	const char *token_attribute; /* NULL: "token" */
+	const char *resource_url;    /* the metadata's "resource"; NULL: the URL */
+	const char *const
+	    *authorization_servers; /* for the metadata; NULL-terminated; may be NULL */
 } aks__mcp_http_options;
 
 /* Serves until *stop; 0, or -1 when it could not start (said on stderr). */

@@ -15,8 +15,8 @@
  *    is 405 (we send nothing unasked, so there is no standalone stream).
  *  - DELETE ends the session and cancels its calls.
  * Every request with an Origin header that is neither a loopback origin nor one allowed
- * with --allow-origin is refused (403), against DNS rebinding; the socket binds to
- * loopback or a unix socket only, since nothing authenticates a caller yet.
+ * with --allow-origin is refused (403), against DNS rebinding. Without bearer
+ * authentication (mcp_http_auth.c) the socket binds to loopback or a unix socket only.
  */
 #include "config.h"
 
@@ -55,6 +55,7 @@
 
 struct http {
 	struct http_state st;
+	struct http_auth auth;
 	struct MHD_Daemon *mhd;
 	size_t max_body;
 	const char *const *origins;
@@ -73,7 +74,10 @@ struct request {
 	bool too_big;          /* the body is over the bound: dropped as it comes */
 	unsigned silent_waits; /* WAKE_SECONDS waits since the last event or keep-alive */
 	int fd;                /* the connection's socket, to see a client hang up */
-	char *out;             /* event bytes formatted, not yet handed over */
+	char *subject;         /* the authenticated user (NULL without authentication) */
+	char *token;           /* their bearer token, for the runtime's resolver */
+	const char *attributes[3];
+	char *out; /* event bytes formatted, not yet handed over */
 	size_t out_len, out_off, out_cap;
 };
 
@@ -295,16 +299,16 @@ static enum MHD_Result post_session(struct request *r, struct MHD_Connection *c,
 			                   "Bad Request: initialize opens a new session; send it "
 			                   "without Mcp-Session-Id",
 			                   NULL);
-		r->session = aks__http_session_new(&h->st, false, &full);
+		r->session = aks__http_session_new(&h->st, false, r->subject, &full);
 	} else if (sid) {
-		r->session = aks__http_session_find(&h->st, sid);
+		r->session = aks__http_session_find(&h->st, sid, r->subject);
 		if (!r->session)
 			return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
 			                   "Session not found: it ended or never existed; "
 			                   "initialize a new one",
 			                   NULL);
 	} else if (is_request && is_modern(m)) {
-		r->session = aks__http_session_new(&h->st, true, &full);
+		r->session = aks__http_session_new(&h->st, true, r->subject, &full);
 	} else {
 		return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
 		                   "Bad Request: Mcp-Session-Id header is required (send "
@@ -367,7 +371,8 @@ static enum MHD_Result do_post(struct request *r, struct MHD_Connection *c)
 	struct http_session *s = r->session;
 	const char *sid = s->stateless ? NULL : s->id;
 	bool closed = false;
-	struct http_stream *t = aks__http_session_handle(s, r->body, r->len, is_request, &closed);
+	struct http_stream *t = aks__http_session_handle(s, r->body, r->len, is_request,
+	                                                 r->token ? r->attributes : NULL, &closed);
 	if (closed)
 		return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
 		                   "Session not found: it has ended; initialize a new one", NULL);
@@ -409,7 +414,7 @@ static enum MHD_Result named_session(struct request *r, struct MHD_Connection *c
 	if (!sid)
 		return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
 		                   "Bad Request: Mcp-Session-Id header is required", NULL);
-	r->session = aks__http_session_find(&r->h->st, sid);
+	r->session = aks__http_session_find(&r->h->st, sid, r->subject);
 	if (!r->session)
 		return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
 		                   "Session not found: it ended or never existed", NULL);
@@ -475,6 +480,54 @@ static enum MHD_Result too_large(const struct http *h, struct MHD_Connection *c)
 	return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, AKS_MCP_INVALID_REQUEST, message, NULL);
 }
 
+/* ---- authentication ---------------------------------------------------------------------- */
+
+static enum MHD_Result reply_metadata(const struct http *h, struct MHD_Connection *c)
+{
+	char *doc = aks__http_auth_metadata(&h->auth);
+	enum MHD_Result rc =
+	    doc ? reply(c, MHD_HTTP_OK, "application/json", doc, strlen(doc), NULL, NULL)
+	        : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, AKS_MCP_INTERNAL_ERROR,
+	                      "Internal error: out of memory", NULL);
+	free(doc);
+	return rc;
+}
+
+/* Checks the request's bearer token; on failure queues the 401 (with its challenge). */
+static int authenticate(struct request *r, struct MHD_Connection *c)
+{
+	const struct http_auth *a = &r->h->auth;
+	char why[256];
+	int outcome = aks__http_auth_check(a, header(c, MHD_HTTP_HEADER_AUTHORIZATION), &r->subject,
+	                                   &r->token, why, sizeof(why));
+	if (outcome == AKS_HTTP_AUTH_OK) {
+		r->attributes[0] = a->attribute;
+		r->attributes[1] = r->token;
+		return outcome;
+	}
+	char *challenge = aks__http_auth_challenge(a, outcome, why);
+	struct json_object *msg = aks__mcp_error(
+	    NULL, AKS_MCP_INVALID_REQUEST,
+	    outcome == AKS_HTTP_AUTH_MISSING ? "Unauthorized: send Authorization: Bearer TOKEN"
+	                                     : "Unauthorized: the bearer token was refused",
+	    NULL);
+	size_t len = 0;
+	char *body = msg ? aks__mcp_serialize(msg, &len) : NULL;
+	json_object_put(msg);
+	struct MHD_Response *resp = MHD_create_response_from_buffer(
+	    body ? len : 0, body ? body : "", MHD_RESPMEM_MUST_COPY);
+	if (resp) {
+		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+		if (challenge)
+			MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
+		MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
+		MHD_destroy_response(resp);
+	}
+	free(body);
+	free(challenge);
+	return outcome;
+}
+
 /* ---- libmicrohttpd's callbacks ------------------------------------------------------------ */
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -491,6 +544,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			return MHD_NO;
 		r->h = h;
 		*con_cls = r;
+		if (h->auth.resolver && aks__http_auth_is_metadata_path(url))
+			return strcmp(method, "GET") == 0
+			           ? reply_metadata(h, c)
+			           : reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
+			                         AKS_MCP_INVALID_REQUEST, "Method Not Allowed",
+			                         "GET");
 		if (strcmp(url, ENDPOINT) != 0)
 			return reply(c, MHD_HTTP_NOT_FOUND, "text/plain",
 			             "Not Found: the MCP "
@@ -502,6 +561,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			                   "Forbidden: this Origin may not use the server (see "
 			                   "--allow-origin)",
 			                   NULL);
+		if (h->auth.resolver && authenticate(r, c) != AKS_HTTP_AUTH_OK)
+			return MHD_YES; /* the 401 is queued */
 		const char *v = header(c, "MCP-Protocol-Version");
 		if (v && !version_known(v))
 			return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
@@ -571,6 +632,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	}
 	free(r->body);
 	free(r->out);
+	free(r->subject);
+	free(r->token);
 	free(r);
 	*con_cls = NULL;
 }
@@ -633,8 +696,8 @@ static bool is_loopback(const struct sockaddr *sa)
 }
 
 /* "[HOST:]PORT" or "[V6]:PORT"; the bound address goes to url. */
-static int listen_tcp(const char *spec, bool tls, char *url, size_t urlsize, char *err,
-                      size_t errlen)
+static int listen_tcp(const char *spec, bool tls, bool authenticated, char *url, size_t urlsize,
+                      char *err, size_t errlen)
 {
 	char host[256] = "127.0.0.1";
 	const char *port = spec;
@@ -670,15 +733,20 @@ static int listen_tcp(const char *spec, bool tls, char *url, size_t urlsize, cha
 		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(gai));
 		return -1;
 	}
-	if (!is_loopback(ai->ai_addr)) {
+	if (!is_loopback(ai->ai_addr) && !authenticated) {
 		snprintf(err, errlen,
-		         "'%s' is not a loopback address: with no authentication, anyone who "
-		         "reaches the port could run programs; listen on 127.0.0.1, [::1] or a "
-		         "unix socket (and tunnel it over SSH to reach it from elsewhere)",
+		         "'%s' is not a loopback address: without --auth, anyone who reaches the "
+		         "port could run programs; add --auth (bearer tokens through the principal "
+		         "resolver), or listen on 127.0.0.1, [::1] or a unix socket",
 		         host);
 		freeaddrinfo(ai);
 		return -1;
 	}
+	if (!is_loopback(ai->ai_addr) && !tls)
+		aks__mcp_log("warning: %s is reachable from other machines over plain HTTP: bearer "
+		             "tokens cross the network in the clear unless a TLS proxy fronts it "
+		             "(or use --tls-cert and --tls-key)",
+		             host);
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	int one = 1;
 	if (fd >= 0)
@@ -767,10 +835,18 @@ int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t 
 		snprintf(url, sizeof(url), "%s (endpoint " ENDPOINT ")", opt->listen);
 		h.unix_path = opt->listen + 5;
 	} else {
-		fd = listen_tcp(opt->listen, tls, url, sizeof(url), err, sizeof(err));
+		fd = listen_tcp(opt->listen, tls, opt->resolver != NULL, url, sizeof(url), err,
+		                sizeof(err));
 	}
 	if (fd < 0) {
 		aks__mcp_log("--listen %s: %s", opt->listen, err);
+		free(cert);
+		free(key);
+		return -1;
+	}
+	if (opt->resolver && aks__http_auth_init(&h.auth, opt, url) < 0) {
+		aks__mcp_log("out of memory");
+		close(fd);
 		free(cert);
 		free(key);
 		return -1;
@@ -803,11 +879,14 @@ int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t 
 		if (h.unix_path)
 			unlink(h.unix_path);
 		aks__http_state_destroy(&h.st);
+		aks__http_auth_clear(&h.auth);
 		free(cert);
 		free(key);
 		return -1;
 	}
-	aks__mcp_log("listening on %s", url);
+	aks__mcp_log("listening on %s%s", url, opt->resolver ? " (bearer tokens required)" : "");
+	if (opt->resolver)
+		aks__mcp_log("protected-resource metadata: %s", h.auth.metadata_url);
 	for (unsigned tick = 0; !*stop; tick++) {
 		pause_ms(200);
 		if (tick % 5 == 4)
@@ -832,6 +911,7 @@ int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t 
 	aks__http_state_clear(&h.st);
 	MHD_stop_daemon(h.mhd);
 	aks__http_state_destroy(&h.st);
+	aks__http_auth_clear(&h.auth);
 	if (h.unix_path)
 		unlink(h.unix_path);
 	free(cert);

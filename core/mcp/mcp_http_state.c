@@ -104,6 +104,7 @@ static void session_free(struct http_session *s)
 		s->streams = next;
 	}
 	pthread_mutex_destroy(&s->dispatch);
+	free(s->owner);
 	free(s);
 }
 
@@ -164,7 +165,8 @@ static int random_id(char out[33])
 	return 0;
 }
 
-struct http_session *aks__http_session_new(struct http_state *st, bool stateless, bool *full)
+struct http_session *aks__http_session_new(struct http_state *st, bool stateless, const char *owner,
+                                           bool *full)
 {
 	*full = false;
 	pthread_mutex_lock(&st->mu);
@@ -181,8 +183,19 @@ struct http_session *aks__http_session_new(struct http_state *st, bool stateless
 	s->last_used = time(NULL);
 	s->next_stream = 1;
 	pthread_mutex_init(&s->dispatch, NULL);
-	if (random_id(s->id) < 0 ||
-	    aks__mcp_server_new(&st->server_options, &s->server) != AKS_OK) {
+	/* A user's sessions act in a conversation of their own. */
+	aks__mcp_options opt = st->server_options;
+	char *conversation = NULL;
+	if (owner && asprintf(&conversation, "%s:%s", opt.conversation_id, owner) < 0)
+		conversation = NULL;
+	if (conversation)
+		opt.conversation_id = conversation;
+	s->owner = owner ? strdup(owner) : NULL;
+	int rc = (owner && (!conversation || !s->owner)) || random_id(s->id) < 0
+	             ? AKS_ENOMEM
+	             : aks__mcp_server_new(&opt, &s->server);
+	free(conversation);
+	if (rc != AKS_OK) {
 		session_free(s);
 		return NULL;
 	}
@@ -204,9 +217,11 @@ struct http_session *aks__http_session_new(struct http_state *st, bool stateless
 
 /* Whether a client's id is this session's, in time that does not depend on where they
  * differ: the id is what lets a client into the session. */
-static bool id_matches(const struct http_session *s, const char *id, size_t len)
+static bool id_matches(const struct http_session *s, const char *id, size_t len, const char *owner)
 {
-	if (s->stateless || len != sizeof(s->id) - 1)
+	/* Another user's session is no session to this one. */
+	if (s->stateless || len != sizeof(s->id) - 1 || !s->owner != !owner ||
+	    (owner && strcmp(s->owner, owner) != 0))
 		return false;
 	unsigned char diff = 0;
 	for (size_t i = 0; i < len; i++)
@@ -214,12 +229,13 @@ static bool id_matches(const struct http_session *s, const char *id, size_t len)
 	return diff == 0;
 }
 
-struct http_session *aks__http_session_find(struct http_state *st, const char *id)
+struct http_session *aks__http_session_find(struct http_state *st, const char *id,
+                                            const char *owner)
 {
 	size_t len = strlen(id);
 	pthread_mutex_lock(&st->mu);
 	struct http_session *s = st->sessions;
-	while (s && !id_matches(s, id, len))
+	while (s && !id_matches(s, id, len, owner))
 		s = s->next;
 	if (s) {
 		s->refs++;
@@ -267,7 +283,8 @@ void aks__http_session_end(struct http_session *s)
 }
 
 struct http_stream *aks__http_session_handle(struct http_session *s, const char *body, size_t len,
-                                             bool is_request, bool *closed)
+                                             bool is_request, const char *const *attributes,
+                                             bool *closed)
 {
 	struct http_state *st = s->state;
 	struct http_stream *stream = NULL;
@@ -289,7 +306,7 @@ struct http_stream *aks__http_session_handle(struct http_session *s, const char 
 	if (s->closed)
 		*closed = true;
 	else
-		aks__mcp_server_handle(s->server, body, len, stream);
+		aks__mcp_server_handle(s->server, body, len, stream, attributes);
 	pthread_mutex_unlock(&s->dispatch);
 	if (*closed && stream) {
 		aks__http_stream_drop(stream);

@@ -43,6 +43,7 @@ struct call {
 	aks_cancel *cancel;
 	struct progress *progress; /* the request had a progressToken; else NULL */
 	void *route;               /* the transport's, for every message of this call */
+	char **attributes;         /* the request's, for the resolver; NULL: none */
 	aks__mcp_server *srv;
 };
 
@@ -65,11 +66,12 @@ struct aks__mcp_server {
 	bool peer_gone;
 
 	/* The read thread's own state. */
-	void *route;         /* of the message being handled */
-	bool route_taken;    /* a call thread will end it */
-	bool initialized;    /* a legacy initialize was answered */
-	const char *version; /* the negotiated legacy revision */
-	bool offered;        /* the agents filter lets this agent see the tools */
+	void *route;                   /* of the message being handled */
+	const char *const *attributes; /* of the message being handled (the resolver's) */
+	bool route_taken;              /* a call thread will end it */
+	bool initialized;              /* a legacy initialize was answered */
+	const char *version;           /* the negotiated legacy revision */
+	bool offered;                  /* the agents filter lets this agent see the tools */
 	char *instructions;
 };
 
@@ -560,8 +562,38 @@ static void progress_free(struct progress *p)
 
 /* ---- tools/call threads ----------------------------------------------------------- */
 
+static void attributes_free(char **attributes)
+{
+	for (size_t i = 0; attributes && attributes[i]; i++)
+		free(attributes[i]);
+	free(attributes);
+}
+
+/* A deep copy of a NULL-terminated list; *out NULL for none. -1 when out of memory. */
+static int attributes_copy(const char *const *in, char ***out)
+{
+	*out = NULL;
+	if (!in)
+		return 0;
+	size_t n = 0;
+	while (in[n])
+		n++;
+	char **copy = calloc(n + 1, sizeof(*copy));
+	if (!copy)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (!(copy[i] = strdup(in[i]))) {
+			attributes_free(copy);
+			return -1;
+		}
+	}
+	*out = copy;
+	return 0;
+}
+
 static void slot_clear(struct call *c)
 {
+	attributes_free(c->attributes);
 	progress_free(c->progress);
 	json_object_put(c->id);
 	free(c->tool);
@@ -578,6 +610,7 @@ static void *call_main(void *arg)
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, s->conversation, s->agent);
 	ctx.cancel = c->cancel;
+	ctx.attributes = (const char *const *)c->attributes;
 	ctx.wait_timeout = s->wait_timeout;
 	bool streaming = c->progress && progress_start(c);
 	if (streaming) {
@@ -675,7 +708,8 @@ static int start_call(aks__mcp_server *s, struct json_object *id, const char *to
 	aks_error *e = NULL;
 	if (progress_token)
 		slot->progress = progress_new(progress_token);
-	int rc = slot->tool && slot->args && slot->id && (!progress_token || slot->progress)
+	int rc = slot->tool && slot->args && slot->id && (!progress_token || slot->progress) &&
+	                 attributes_copy(s->attributes, &slot->attributes) == 0
 	             ? aks_cancel_new(&slot->cancel, &e)
 	             : AKS_ENOMEM;
 	aks_error_free(e);
@@ -1144,12 +1178,14 @@ static void handle_request(aks__mcp_server *s, aks__mcp_message *m)
 
 void aks__mcp_server_handle_line(aks__mcp_server *s, const char *line, size_t len)
 {
-	aks__mcp_server_handle(s, line, len, NULL);
+	aks__mcp_server_handle(s, line, len, NULL, NULL);
 }
 
-void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route)
+void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, void *route,
+                            const char *const *attributes)
 {
 	s->route = route;
+	s->attributes = attributes;
 	s->route_taken = false;
 	aks__mcp_message m;
 	aks__mcp_parse(line, len, &m);
@@ -1171,6 +1207,7 @@ void aks__mcp_server_handle(aks__mcp_server *s, const char *line, size_t len, vo
 	}
 	aks__mcp_message_clear(&m);
 	s->route = NULL;
+	s->attributes = NULL;
 	if (route && !s->route_taken && s->route_done)
 		s->route_done(s->write_data, route);
 }

@@ -57,7 +57,15 @@ static void *serve_main(void *arg)
 	return NULL;
 }
 
-static int setup(void **state)
+/* The server with bearer authentication: signed_token verifies the tokens below. */
+static const char unit_key[] = "unit-test-key-0123456789abcdef";
+/* {"sub": "alice" | "bob", "exp": 4102444800 (2100)}, signed with unit_key. */
+static const char alice_token[] = "v1.eyJzdWIiOiJhbGljZSIsImV4cCI6NDEwMjQ0NDgwMH0."
+                                  "9NMOF6wSaTLldPyMBq8UjcIM-BvqdRvkuQE90P-QR-0";
+static const char bob_token[] = "v1.eyJzdWIiOiJib2IiLCJleHAiOjQxMDI0NDQ4MDB9."
+                                "nT5I_gvbM5I4cocZFlsTvlC3b3BmMDqBwhhnM00HF-0";
+
+static int setup_with(void **state, bool auth)
 {
 	fixture *fx = calloc(1, sizeof(*fx));
 	if (!fx)
@@ -76,13 +84,19 @@ static int setup(void **state)
 	fprintf(f,
 	        "sandbox:\n"
 	        "  enabled: true\n"
+	        "%s"
 	        "  profiles:\n"
 	        "    default: {type: local_subprocess,\n"
 	        "              local_subprocess: {workdir: %s/boxes, agent: false}}\n",
+	        auth ? "  principal_resolver: signed_token\n"
+	               "  signed_token: {secret_env: AKS_UNIT_KEY}\n"
+	             : "",
 	        fx->dir);
 	if (fclose(f) != 0)
 		return -1;
 	aks_error *err = NULL;
+	if (auth)
+		setenv("AKS_UNIT_KEY", unit_key, 1); /* the resolver reads its key from there */
 	if (aks_settings_load(cfg, no_env, &fx->settings, &err) < 0 ||
 	    aks_runtime_open(fx->settings, st, &fx->rt, &err) < 0) {
 		fprintf(stderr, "setup: %s\n", err ? aks_error_message(err) : "config");
@@ -94,12 +108,24 @@ static int setup(void **state)
 	fx->opt.listen = fx->listen;
 	fx->opt.max_body = 64 << 10;
 	fx->opt.drain_seconds = 0;
+	if (auth)
+		fx->opt.resolver = aks_settings_get_resolver(fx->settings);
 	if (pthread_create(&fx->thread, NULL, serve_main, fx) != 0)
 		return -1;
 	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
 		sleep_ms(10);
 	*state = fx;
 	return access(fx->sock, F_OK) == 0 ? 0 : -1;
+}
+
+static int setup(void **state)
+{
+	return setup_with(state, false);
+}
+
+static int setup_auth(void **state)
+{
+	return setup_with(state, true);
 }
 
 static int teardown(void **state)
@@ -351,6 +377,48 @@ static void test_stop_cancels(void **state)
 		sleep_ms(10);
 }
 
+/* Bearer tokens: none or a forged one is 401 with the challenge; a user's session is unknown
+ * to another user; the metadata is public. */
+static void test_auth(void **state)
+{
+	fixture *fx = *state;
+	reply r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 401);
+	assert_non_null(strstr(r.raw, "WWW-Authenticate: Bearer resource_metadata=\""));
+	reply_clear(&r);
+	r = request(fx, "POST", "Authorization: Bearer v1.e30.AAAA\r\n", initialize);
+	assert_int_equal(r.status, 401);
+	assert_non_null(strstr(r.raw, "error=\"invalid_token\""));
+	reply_clear(&r);
+
+	char alice[256], bob[256];
+	snprintf(alice, sizeof(alice), "Authorization: Bearer %s\r\n", alice_token);
+	snprintf(bob, sizeof(bob), "Authorization: Bearer %s\r\n", bob_token);
+	r = request(fx, "POST", alice, initialize);
+	assert_int_equal(r.status, 200);
+	char sid[64], as_alice[400], as_bob[400];
+	session_header(&r, sid, sizeof(sid));
+	reply_clear(&r);
+	snprintf(as_alice, sizeof(as_alice), "%s%s", alice, sid);
+	snprintf(as_bob, sizeof(as_bob), "%s%s", bob, sid);
+	const char *ping = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+	r = request(fx, "POST", as_bob, ping);
+	assert_int_equal(r.status, 404);
+	reply_clear(&r);
+	r = request(fx, "POST", as_alice, ping);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+
+	int fd = dial(fx);
+	const char get[] = "GET /.well-known/oauth-protected-resource/mcp HTTP/1.1\r\nHost: x\r\n"
+	                   "Connection: close\r\n\r\n";
+	send_all(fd, get, sizeof(get) - 1);
+	r = read_reply(fd);
+	assert_int_equal(r.status, 200);
+	assert_non_null(strstr(r.raw, "\"bearer_methods_supported\":[\"header\"]"));
+	reply_clear(&r);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -358,6 +426,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_session_life, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_cancels, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_auth, setup_auth, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

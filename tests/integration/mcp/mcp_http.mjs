@@ -10,6 +10,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { spawn, execFileSync } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { mkdtempSync, writeFileSync, readFileSync, existsSync, rmSync, statSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -30,11 +31,22 @@ writeFileSync(config, `sandbox:
   profiles:
     default: {type: local_subprocess, local_subprocess: {workdir: ${T}/boxes}}
 `);
-const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEARTBEAT_MS: '300' };
+// The same sandboxes behind bearer authentication: signed_token verifies the tokens.
+const authConfig = join(T, 'auth.yaml');
+writeFileSync(authConfig, `sandbox:
+  enabled: true
+  principal_resolver: signed_token
+  signed_token: {secret_env: AKS_TEST_IDENTITY_SECRET}
+  profiles:
+    default: {type: local_subprocess, local_subprocess: {workdir: ${T}/boxes}}
+`);
+const SECRET = 'mcp-http-test-secret-0123456789abcdef';
+const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEARTBEAT_MS: '300',
+	AKS_TEST_IDENTITY_SECRET: SECRET };
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 30;
+const PLAN = 38;
 let n = 0;
 let failed = 0;
 console.log(`1..${PLAN}`);
@@ -72,9 +84,17 @@ process.on('exit', () => {
 			child.kill('SIGKILL');
 });
 
+// A signed_token identity token (docs/plugins/signed_token.md): v1.<payload>.<HMAC>.
+function mint(claims, key = SECRET) {
+	const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
+	const mac = createHmac('sha256', key).update(`v1.${payload}`).digest('base64url');
+	return `v1.${payload}.${mac}`;
+}
+const inAMinute = () => Math.floor(Date.now() / 1000) + 600;
+
 // Starts `aksandbox mcp --listen ...`; resolves once it has said where it listens (or exited).
-async function serve(args) {
-	const child = spawn(AKS, ['-c', config, 'mcp', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+async function serve(args, cfg = config) {
+	const child = spawn(AKS, ['-c', cfg, 'mcp', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
 	servers.push(child);
 	let stderr = '', stdout = '';
 	child.stderr.on('data', (d) => { stderr += d; });
@@ -93,8 +113,9 @@ async function serve(args) {
 	return { child, url, exited, stderr: () => stderr, stdout: () => stdout };
 }
 
-async function sdkClient(url, name = 'aksandbox-http-test') {
-	const transport = new StreamableHTTPClientTransport(new URL(url));
+async function sdkClient(url, name = 'aksandbox-http-test', token = null) {
+	const transport = new StreamableHTTPClientTransport(new URL(url),
+		token ? { requestInit: { headers: { authorization: `Bearer ${token}` } } } : undefined);
 	const client = new Client({ name, version: '1.0.0' });
 	const errors = [];
 	client.onerror = (e) => errors.push(String(e));
@@ -392,11 +413,77 @@ async function main() {
 	t.child.kill('SIGTERM');
 	await t.exited;
 
-	// 29: a non-loopback address is refused: nothing authenticates callers yet.
+	// 30: a non-loopback address is refused without --auth.
 	const wide = await serve(['--listen', '0.0.0.0:0']);
 	const wst = await wide.exited;
-	check('--listen 0.0.0.0:0 is refused (exit 125, the machinery\'s), saying why', wst.code === 125 && /not a loopback address/.test(wide.stderr()),
-		JSON.stringify(wst) + wide.stderr());
+	check('--listen 0.0.0.0:0 without --auth is refused (exit 125, the machinery\'s), saying why',
+		wst.code === 125 && /not a loopback address/.test(wide.stderr()), JSON.stringify(wst) + wide.stderr());
+
+	await authenticated();
+}
+
+// 31-38: --auth: bearer tokens verified by the principal resolver; each user their own sessions
+// and conversation.
+async function authenticated() {
+	const bad = await serve(['--listen', '127.0.0.1:0', '--auth']);
+	const bst = await bad.exited;
+	check('--auth with the built-in resolver (which verifies nothing) is refused, naming signed_token',
+		bst.code === 125 && /principal_resolver: signed_token/.test(bad.stderr()), JSON.stringify(bst) + bad.stderr());
+
+	// Every address, since tokens are required: reached here over loopback.
+	const srv = await serve(['--listen', '0.0.0.0:0', '--auth', '--authorization-server', 'https://login.example',
+		'--resource-url', 'https://sandbox.example/mcp'], authConfig);
+	const port = /:(\d+)\/mcp/.exec(srv.url ?? '')?.[1];
+	const url = `http://127.0.0.1:${port}/mcp`;
+	let x = await post(url, INIT);
+	const meta = await fetch(`http://127.0.0.1:${port}/.well-known/oauth-protected-resource/mcp`);
+	const doc = await meta.json().catch(() => ({}));
+	check('no token: 401 with a challenge naming the protected-resource metadata, which names the ' +
+		'resource and the authorization server (--auth on every address, with a warning for plain HTTP)',
+		x.status === 401 && x.headers.get('www-authenticate') ===
+			'Bearer resource_metadata="https://sandbox.example/.well-known/oauth-protected-resource/mcp"' &&
+		doc.resource === 'https://sandbox.example/mcp' && doc.authorization_servers?.[0] === 'https://login.example' &&
+		/plain HTTP/.test(srv.stderr()), `${x.status} ${x.headers.get('www-authenticate')} ${JSON.stringify(doc)}\n${srv.stderr()}`);
+	const forged = mint({ sub: 'alice', exp: inAMinute() }, 'another-key-0123456789abcdef');
+	const expired = mint({ sub: 'alice', exp: 1000000000 });
+	const f = await post(url, INIT, { authorization: `Bearer ${forged}` });
+	const e = await post(url, INIT, { authorization: `Bearer ${expired}` });
+	const challenge = (r) => r.headers.get('www-authenticate') ?? '';
+	check('a forged and an expired token: 401 invalid_token, saying why, and never echoing the token',
+		f.status === 401 && e.status === 401 && /error="invalid_token"/.test(challenge(f)) &&
+		/bad signature/.test(challenge(f)) && /expired/.test(challenge(e)) &&
+		!challenge(f).includes(forged.split('.')[2]) && !f.body.includes(forged.split('.')[1]),
+		`${challenge(f)} | ${challenge(e)}`);
+
+	const alice = mint({ sub: 'alice', exp: inAMinute() }), bob = mint({ sub: 'bob', exp: inAMinute() });
+	const a = await sdkClient(url, 'alice', alice);
+	let r = await a.client.callTool({ name: 'write_sandbox_file', arguments: { path: 'mine.txt', content: 'alice\n' } });
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'cat mine.txt; pwd' } });
+	const aliceDir = json(r).stdout.split('\n')[1];
+	check('the SDK client with a bearer token (requestInit headers): initialize and tools work',
+		r.isError === false && json(r).stdout.startsWith('alice\n'), text(r));
+	const b = await sdkClient(url, 'bob', bob);
+	r = await b.client.callTool({ name: 'run_command', arguments: { command: 'cat mine.txt; pwd' } });
+	const bobDir = (json(r).stdout ?? '').trim();
+	check('each user acts in a conversation of their own: bob\'s default session is another ' +
+		'workspace, without alice\'s file', r.isError === false && /No such file/.test(json(r).stderr) &&
+		bobDir !== '' && aliceDir !== '' && bobDir !== aliceDir, `${aliceDir} ${text(r)}`);
+	const asBob = { authorization: `Bearer ${bob}`, 'mcp-session-id': a.transport.sessionId };
+	x = await post(url, { jsonrpc: '2.0', id: 9, method: 'tools/list' }, asBob);
+	const del = await fetch(url, { method: 'DELETE', headers: asBob });
+	const resume = await fetch(url, { headers: { ...asBob, accept: 'text/event-stream', 'last-event-id': '2-0' } });
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'echo still' } });
+	check('bob cannot reach alice\'s session: her id is unknown to him (404) for POST, DELETE and ' +
+		'GET resumption; her session goes on', x.status === 404 && del.status === 404 && resume.status === 404 &&
+		json(r).stdout === 'still\n', `${x.status} ${del.status} ${resume.status} ${text(r)}`);
+	x = await post(url, { jsonrpc: '2.0', id: 9, method: 'tools/list' },
+		{ authorization: `Bearer ${expired}`, 'mcp-session-id': a.transport.sessionId });
+	check('alice\'s own session with her expired token: 401', x.status === 401, String(x.status));
+	await a.client.close().catch(() => {});
+	await b.client.close().catch(() => {});
+	srv.child.kill('SIGTERM');
+	const st = await srv.exited;
+	check('the authenticating server exits 0 at SIGTERM', st.code === 0, JSON.stringify(st) + srv.stderr());
 }
 
 try {
