@@ -125,7 +125,8 @@ tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
 tests/integration/sessions.test tests/integration/configure.test tests/integration/test_docker
 tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
 plugins/kubernetes/contract-agent.test tests/plugins/contract-kubernetes.test
-tests/security/probes-runsc.test tests/security/probes-docker.test tests/plugins/proof.test"
+tests/security/probes-runsc.test tests/security/probes-docker.test tests/plugins/proof.test
+tests/integration/mcp/mcp_http.test"
 ordered_tests() { # build dir, reference dir
 	all=$(cd "$1" && make -s -f Makefile -f - print-tests <<'MAKE'
 print-tests: ; @echo $(TESTS)

@@ -46,7 +46,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEA
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 38;
+const PLAN = 39;
 let n = 0;
 let failed = 0;
 console.log(`1..${PLAN}`);
@@ -93,8 +93,8 @@ function mint(claims, key = SECRET) {
 const inAMinute = () => Math.floor(Date.now() / 1000) + 600;
 
 // Starts `aksandbox mcp --listen ...`; resolves once it has said where it listens (or exited).
-async function serve(args, cfg = config) {
-	const child = spawn(AKS, ['-c', cfg, 'mcp', ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+async function serve(args, cfg = config, childEnv = env) {
+	const child = spawn(AKS, ['-c', cfg, 'mcp', ...args], { env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
 	servers.push(child);
 	let stderr = '', stdout = '';
 	child.stderr.on('data', (d) => { stderr += d; });
@@ -154,7 +154,29 @@ function events(body) {
 	}).filter((ev) => ev.id !== undefined || ev.data !== undefined);
 }
 
+// 39: a 90 s run with a progressToken, through the SDK client with its default request
+// timeout (60 s) resetting it on progress, against a server with its default heartbeat (10 s)
+// and wait: the heartbeats carry it to the outcome. It runs beside everything else.
+async function ninetySeconds() {
+	const defaults = { ...env };
+	delete defaults.AKSANDBOX_MCP_HEARTBEAT_MS;
+	const srv = await serve(['--listen', '127.0.0.1:0', '--conversation', 'ninety'], config, defaults);
+	const c = await sdkClient(srv.url, 'ninety');
+	const notes = [];
+	const t0 = Date.now();
+	const r = await c.client.callTool({ name: 'run_command', arguments: { command: 'sleep 90; echo done' } },
+		undefined, { onprogress: (p) => notes.push(p), resetTimeoutOnProgress: true }).catch((e) => ({ error: String(e) }));
+	const took = (Date.now() - t0) / 1000;
+	const beats = notes.filter((p) => /still running/.test(p.message ?? '')).length;
+	await c.client.close().catch(() => {});
+	srv.child.kill('SIGTERM');
+	await srv.exited;
+	return { ok: r.content && json(r).stdout === 'done\n' && took >= 90 && beats >= 8,
+		detail: `${took} s, ${beats} heartbeats, ${JSON.stringify(r).slice(0, 300)}` };
+}
+
 async function main() {
+	const ninety = ninetySeconds();
 	// 1-2: the server starts on loopback with an ephemeral port, and the SDK connects.
 	const srv = await serve(['--listen', '127.0.0.1:0', '--allow-origin', 'https://app.example',
 		'--grace', '5']);
@@ -420,6 +442,11 @@ async function main() {
 		wst.code === 125 && /not a loopback address/.test(wide.stderr()), JSON.stringify(wst) + wide.stderr());
 
 	await authenticated();
+
+	const ninetyResult = await ninety;
+	check('a 90 s run with a progressToken completes through the SDK client with its default timeout ' +
+		'(reset on progress) and the server\'s default heartbeat: its outcome, after a heartbeat every 10 s',
+		ninetyResult.ok, ninetyResult.detail);
 }
 
 // 31-38: --auth: bearer tokens verified by the principal resolver; each user their own sessions
