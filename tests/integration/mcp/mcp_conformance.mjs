@@ -10,6 +10,7 @@ import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Tap, sleep } from './tap.mjs';
 
 const builddir = process.env.AKS_TEST_BUILDDIR, srcdir = process.env.AKS_TEST_SRCDIR;
 if (!builddir || !srcdir) {
@@ -36,18 +37,8 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state') };
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-let n = 0, failed = 0;
-function check(name, ok, detail) {
-	n++;
-	console.log(`${ok ? 'ok' : 'not ok'} ${n} - ${name}`);
-	if (!ok) {
-		failed++;
-		if (detail !== undefined)
-			for (const line of String(detail).split('\n'))
-				console.log(`#   ${line}`);
-	}
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const tap = new Tap();
+const check = tap.check.bind(tap);
 
 function run(cmd, args, opts) {
 	return new Promise((resolve) => {
@@ -107,8 +98,7 @@ async function main() {
 try {
 	await main();
 } catch (e) {
-	check('unexpected exception', false, e?.stack ?? e);
+	tap.exception(e);
 }
 rmSync(T, { recursive: true, force: true });
-console.log(`1..${n}`);
-process.exit(failed ? 1 : 0);
+process.exit(tap.finish());

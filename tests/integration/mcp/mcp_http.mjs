@@ -17,6 +17,7 @@ import { request as httpsRequest } from 'node:https';
 import { connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Tap, sleep, pidAlive, text, json } from './tap.mjs';
 
 const builddir = process.env.AKS_TEST_BUILDDIR;
 if (!builddir) {
@@ -47,34 +48,8 @@ delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
 const PLAN = 39;
-let n = 0;
-let failed = 0;
-console.log(`1..${PLAN}`);
-function check(name, ok, detail) {
-	n++;
-	if (ok) {
-		console.log(`ok ${n} - ${name}`);
-	} else {
-		failed++;
-		console.log(`not ok ${n} - ${name}`);
-		if (detail !== undefined)
-			for (const line of String(detail).split('\n'))
-				console.log(`#   ${line}`);
-	}
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const text = (r) => r.content?.[0]?.text;
-const json = (r) => JSON.parse(text(r));
-
-function pidAlive(pid) {
-	try {
-		const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-		const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
-		return state !== 'Z' && state !== 'X';
-	} catch {
-		return false;
-	}
-}
+const tap = new Tap(PLAN);
+const check = tap.check.bind(tap);
 
 // Every server started, so that none outlives the test whatever happens to it.
 const servers = [];
@@ -516,12 +491,7 @@ async function authenticated() {
 try {
 	await main();
 } catch (e) {
-	failed++;
-	console.log(`not ok ${++n} - unexpected exception`);
-	for (const line of String(e?.stack ?? e).split('\n'))
-		console.log(`#   ${line}`);
+	tap.exception(e);
 }
 rmSync(T, { recursive: true, force: true });
-if (n !== PLAN)
-	console.log(`# ran ${n} of ${PLAN} checks`);
-process.exit(failed || n !== PLAN ? 1 : 0);
+process.exit(tap.finish());

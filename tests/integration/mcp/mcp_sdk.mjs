@@ -12,6 +12,7 @@ import { McpError } from '@modelcontextprotocol/sdk/types.js';
 import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Tap, sleep, pidAlive, text, json } from './tap.mjs';
 
 const builddir = process.env.AKS_TEST_BUILDDIR;
 if (!builddir) {
@@ -32,33 +33,8 @@ delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
 const PLAN = 32;
-let n = 0;
-let failed = 0;
-console.log(`1..${PLAN}`);
-function check(name, ok, detail) {
-	n++;
-	if (ok) {
-		console.log(`ok ${n} - ${name}`);
-	} else {
-		failed++;
-		console.log(`not ok ${n} - ${name}`);
-		if (detail !== undefined)
-			for (const line of String(detail).split('\n'))
-				console.log(`#   ${line}`);
-	}
-}
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-// Running and not a zombie (a zombie has stopped for good; PID 1 may reap it late).
-function pidAlive(pid) {
-	try {
-		const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-		const state = stat.slice(stat.lastIndexOf(')') + 2)[0];
-		return state !== 'Z' && state !== 'X';
-	} catch {
-		return false;
-	}
-}
+const tap = new Tap(PLAN);
+const check = tap.check.bind(tap);
 
 // opts: cwd, env (added to the test's), config (a file; null: none, the lookup's).
 async function connect(extraArgs = [], opts = {}) {
@@ -91,8 +67,6 @@ async function connect(extraArgs = [], opts = {}) {
 	return { client, transport, exited, errors, seen, stderr: () => stderr };
 }
 
-const text = (r) => r.content?.[0]?.text;
-const json = (r) => JSON.parse(text(r));
 
 // The edges an agent meets: enums and outputSchema in tools/list, the guidance as a prompt
 // and a resource, a long run with and without progress, a disabled sandbox, a project's own
@@ -353,12 +327,7 @@ async function main() {
 try {
 	await main();
 } catch (e) {
-	failed++;
-	console.log(`not ok ${++n} - unexpected exception`);
-	for (const line of String(e?.stack ?? e).split('\n'))
-		console.log(`#   ${line}`);
+	tap.exception(e);
 }
 rmSync(T, { recursive: true, force: true });
-if (n !== PLAN)
-	console.log(`# ran ${n} of ${PLAN} checks`);
-process.exit(failed || n !== PLAN ? 1 : 0);
+process.exit(tap.finish());

@@ -45,7 +45,11 @@ have=$(node -p 'require(process.argv[1]).version' "$D/node_modules/@modelcontext
 [ -n "$want" ] && [ "$want" = "$have" ] || fail "the SDK installed is '$have', not the pinned '$want'"
 
 # ESM resolves packages from the script's own directory: run a copy beside
-# node_modules.
-cp -f "$S/$script" "$D/$script" && chmod u+w "$D/$script" || fail "cannot copy $script"
+# node_modules (with tap.mjs, which the scripts share).
+# Copied under a name of this run's own, then renamed: the tests run at once.
+for f in "$script" tap.mjs; do
+	cp -f "$S/$f" "$D/$f.$$" && chmod u+w "$D/$f.$$" && mv -f "$D/$f.$$" "$D/$f" ||
+		fail "cannot copy $f"
+done
 echo "# @modelcontextprotocol/sdk $have, node $(node --version)"
 exec node "$D/$script"
