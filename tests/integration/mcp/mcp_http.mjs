@@ -47,7 +47,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEA
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 39;
+const PLAN = 40;
 const tap = new Tap(PLAN);
 const check = tap.check.bind(tap);
 
@@ -88,9 +88,9 @@ async function serve(args, cfg = config, childEnv = env) {
 	return { child, url, exited, stderr: () => stderr, stdout: () => stdout };
 }
 
-async function sdkClient(url, name = 'aksandbox-http-test', token = null) {
-	const transport = new StreamableHTTPClientTransport(new URL(url),
-		token ? { requestInit: { headers: { authorization: `Bearer ${token}` } } } : undefined);
+async function sdkClient(url, name = 'aksandbox-http-test', token = null, options = {}) {
+	const transport = new StreamableHTTPClientTransport(new URL(url), {
+		...(token ? { requestInit: { headers: { authorization: `Bearer ${token}` } } } : {}), ...options });
 	const client = new Client({ name, version: '1.0.0' });
 	const errors = [];
 	client.onerror = (e) => errors.push(String(e));
@@ -266,7 +266,49 @@ async function main() {
 		bad.status === 404 && none.status === 405 && /POST/.test(none.headers.get('allow') ?? ''),
 		`${bad.status} ${none.status}`);
 
-	// 12-13: DELETE ends a session: its id is then unknown (404), and the SDK's next call fails.
+	// 12: the SDK's own reconnection: a fetch that cuts the call's event stream after its first
+	// output; the SDK resumes with GET and Last-Event-ID, and the call, run once, answers.
+	const fetches = [];
+	let cut = false;
+	const cuttingFetch = async (u, init) => {
+		const res = await fetch(u, init);
+		fetches.push({ method: init?.method ?? 'GET', lastEventId: new Headers(init?.headers).get('last-event-id') });
+		if (cut || init?.method !== 'POST' || !String(init.body).includes('"tools/call"') ||
+		    res.headers.get('content-type') !== 'text/event-stream')
+			return res;
+		cut = true;
+		const reader = res.body.getReader();
+		const dec = new TextDecoder();
+		let seen = '';
+		const body = new ReadableStream({
+			async pull(controller) {
+				const { value, done } = await reader.read();
+				if (done)
+					return controller.close();
+				controller.enqueue(value);
+				seen += dec.decode(value);
+				if (/data: \{/.test(seen)) {
+					reader.cancel().catch(() => {});
+					controller.error(new Error('the test cut the connection'));
+				}
+			},
+		});
+		return new Response(body, { status: res.status, headers: res.headers });
+	};
+	const re = await sdkClient(url, 'reconnecting', null, { fetch: cuttingFetch,
+		reconnectionOptions: { initialReconnectionDelay: 100, maxReconnectionDelay: 1000, reconnectionDelayGrowFactor: 1.5, maxRetries: 5 } });
+	const runs = join(T, 'runs.log');
+	const reNotes = [];
+	r = await re.client.callTool({ name: 'run_command', arguments: { command: `echo run >> ${runs}; echo first; sleep 1; echo second` } },
+		undefined, { onprogress: (p) => reNotes.push(p), timeout: 30000 }).catch((e) => ({ error: String(e) }));
+	const resumedWith = fetches.find((f) => f.method === 'GET' && f.lastEventId)?.lastEventId;
+	check('the SDK reconnects by itself: its stream cut after the first output, it resumes with GET ' +
+		'and Last-Event-ID and gets the outcome of the one run',
+		cut && /^\d+-[1-9]\d*$/.test(resumedWith ?? '') && r.content && json(r).stdout === 'first\nsecond\n' &&
+		readFileSync(runs, 'utf8') === 'run\n', JSON.stringify({ fetches, r, notes: reNotes.length }));
+	await re.client.close().catch(() => {});
+
+	// 13-14: DELETE ends a session: its id is then unknown (404), and the SDK's next call fails.
 	await b.transport.terminateSession();
 	const after = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': b.transport.sessionId ?? 'x' });
 	const again = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': rs });
