@@ -47,7 +47,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEA
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 40;
+const PLAN = 42;
 const tap = new Tap(PLAN);
 const check = tap.check.bind(tap);
 
@@ -129,6 +129,12 @@ function events(body) {
 	}).filter((ev) => ev.id !== undefined || ev.data !== undefined);
 }
 
+// A server whose runs answer with a pending task at once (--wait-timeout 0), in a
+// conversation of its own.
+async function waitlessServer() {
+	return serve(['--listen', '127.0.0.1:0', '--wait-timeout', '0', '--conversation', 'waitless']);
+}
+
 // 39: a 90 s run with a progressToken, through the SDK client with its default request
 // timeout (60 s) resetting it on progress, against a server with its default heartbeat (10 s)
 // and wait: the heartbeats carry it to the outcome. It runs beside everything else.
@@ -178,6 +184,36 @@ async function main() {
 	check('write_sandbox_file lands in the workspace: cat reads it there', wrote && line1 === 'über', text(r));
 	check('... and the file is on disk, in the workspace under the profile\'s workdir',
 		dir.startsWith(join(T, 'boxes')) && readFileSync(join(dir, 'w/x.txt'), 'utf8') === 'über\n', dir);
+
+	// Every other tool, over HTTP: run_code, read_sandbox_file, a pending task polled with
+	// check_sandbox_task, new, list and destroy.
+	const results = {};
+	r = await a.client.callTool({ name: 'run_code', arguments: { code: 'print(6 * 7)', sandbox_session_id: sid } });
+	results.run_code = json(r).stdout === '42\n';
+	r = await a.client.callTool({ name: 'read_sandbox_file', arguments: { path: 'w/x.txt', sandbox_session_id: sid } });
+	results.read_sandbox_file = json(r).content === 'über\n';
+	r = await a.client.callTool({ name: 'new_sandbox_session', arguments: { name: 'http-tools' } });
+	const made = json(r).sandbox_session_id;
+	results.new_sandbox_session = r.isError === false && typeof made === 'string' && made !== sid;
+	r = await a.client.callTool({ name: 'list_sandbox_sessions', arguments: {} });
+	results.list_sandbox_sessions = json(r).sessions.some((x) => x.sandbox_session_id === made && x.name === 'http-tools');
+	const waitless = await sdkClient((await waitlessServer()).url, 'waitless');
+	r = await waitless.client.callTool({ name: 'run_command', arguments: { command: 'sleep 0.5; echo later' } });
+	const task = json(r).task_id;
+	let polled = null;
+	for (let i = 0; i < 100 && !(polled && polled.status !== 'pending'); i++) {
+		await sleep(100);
+		polled = json(await waitless.client.callTool({ name: 'check_sandbox_task', arguments: { task_id: task } }));
+	}
+	results.check_sandbox_task = json(r).status === 'pending' && polled?.status === 'succeeded' &&
+		polled?.result?.stdout === 'later\n';
+	await waitless.client.close().catch(() => {});
+	r = await a.client.callTool({ name: 'destroy_sandbox_session', arguments: { sandbox_session_id: made } });
+	const relisted = await a.client.callTool({ name: 'list_sandbox_sessions', arguments: {} });
+	results.destroy_sandbox_session = r.isError === false && !json(relisted).sessions.some((x) => x.sandbox_session_id === made);
+	check('every other tool over HTTP: run_code, read_sandbox_file, new/list/destroy_sandbox_session, ' +
+		'and a pending task (--wait-timeout 0) that check_sandbox_task follows to its result',
+		Object.keys(results).length === 6 && Object.values(results).every(Boolean), JSON.stringify(results));
 
 	// 6: progress arrives as events of the call's stream, then the result.
 	const notes = [];
@@ -316,6 +352,28 @@ async function main() {
 		after.status === 404 && again.status === 200, `${after.status} ${after.body} ${again.status}`);
 	const del = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': '0123456789abcdef0123456789abcdef' } });
 	check('DELETE of an unknown session is 404', del.status === 404, String(del.status));
+
+	// Slow-loris clients (headers a byte at a time) hold a connection each, within the bound, and
+	// do not hold up anyone else: a call made meanwhile answers.
+	const slow = [];
+	for (let i = 0; i < 100; i++) {
+		const sock = netConnect(Number(new URL(url).port), '127.0.0.1');
+		sock.on('error', () => {});
+		slow.push(sock);
+	}
+	const header = 'POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n';
+	let k = 0;
+	const drip = setInterval(() => { for (const sock of slow) sock.write(header[k % header.length]); k++; }, 50);
+	await sleep(300);
+	const t1 = Date.now();
+	r = await a.client.callTool({ name: 'run_command', arguments: { command: 'echo meanwhile', sandbox_session_id: sid } });
+	const slowMs = Date.now() - t1;
+	clearInterval(drip);
+	for (const sock of slow)
+		sock.destroy();
+	check('100 slow-loris clients dripping headers: a call made meanwhile answers (each slow client holds ' +
+		'only its own connection, within the bound of 256)', json(r).stdout === 'meanwhile\n' && slowMs < 10000,
+		`${slowMs} ms ${text(r)}`);
 
 	// 14-21: bad input gets clear HTTP errors and the server stays up.
 	let x = await post(url, '{"jsonrpc":"2.0","id":3,"method":', { 'mcp-session-id': rs });
