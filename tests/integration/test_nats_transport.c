@@ -645,7 +645,9 @@ static void group_serial_and_parallel(const char *name, const char *extra)
 	m3 = fetch1(c1, 4000);
 	assert_non_null(m3);
 	assert_true(body_is(m3, "a2"));
-	assert_int_equal(m3->receive_count, 2);
+	/* At least the second delivery (as in the test above: on a loaded machine the empty
+	 * fetch's pull can be answered after it gave up, a delivery redelivered in turn). */
+	assert_true(m3->receive_count >= 2);
 	assert_true(now_ms() - t0 >= 1500);
 	must_ack(c1, m3);
 	ops()->consumer_close(c1);
