@@ -82,17 +82,20 @@ static unsigned heartbeat_ms(void)
 }
 
 /* Says on stderr what is served: the conversation, the config, and what is off or unsafe. */
-static void log_start(cli_tool_host *h, const char *conversation)
+static void log_start(cli_tool_host *h, const char *conversation, bool per_user)
 {
 	const char *file = aks_settings_get_file(h->settings);
 	char *abs = file ? realpath(file, NULL) : NULL;
-	cli_warn("mcp: serving conversation '%s' (config %s); other clients join it with "
-	         "--conversation %s",
-	         conversation,
-	         abs    ? abs
-	         : file ? file
-	                : "(built-in default)",
-	         conversation);
+	const char *config = abs ? abs : file ? file : "(built-in default)";
+	/* Under --auth each user acts in a conversation of their own, never in this one. */
+	if (per_user)
+		cli_warn("mcp: serving conversations '%s:<user>', one per authenticated user "
+		         "(config %s)",
+		         conversation, config);
+	else
+		cli_warn("mcp: serving conversation '%s' (config %s); other clients join it with "
+		         "--conversation %s",
+		         conversation, config, conversation);
 	free(abs);
 	if (!aks_settings_is_enabled(h->settings))
 		cli_warn("mcp: the sandbox is disabled in this configuration (sandbox.enabled is "
@@ -322,7 +325,7 @@ int cli_cmd_mcp(int argc, char *argv[])
 				return CLI_EXIT_ERROR;
 			}
 		}
-		log_start(&h, conversation);
+		log_start(&h, conversation, auth);
 		int rc = aks__mcp_http_serve(&http, &stop_requested);
 		cli_tool_host_close(&h);
 		return rc < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
@@ -333,7 +336,7 @@ int cli_cmd_mcp(int argc, char *argv[])
 		cli_tool_host_close(&h);
 		return CLI_EXIT_ERROR;
 	}
-	log_start(&h, conversation);
+	log_start(&h, conversation, false);
 
 	int rc = aks__mcp_serve_fd(srv, STDIN_FILENO, AKS_MCP_DEFAULT_MAX_LINE, &stop_requested);
 	int read_errno = errno;

@@ -205,6 +205,8 @@ typedef struct aks__mcp_http_options {
 	size_t max_sessions;
 	unsigned session_idle_seconds;
 	unsigned drain_seconds; /* calls running at *stop get this long before they are cancelled */
+	unsigned keepalive_seconds;          /* a silent stream's comment; 0: 15 */
+	unsigned connection_timeout_seconds; /* an idle connection closes; 0: 60 */
 	/* Bearer authentication, when `resolver` is set: every request to the endpoint carries
 	 * "Authorization: Bearer TOKEN", which the resolver (given it as the attribute
 	 * token_attribute) must resolve to a user principal, or the answer is 401. That user

@@ -41,11 +41,13 @@
 #include "mcp_http.h"
 
 #define ENDPOINT "/mcp"
-/* A silent stream hears an SSE comment this often, so proxies and clients keep it. */
+/* A silent stream hears an SSE comment this often, so proxies and clients keep it
+ * (default; aks__mcp_http_options.keepalive_seconds). */
 #define KEEPALIVE_SECONDS 15
 /* How often a waiting connection looks whether the server is stopping. */
 #define WAKE_SECONDS 1
-/* A connection that sends nothing for this long is closed (not a stream being read). */
+/* A connection that sends nothing for this long is closed (not a stream being read);
+ * default, as above. */
 #define CONNECTION_TIMEOUT_SECONDS 60
 #define THREAD_STACK_SIZE          ((size_t)1 << 20)
 #define MAX_PEM_BYTES              ((size_t)1 << 20)
@@ -58,6 +60,7 @@ struct http {
 	struct http_auth auth;
 	struct MHD_Daemon *mhd;
 	size_t max_body;
+	unsigned keepalive_seconds;
 	const char *const *origins;
 	const char *unix_path; /* set when listening on a unix socket we made */
 };
@@ -83,9 +86,16 @@ struct request {
 
 /* ---- replies ------------------------------------------------------------------------- */
 
+/* The one header a reply may carry besides its type (name NULL: none). */
+struct extra_header {
+	const char *name, *value;
+};
+#define NO_HEADER          ((struct extra_header){NULL, NULL})
+#define ALLOW_HEADER(list) ((struct extra_header){MHD_HTTP_HEADER_ALLOW, (list)})
+#define SESSION_HEADER(id) ((struct extra_header){"Mcp-Session-Id", (id)})
+
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
-                             const char *body, size_t len, const char *session_id,
-                             const char *allow)
+                             const char *body, size_t len, struct extra_header extra)
 {
 	struct MHD_Response *r =
 	    MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
@@ -93,10 +103,8 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 		return MHD_NO;
 	if (type)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
-	if (session_id)
-		MHD_add_response_header(r, "Mcp-Session-Id", session_id);
-	if (allow)
-		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	if (extra.name && extra.value)
+		MHD_add_response_header(r, extra.name, extra.value);
 	enum MHD_Result rc = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return rc;
@@ -104,14 +112,14 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const ch
 
 /* An HTTP-level refusal, with a JSON-RPC error as its body (as MCP's servers answer). */
 static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status, int code,
-                                   const char *message, const char *allow)
+                                   const char *message, struct extra_header extra)
 {
 	struct json_object *msg = aks__mcp_error(NULL, code, message, NULL);
 	size_t len = 0;
 	char *body = msg ? aks__mcp_serialize(msg, &len) : NULL;
 	json_object_put(msg);
 	enum MHD_Result rc =
-	    reply(c, status, "application/json", body ? body : "", body ? len : 0, NULL, allow);
+	    reply(c, status, "application/json", body ? body : "", body ? len : 0, extra);
 	free(body);
 	return rc;
 }
@@ -228,7 +236,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 				pthread_mutex_unlock(&st->mu);
 				return MHD_CONTENT_READER_END_WITH_ERROR;
 			}
-			if (++r->silent_waits * WAKE_SECONDS >= KEEPALIVE_SECONDS) {
+			if (++r->silent_waits * WAKE_SECONDS >= r->h->keepalive_seconds) {
 				r->silent_waits = 0;
 				rc = out_append(r, ": keep-alive\n\n", 14);
 				break;
@@ -298,7 +306,7 @@ static enum MHD_Result post_session(struct request *r, struct MHD_Connection *c,
 			return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
 			                   "Bad Request: initialize opens a new session; send it "
 			                   "without Mcp-Session-Id",
-			                   NULL);
+			                   NO_HEADER);
 		r->session = aks__http_session_new(&h->st, false, r->subject, &full);
 	} else if (sid) {
 		r->session = aks__http_session_find(&h->st, sid, r->subject);
@@ -306,22 +314,22 @@ static enum MHD_Result post_session(struct request *r, struct MHD_Connection *c,
 			return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
 			                   "Session not found: it ended or never existed; "
 			                   "initialize a new one",
-			                   NULL);
+			                   NO_HEADER);
 	} else if (is_request && is_modern(m)) {
 		r->session = aks__http_session_new(&h->st, true, r->subject, &full);
 	} else {
 		return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
 		                   "Bad Request: Mcp-Session-Id header is required (send "
 		                   "initialize first)",
-		                   NULL);
+		                   NO_HEADER);
 	}
 	if (!r->session)
 		return full ? reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, AKS_MCP_SERVER_BUSY,
 		                          "Server busy: too many sessions; end one (DELETE) or "
 		                          "retry later",
-		                          NULL)
+		                          NO_HEADER)
 		            : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, AKS_MCP_INTERNAL_ERROR,
-		                          "Internal error: cannot open a session", NULL);
+		                          "Internal error: cannot open a session", NO_HEADER);
 	*ok = true;
 	return MHD_YES;
 }
@@ -344,11 +352,11 @@ static enum MHD_Result do_post(struct request *r, struct MHD_Connection *c)
 	if (!type || strncasecmp(type, "application/json", 16) != 0)
 		return reply_error(c, MHD_HTTP_UNSUPPORTED_MEDIA_TYPE, AKS_MCP_INVALID_REQUEST,
 		                   "Unsupported Media Type: send Content-Type: application/json",
-		                   NULL);
+		                   NO_HEADER);
 	if (!accepts(c, "application/json") && !accepts(c, "text/event-stream"))
 		return reply_error(c, MHD_HTTP_NOT_ACCEPTABLE, AKS_MCP_INVALID_REQUEST,
 		                   "Not Acceptable: accept application/json and text/event-stream",
-		                   NULL);
+		                   NO_HEADER);
 	aks__mcp_message m;
 	aks__mcp_parse(r->body ? r->body : "", r->len, &m);
 	if (m.kind == AKS_MCP_MSG_INVALID) {
@@ -358,7 +366,7 @@ static enum MHD_Result do_post(struct request *r, struct MHD_Connection *c)
 		json_object_put(err);
 		aks__mcp_message_clear(&m);
 		enum MHD_Result rc = reply(c, MHD_HTTP_BAD_REQUEST, "application/json",
-		                           body ? body : "", body ? len : 0, NULL, NULL);
+		                           body ? body : "", body ? len : 0, NO_HEADER);
 		free(body);
 		return rc;
 	}
@@ -375,12 +383,13 @@ static enum MHD_Result do_post(struct request *r, struct MHD_Connection *c)
 	                                                 r->token ? r->attributes : NULL, &closed);
 	if (closed)
 		return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
-		                   "Session not found: it has ended; initialize a new one", NULL);
+		                   "Session not found: it has ended; initialize a new one",
+		                   NO_HEADER);
 	if (!is_request)
-		return reply(c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid, NULL);
+		return reply(c, MHD_HTTP_ACCEPTED, NULL, "", 0, SESSION_HEADER(sid));
 	if (!t)
 		return reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, AKS_MCP_INTERNAL_ERROR,
-		                   "Internal error: out of memory", NULL);
+		                   "Internal error: out of memory", NO_HEADER);
 	pthread_mutex_lock(&h->st.mu);
 	bool done = t->done;
 	if (!done && accepts(c, "text/event-stream")) {
@@ -395,12 +404,14 @@ static enum MHD_Result do_post(struct request *r, struct MHD_Connection *c)
 	if (!wait_done(&h->st, t)) {
 		aks__http_stream_drop(t);
 		return reply_error(c, MHD_HTTP_SERVICE_UNAVAILABLE, AKS_MCP_INTERNAL_ERROR,
-		                   "Service Unavailable: the server is stopping", NULL);
+		                   "Service Unavailable: the server is stopping", NO_HEADER);
 	}
 	pthread_mutex_lock(&h->st.mu);
 	const struct http_event *last = t->count ? &t->events[t->count - 1] : NULL;
-	rc = last ? reply(c, MHD_HTTP_OK, "application/json", last->data, last->len, sid, NULL)
-	          : reply(c, MHD_HTTP_ACCEPTED, NULL, "", 0, sid, NULL); /* cancelled: no answer */
+	rc = last ? reply(c, MHD_HTTP_OK, "application/json", last->data, last->len,
+	                  SESSION_HEADER(sid))
+	          : reply(c, MHD_HTTP_ACCEPTED, NULL, "", 0,
+	                  SESSION_HEADER(sid)); /* cancelled: no answer */
 	pthread_mutex_unlock(&h->st.mu);
 	aks__http_stream_drop(t);
 	return rc;
@@ -413,11 +424,11 @@ static enum MHD_Result named_session(struct request *r, struct MHD_Connection *c
 	*ok = false;
 	if (!sid)
 		return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
-		                   "Bad Request: Mcp-Session-Id header is required", NULL);
+		                   "Bad Request: Mcp-Session-Id header is required", NO_HEADER);
 	r->session = aks__http_session_find(&r->h->st, sid, r->subject);
 	if (!r->session)
 		return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
-		                   "Session not found: it ended or never existed", NULL);
+		                   "Session not found: it ended or never existed", NO_HEADER);
 	*ok = true;
 	return MHD_YES;
 }
@@ -429,11 +440,11 @@ static enum MHD_Result do_get(struct request *r, struct MHD_Connection *c)
 		return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, AKS_MCP_INVALID_REQUEST,
 		                   "Method Not Allowed: this server sends nothing unasked, so it "
 		                   "has no stream to open; GET resumes one with Last-Event-ID",
-		                   "POST, DELETE");
+		                   ALLOW_HEADER("POST, DELETE"));
 	if (!accepts(c, "text/event-stream"))
 		return reply_error(c, MHD_HTTP_NOT_ACCEPTABLE, AKS_MCP_INVALID_REQUEST,
 		                   "Not Acceptable: resuming a stream answers text/event-stream",
-		                   NULL);
+		                   NO_HEADER);
 	bool ok;
 	enum MHD_Result rc = named_session(r, c, &ok);
 	if (!ok)
@@ -457,7 +468,7 @@ static enum MHD_Result do_get(struct request *r, struct MHD_Connection *c)
 		return reply_error(c, MHD_HTTP_NOT_FOUND, AKS_MCP_INVALID_REQUEST,
 		                   "Not Found: no stream has that Last-Event-ID (it is unknown or "
 		                   "was forgotten)",
-		                   NULL);
+		                   NO_HEADER);
 	return reply_events(r, c, t, seq + 1, false, NULL);
 }
 
@@ -467,9 +478,9 @@ static enum MHD_Result do_delete(struct request *r, struct MHD_Connection *c)
 	enum MHD_Result rc = named_session(r, c, &ok);
 	if (!ok)
 		return rc;
-	aks__mcp_log("session %.8s... ended by the client", r->session->id);
+	aks__mcp_log("a session was ended by its client");
 	aks__http_session_end(r->session);
-	return reply(c, MHD_HTTP_OK, NULL, "", 0, NULL, NULL);
+	return reply(c, MHD_HTTP_OK, NULL, "", 0, NO_HEADER);
 }
 
 static enum MHD_Result too_large(const struct http *h, struct MHD_Connection *c)
@@ -477,7 +488,8 @@ static enum MHD_Result too_large(const struct http *h, struct MHD_Connection *c)
 	char message[96];
 	snprintf(message, sizeof(message), "Content Too Large: a message is at most %zu MiB",
 	         h->max_body >> 20);
-	return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, AKS_MCP_INVALID_REQUEST, message, NULL);
+	return reply_error(c, MHD_HTTP_CONTENT_TOO_LARGE, AKS_MCP_INVALID_REQUEST, message,
+	                   NO_HEADER);
 }
 
 /* ---- authentication ---------------------------------------------------------------------- */
@@ -486,9 +498,9 @@ static enum MHD_Result reply_metadata(const struct http *h, struct MHD_Connectio
 {
 	char *doc = aks__http_auth_metadata(&h->auth);
 	enum MHD_Result rc =
-	    doc ? reply(c, MHD_HTTP_OK, "application/json", doc, strlen(doc), NULL, NULL)
+	    doc ? reply(c, MHD_HTTP_OK, "application/json", doc, strlen(doc), NO_HEADER)
 	        : reply_error(c, MHD_HTTP_INTERNAL_SERVER_ERROR, AKS_MCP_INTERNAL_ERROR,
-	                      "Internal error: out of memory", NULL);
+	                      "Internal error: out of memory", NO_HEADER);
 	free(doc);
 	return rc;
 }
@@ -506,24 +518,11 @@ static int authenticate(struct request *r, struct MHD_Connection *c)
 		return outcome;
 	}
 	char *challenge = aks__http_auth_challenge(a, outcome, why);
-	struct json_object *msg = aks__mcp_error(
-	    NULL, AKS_MCP_INVALID_REQUEST,
-	    outcome == AKS_HTTP_AUTH_MISSING ? "Unauthorized: send Authorization: Bearer TOKEN"
-	                                     : "Unauthorized: the bearer token was refused",
-	    NULL);
-	size_t len = 0;
-	char *body = msg ? aks__mcp_serialize(msg, &len) : NULL;
-	json_object_put(msg);
-	struct MHD_Response *resp = MHD_create_response_from_buffer(
-	    body ? len : 0, body ? body : "", MHD_RESPMEM_MUST_COPY);
-	if (resp) {
-		MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
-		if (challenge)
-			MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge);
-		MHD_queue_response(c, MHD_HTTP_UNAUTHORIZED, resp);
-		MHD_destroy_response(resp);
-	}
-	free(body);
+	reply_error(c, MHD_HTTP_UNAUTHORIZED, AKS_MCP_INVALID_REQUEST,
+	            outcome == AKS_HTTP_AUTH_MISSING
+	                ? "Unauthorized: send Authorization: Bearer TOKEN"
+	                : "Unauthorized: the bearer token was refused",
+	            (struct extra_header){MHD_HTTP_HEADER_WWW_AUTHENTICATE, challenge});
 	free(challenge);
 	return outcome;
 }
@@ -549,28 +548,29 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			           ? reply_metadata(h, c)
 			           : reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED,
 			                         AKS_MCP_INVALID_REQUEST, "Method Not Allowed",
-			                         "GET");
+			                         ALLOW_HEADER("GET"));
 		if (strcmp(url, ENDPOINT) != 0)
 			return reply(c, MHD_HTTP_NOT_FOUND, "text/plain",
 			             "Not Found: the MCP "
 			             "endpoint is " ENDPOINT "\n",
 			             sizeof("Not Found: the MCP endpoint is " ENDPOINT "\n") - 1,
-			             NULL, NULL);
+			             NO_HEADER);
 		if (!origin_allowed(h, header(c, "Origin")))
 			return reply_error(c, MHD_HTTP_FORBIDDEN, AKS_MCP_INVALID_REQUEST,
 			                   "Forbidden: this Origin may not use the server (see "
 			                   "--allow-origin)",
-			                   NULL);
+			                   NO_HEADER);
 		if (h->auth.resolver && authenticate(r, c) != AKS_HTTP_AUTH_OK)
 			return MHD_YES; /* the 401 is queued */
 		const char *v = header(c, "MCP-Protocol-Version");
 		if (v && !version_known(v))
 			return reply_error(c, MHD_HTTP_BAD_REQUEST, AKS_MCP_INVALID_REQUEST,
-			                   "Bad Request: unsupported MCP-Protocol-Version", NULL);
+			                   "Bad Request: unsupported MCP-Protocol-Version",
+			                   NO_HEADER);
 		if (strcmp(method, "POST") != 0 && strcmp(method, "GET") != 0 &&
 		    strcmp(method, "DELETE") != 0)
 			return reply_error(c, MHD_HTTP_METHOD_NOT_ALLOWED, AKS_MCP_INVALID_REQUEST,
-			                   "Method Not Allowed", "GET, POST, DELETE");
+			                   "Method Not Allowed", ALLOW_HEADER("GET, POST, DELETE"));
 		const char *length = header(c, MHD_HTTP_HEADER_CONTENT_LENGTH);
 		if (length && strtoull(length, NULL, 10) > h->max_body * OVERSIZE_READ_FACTOR)
 			return too_large(h, c);
@@ -582,7 +582,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 			r->too_big = true;
 			r->len += *upload_size;
 			*upload_size = 0;
-			return r->len > h->max_body * OVERSIZE_READ_FACTOR ? MHD_NO : MHD_YES;
+			if (r->len <= h->max_body * OVERSIZE_READ_FACTOR)
+				return MHD_YES;
+			aks__mcp_log("a request body went past %zu MiB: its connection is closed "
+			             "unanswered",
+			             (h->max_body * OVERSIZE_READ_FACTOR) >> 20);
+			return MHD_NO;
 		}
 		if (r->len + *upload_size > r->cap) {
 			size_t cap = r->cap ? r->cap : 16 << 10;
@@ -828,6 +833,8 @@ int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t 
 		return -1;
 	}
 	struct http h = {.max_body = opt->max_body ? opt->max_body : AKS_MCP_DEFAULT_MAX_LINE,
+	                 .keepalive_seconds =
+	                     opt->keepalive_seconds ? opt->keepalive_seconds : KEEPALIVE_SECONDS,
 	                 .origins = opt->allowed_origins};
 	int fd;
 	if (strncmp(opt->listen, "unix:", 5) == 0) {
@@ -863,7 +870,10 @@ int aks__mcp_http_serve(const aks__mcp_http_options *opt, volatile sig_atomic_t 
 	    {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)on_mhd_log, NULL},
 	    {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
 	    {MHD_OPTION_CONNECTION_LIMIT, max_conn, NULL},
-	    {MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_SECONDS, NULL},
+	    {MHD_OPTION_CONNECTION_TIMEOUT,
+	     opt->connection_timeout_seconds ? opt->connection_timeout_seconds
+	                                     : CONNECTION_TIMEOUT_SECONDS,
+	     NULL},
 	    {MHD_OPTION_THREAD_STACK_SIZE, (intptr_t)THREAD_STACK_SIZE, NULL},
 	    {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)on_completed, &h},
 	    {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, cert},

@@ -28,6 +28,7 @@
 #include <aksandbox/aksandbox.h>
 
 #include "mcp/mcp.h"
+#include "mcp/mcp_http.h"
 
 static const char *const no_env[] = {NULL};
 
@@ -65,8 +66,18 @@ static const char alice_token[] = "v1.eyJzdWIiOiJhbGljZSIsImV4cCI6NDEwMjQ0NDgwMH
 static const char bob_token[] = "v1.eyJzdWIiOiJib2IiLCJleHAiOjQxMDI0NDQ4MDB9."
                                 "nT5I_gvbM5I4cocZFlsTvlC3b3BmMDqBwhhnM00HF-0";
 
-static int setup_with(void **state, bool auth)
+enum server_kind {
+	PLAIN,
+	AUTH,
+	/* Small bounds, to see each one hold in a unit test's time: two sessions, ended after
+	 * a second of idleness; a silent stream's keep-alive every second; a silent connection
+	 * closed after two. */
+	BOUNDED,
+};
+
+static int setup_with(void **state, enum server_kind kind)
 {
+	bool auth = kind == AUTH;
 	fixture *fx = calloc(1, sizeof(*fx));
 	if (!fx)
 		return -1;
@@ -110,6 +121,12 @@ static int setup_with(void **state, bool auth)
 	fx->opt.drain_seconds = 0;
 	if (auth)
 		fx->opt.resolver = aks_settings_get_resolver(fx->settings);
+	if (kind == BOUNDED) {
+		fx->opt.max_sessions = 2;
+		fx->opt.session_idle_seconds = 1;
+		fx->opt.keepalive_seconds = 1;
+		fx->opt.connection_timeout_seconds = 2;
+	}
 	if (pthread_create(&fx->thread, NULL, serve_main, fx) != 0)
 		return -1;
 	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
@@ -120,12 +137,17 @@ static int setup_with(void **state, bool auth)
 
 static int setup(void **state)
 {
-	return setup_with(state, false);
+	return setup_with(state, PLAIN);
 }
 
 static int setup_auth(void **state)
 {
-	return setup_with(state, true);
+	return setup_with(state, AUTH);
+}
+
+static int setup_bounded(void **state)
+{
+	return setup_with(state, BOUNDED);
 }
 
 static int teardown(void **state)
@@ -419,6 +441,164 @@ static void test_auth(void **state)
 	reply_clear(&r);
 }
 
+/* The session table is bounded: a full one is 503 (and opens nothing) until an idle session
+ * ends, which its client then hears as 404. */
+static void test_session_bounds(void **state)
+{
+	fixture *fx = *state;
+	char first[64], second[64];
+	reply r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	session_header(&r, first, sizeof(first));
+	reply_clear(&r);
+	r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	session_header(&r, second, sizeof(second));
+	reply_clear(&r);
+	r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 503);
+	assert_non_null(strstr(r.raw, "too many sessions"));
+	assert_null(strcasestr(r.raw, "Mcp-Session-Id:"));
+	reply_clear(&r);
+
+	sleep_ms(2500); /* both idle past their second */
+	r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+	const char *ping = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
+	r = request(fx, "POST", first, ping);
+	assert_int_equal(r.status, 404);
+	reply_clear(&r);
+}
+
+/* A stream with nothing to say hears a keep-alive comment; the call's answer follows. */
+static void test_keepalive(void **state)
+{
+	fixture *fx = *state;
+	reply r = request(fx, "POST", NULL, initialize);
+	char sid[64];
+	session_header(&r, sid, sizeof(sid));
+	reply_clear(&r);
+	r = request(
+	    fx, "POST", sid,
+	    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
+	    "\"name\":\"run_command\",\"arguments\":{\"command\":\"sleep 3; echo woke\"}}}");
+	assert_int_equal(r.status, 200);
+	const char *alive = strstr(r.raw, "\n: keep-alive\n\n");
+	const char *answer = strstr(r.raw, "id: 2-1\ndata: {");
+	assert_non_null(alive);
+	assert_non_null(answer);
+	assert_true(alive < answer);
+	assert_non_null(strstr(answer, "woke"));
+	reply_clear(&r);
+}
+
+/* A connection that sends nothing is closed by the server, which goes on serving. */
+static void test_silent_connection(void **state)
+{
+	fixture *fx = *state;
+	int fd = dial(fx);
+	struct timeval limit = {.tv_sec = 30};
+	assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit)), 0);
+	char byte;
+	/* 0: closed by the server; -1 (EAGAIN) would be our own 30 s limit. */
+	assert_int_equal(recv(fd, &byte, 1, 0), 0);
+	close(fd);
+	reply r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+}
+
+/* A body declared past 16 times the bound is refused from its headers (413, nothing read);
+ * one that streams past it undeclared (chunked) has its connection closed; either way the
+ * server goes on serving. */
+static void test_oversize(void **state)
+{
+	fixture *fx = *state;
+	int fd = dial(fx);
+	const char huge[] = "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+	                    "Content-Type: application/json\r\nContent-Length: 1073741824\r\n\r\n{";
+	send_all(fd, huge, sizeof(huge) - 1);
+	reply r = read_reply(fd);
+	assert_int_equal(r.status, 413);
+	reply_clear(&r);
+
+	fd = dial(fx);
+	const char chunked[] =
+	    "POST /mcp HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n"
+	    "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+	send_all(fd, chunked, sizeof(chunked) - 1);
+	static char chunk[(64 << 10) + 16];
+	int head = snprintf(chunk, sizeof(chunk), "%x\r\n", 64 << 10);
+	memset(chunk + head, ' ', 64 << 10);
+	memcpy(chunk + head + (64 << 10), "\r\n", 2);
+	for (int i = 0; i < 40; i++) /* 2.5 MiB: past 16 x 64 KiB */
+		send_all(fd, chunk, (size_t)head + (64 << 10) + 2);
+	r = read_reply(fd);
+	assert_int_not_equal(r.status, 200);
+	assert_int_not_equal(r.status, 413);
+	reply_clear(&r);
+
+	r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	reply_clear(&r);
+}
+
+/* Finished streams are kept for resumption, 64 a session at most and keep_seconds long:
+ * the state module alone, with its clock moved by hand. */
+static void test_stream_retention(void **state)
+{
+	fixture *fx = *state;
+	struct http_state st;
+	aks__http_state_init(&st, &fx->opt.server, 4, 3600);
+	bool full = true;
+	struct http_session *s = aks__http_session_new(&st, false, NULL, &full);
+	assert_non_null(s);
+	assert_false(full);
+	bool closed = true;
+	struct http_stream *t =
+	    aks__http_session_handle(s, initialize, strlen(initialize), true, NULL, &closed);
+	assert_non_null(t);
+	assert_false(closed);
+	for (int i = 0; i < 99; i++) {
+		char ping[64];
+		int n = snprintf(ping, sizeof(ping),
+		                 "{\"jsonrpc\":\"2.0\",\"id\":%d,\"method\":\"ping\"}", i + 2);
+		assert_non_null(aks__http_session_handle(s, ping, (size_t)n, true, NULL, &closed));
+	}
+	size_t kept = 0;
+	pthread_mutex_lock(&st.mu);
+	for (t = s->streams; t; t = t->next)
+		kept += t->done;
+	pthread_mutex_unlock(&st.mu);
+	assert_int_equal(kept, 100); /* all answered, none forgotten yet */
+
+	assert_int_equal(aks__http_state_sweep(&st), 0);
+	pthread_mutex_lock(&st.mu);
+	kept = 0;
+	uint64_t oldest = UINT64_MAX;
+	for (t = s->streams; t; t = t->next) {
+		kept++;
+		oldest = t->id < oldest ? t->id : oldest;
+	}
+	/* The newest 64 are kept; one being read is never forgotten */
+	assert_int_equal(kept, 64);
+	assert_int_equal(oldest, 100 - 64 + 1);
+	s->streams->reading = true;
+	for (t = s->streams; t; t = t->next)
+		t->done_at -= 301;
+	pthread_mutex_unlock(&st.mu);
+	aks__http_state_sweep(&st);
+	pthread_mutex_lock(&st.mu);
+	assert_non_null(s->streams);
+	assert_null(s->streams->next);
+	s->streams->reading = false;
+	pthread_mutex_unlock(&st.mu);
+	aks__http_session_unref(s);
+	aks__http_state_clear(&st);
+	aks__http_state_destroy(&st);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -427,6 +607,11 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_refusals, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_stop_cancels, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_auth, setup_auth, teardown),
+	    cmocka_unit_test_setup_teardown(test_session_bounds, setup_bounded, teardown),
+	    cmocka_unit_test_setup_teardown(test_keepalive, setup_bounded, teardown),
+	    cmocka_unit_test_setup_teardown(test_silent_connection, setup_bounded, teardown),
+	    cmocka_unit_test_setup_teardown(test_oversize, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_stream_retention, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -47,7 +47,7 @@ const env = { ...process.env, AKS_STATE_DIR: join(T, 'state'), AKSANDBOX_MCP_HEA
 delete env.AKSANDBOX_CONVERSATION;
 delete env.AKSANDBOX_CONFIG;
 
-const PLAN = 42;
+const PLAN = 44;
 const tap = new Tap(PLAN);
 const check = tap.check.bind(tap);
 
@@ -345,6 +345,7 @@ async function main() {
 	await re.client.close().catch(() => {});
 
 	// 13-14: DELETE ends a session: its id is then unknown (404), and the SDK's next call fails.
+	const ended = b.transport.sessionId ?? '';
 	await b.transport.terminateSession();
 	const after = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': b.transport.sessionId ?? 'x' });
 	const again = await post(url, { jsonrpc: '2.0', id: 2, method: 'tools/list' }, { 'mcp-session-id': rs });
@@ -352,6 +353,9 @@ async function main() {
 		after.status === 404 && again.status === 200, `${after.status} ${after.body} ${again.status}`);
 	const del = await fetch(url, { method: 'DELETE', headers: { 'mcp-session-id': '0123456789abcdef0123456789abcdef' } });
 	check('DELETE of an unknown session is 404', del.status === 404, String(del.status));
+	check('the server logs the DELETE without any part of the session id (a bearer credential)',
+		/a session was ended by its client/.test(srv.stderr()) && ended.length === 32 &&
+		![...Array(25).keys()].some((i) => srv.stderr().includes(ended.slice(i, i + 8))), srv.stderr());
 
 	// Slow-loris clients (headers a byte at a time) hold a connection each, within the bound, and
 	// do not hold up anyone else: a call made meanwhile answers.
@@ -546,6 +550,9 @@ async function authenticated() {
 			'Bearer resource_metadata="https://sandbox.example/.well-known/oauth-protected-resource/mcp"' &&
 		doc.resource === 'https://sandbox.example/mcp' && doc.authorization_servers?.[0] === 'https://login.example' &&
 		/plain HTTP/.test(srv.stderr()), `${x.status} ${x.headers.get('www-authenticate')} ${JSON.stringify(doc)}\n${srv.stderr()}`);
+	check('its first line says each user gets a conversation of their own, and invites no one to ' +
+		'join its base conversation', /serving conversations '[^']+:<user>', one per authenticated user/.test(srv.stderr()) &&
+		!/other clients join/.test(srv.stderr()), srv.stderr());
 	const forged = mint({ sub: 'alice', exp: inAMinute() }, 'another-key-0123456789abcdef');
 	const expired = mint({ sub: 'alice', exp: 1000000000 });
 	const f = await post(url, INIT, { authorization: `Bearer ${forged}` });
