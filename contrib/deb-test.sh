@@ -247,6 +247,8 @@ for p in $plugins; do
 		not_ok "$pkg: depends on its own libraries only ($allowed; unexpected:${bad:- none}; missing:${absent:- none})"
 	fi
 done
+t "aksandbox-plugin-redis ships valkey.so beside redis.so (store type valkey, the same code)" \
+	test -f "$tmp/p-redis$plugindir/valkey.so"
 
 # ---- the agent: static, on its own, recommended by the providers that place it -----
 agent_path=/usr/libexec/aksandbox/aksandbox-agent

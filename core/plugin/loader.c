@@ -47,10 +47,23 @@ struct aks_plugin {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct aks_plugin *registry;
 
-/* Plugins this project ships, so "not found" can name the package to install. */
-static const char *const in_tree_plugins[] = {
-    "local_subprocess", "docker", "kubernetes", "e2b",          "daytona", "ec2_ssm",
-    "bubblewrap",       "nats",   "redis",      "signed_token", NULL,
+/* Plugins this project ships, so "not found" can name the package to install: each in
+ * aksandbox-plugin-<name> ('_' as '-'), but where `package` names another. */
+static const struct in_tree_plugin {
+	const char *name, *package;
+} in_tree_plugins[] = {
+    {"local_subprocess", NULL},
+    {"docker", NULL},
+    {"kubernetes", NULL},
+    {"e2b", NULL},
+    {"daytona", NULL},
+    {"ec2_ssm", NULL},
+    {"bubblewrap", NULL},
+    {"nats", NULL},
+    {"redis", NULL},
+    {"valkey", "redis"},
+    {"signed_token", NULL},
+    {NULL, NULL},
 };
 
 const char *aks__plugin_kind_name(uint32_t kind)
@@ -71,10 +84,10 @@ const char *aks__plugin_kind_name(uint32_t kind)
 
 const char *aks__plugin_package(const char *name, char *buf, size_t size)
 {
-	for (size_t i = 0; in_tree_plugins[i]; i++) {
-		if (strcmp(in_tree_plugins[i], name) != 0)
+	for (const struct in_tree_plugin *t = in_tree_plugins; t->name; t++) {
+		if (strcmp(t->name, name) != 0)
 			continue;
-		int n = snprintf(buf, size, "aksandbox-plugin-%s", name);
+		int n = snprintf(buf, size, "aksandbox-plugin-%s", t->package ? t->package : name);
 		if (n < 0 || (size_t)n >= size)
 			return NULL;
 		for (char *p = buf; *p; p++)

@@ -83,7 +83,8 @@ static bool parse_int(const char *p, size_t n, long lo, long hi, int *out)
 static int bad_url(const aks_host_api *host, const char *why, aks_error **err)
 {
 	return host->error_set(err, AKS_ECONFIG,
-	                       "redis.url: %s (expected redis://[user:password@]host[:port][/db], "
+	                       RD_NAME
+	                       ".url: %s (expected redis://[user:password@]host[:port][/db], "
 	                       "rediss://... for TLS, or unix:///path/to/redis.sock[?db=N])",
 	                       why);
 }
@@ -272,11 +273,12 @@ int rd_tls_new(aks_store_impl *s, const char *ca, const char *cert, const char *
 #else
 	if (skip_verify)
 		return s->host->error_set(err, AKS_ECONFIG,
-		                          "redis.tls_skip_verify needs hiredis 1.1 or later");
+		                          RD_NAME ".tls_skip_verify needs hiredis 1.1 or later");
 	ctx = redisCreateSSLContext(ca, NULL, cert, key, server_name, &e);
 #endif
 	if (!ctx)
-		return s->host->error_set(err, AKS_ECONFIG, "redis: cannot set up TLS for %s: %s",
+		return s->host->error_set(err, AKS_ECONFIG,
+		                          RD_NAME ": cannot set up TLS for %s: %s",
 		                          s->target.display, redisSSLContextGetError(e));
 	if (!(s->tls = calloc(1, sizeof(*s->tls)))) {
 		redisFreeSSLContext(ctx);
@@ -303,8 +305,9 @@ int rd_tls_new(aks_store_impl *s, const char *ca, const char *cert, const char *
 {
 	(void)ca, (void)cert, (void)key, (void)server_name, (void)skip_verify;
 	return s->host->error_set(err, AKS_ECONFIG,
-	                          "redis: %s needs TLS, but this redis.so was built without "
-	                          "hiredis_ssl (hiredis 1.0 or later with TLS)",
+	                          RD_NAME ": %s needs TLS, but this " RD_NAME
+	                                  ".so was built without "
+	                                  "hiredis_ssl (hiredis 1.0 or later with TLS)",
 	                          s->target.display);
 }
 
@@ -357,15 +360,15 @@ int rd_io_error(aks_store_impl *s, const redisContext *c, const char *what, aks_
 	const char *why = c && c->err ? c->errstr : "no reply";
 	if (c && c->err == REDIS_ERR_IO && strstr(why, "temporarily unavailable"))
 		why = "no reply within command_timeout";
-	return s->host->error_set(err, AKS_EIO, "redis store: %s at %s: %s", what,
+	return s->host->error_set(err, AKS_EIO, RD_NAME " store: %s at %s: %s", what,
 	                          s->target.display, why);
 }
 
 int rd_reply_error(aks_store_impl *s, const redisReply *r, const char *what, aks_error **err)
 {
-	return s->host->error_set(err, AKS_EIO, "redis store: %s: redis at %s answered: %.*s", what,
-	                          s->target.display, r->str ? (int)r->len : 0,
-	                          r->str ? r->str : "");
+	return s->host->error_set(
+	    err, AKS_EIO, RD_NAME " store: %s: " RD_SERVER " at %s answered: %.*s", what,
+	    s->target.display, r->str ? (int)r->len : 0, r->str ? r->str : "");
 }
 
 /* ---- connecting ---- */
@@ -425,13 +428,13 @@ static int connect_one(aks_store_impl *s, redisContext **out, aks_error **err)
 		return s->host->error_set(err, AKS_ENOMEM, "out of memory");
 	int rc = AKS_OK;
 	if (c->err)
-		rc = rd_io_error(s, c, "cannot connect to redis", err);
+		rc = rd_io_error(s, c, "cannot connect to " RD_SERVER, err);
 	if (rc == AKS_OK && redisSetTimeout(c, s->command_tv) != REDIS_OK)
 		rc = rd_io_error(s, c, "cannot set the command timeout", err);
 	if (rc == AKS_OK && !s->target.is_unix)
 		redisEnableKeepAlive(c); /* notices a vanished peer on idle pooled connections */
 	if (rc == AKS_OK && s->target.tls && !tls_start(s, c))
-		rc = rd_io_error(s, c, "TLS handshake failed with redis", err);
+		rc = rd_io_error(s, c, "TLS handshake failed with " RD_SERVER, err);
 	if (rc == AKS_OK)
 		rc = handshake(s, c, err);
 	if (rc < 0) {
@@ -532,7 +535,7 @@ int rd_command(aks_store_impl *s, redisContext **c, bool *retried, int argc, con
 			return AKS_OK;
 		}
 		if (*retried) {
-			rc = rd_io_error(s, *c, "lost the connection to redis", err);
+			rc = rd_io_error(s, *c, "lost the connection to " RD_SERVER, err);
 			rd_pool_put(s, *c, true);
 			*c = NULL;
 			return rc;

@@ -22,7 +22,14 @@
 
 #include "aks_buf.h"
 
+/* The same sources build redis.so and valkey.so (Valkey speaks Redis's protocol); each
+ * declares the name its file and its config block have. */
+#ifndef RD_NAME
 #define RD_NAME "redis"
+#endif
+#ifndef RD_SERVER
+#define RD_SERVER "Redis"
+#endif
 
 /* Where the server is, as parsed from `url`. */
 typedef struct rd_target {

@@ -65,8 +65,9 @@ static int track(aks_store_impl *s, aks_store_lock *lk, aks_error **err)
 		if (pthread_create(&s->renewer, NULL, renewer_main, s) == 0)
 			s->renewer_started = true;
 		else
-			rc = s->host->error_set(
-			    err, AKS_ENOMEM, "redis store: cannot start the lease renewal thread");
+			rc = s->host->error_set(err, AKS_ENOMEM,
+			                        RD_NAME
+			                        " store: cannot start the lease renewal thread");
 	}
 	if (rc == AKS_OK) {
 		lk->next = s->held;
@@ -121,7 +122,8 @@ int rd_lock(aks_store_impl *s, const char *ns, const char *key, const aks_call *
 	if (b.failed || rd_token(lk->token) < 0) {
 		aks__buf_free(&b);
 		free(lk);
-		return host->error_set(err, AKS_ENOMEM, "redis store: out of memory or randomness");
+		return host->error_set(err, AKS_ENOMEM,
+		                       RD_NAME " store: out of memory or randomness");
 	}
 	lk->key_len = b.len;
 	lk->key = aks__buf_steal(&b);
@@ -228,7 +230,7 @@ static void renew_all(aks_store_impl *s, renewal *v, size_t n)
 				             (int)v[i].key_len, v[i].key);
 			else if (r->type == REDIS_REPLY_ERROR)
 				s->host->log(AKS_LOG_WARNING, RD_NAME,
-				             "renewing lock %.*s: redis answered %s",
+				             "renewing lock %.*s: " RD_SERVER " answered %s",
 				             (int)v[i].key_len, v[i].key, r->str);
 			freeReplyObject(r);
 		}

@@ -96,15 +96,15 @@ static int read_config(aks_store_impl *s, const aks_config *cfg, aks_error **err
 
 	if (!(connect_t > 0 && connect_t <= 3600) || !(command_t > 0 && command_t <= 3600))
 		return host->error_set(err, AKS_ECONFIG,
-		                       "redis: connect_timeout and command_timeout must be more "
-		                       "than 0 and at most 3600 seconds");
+		                       RD_NAME ": connect_timeout and command_timeout must be more "
+		                               "than 0 and at most 3600 seconds");
 	if (!(lease >= 0.1 && lease <= 86400))
 		return host->error_set(err, AKS_ECONFIG,
-		                       "redis.lock_lease: %g is not from 0.1 to 86400 seconds",
+		                       RD_NAME ".lock_lease: %g is not from 0.1 to 86400 seconds",
 		                       lease);
 	if (pool < 1 || pool > 1024)
 		return host->error_set(err, AKS_ECONFIG,
-		                       "redis.pool_size: %lld is not from 1 to 1024",
+		                       RD_NAME ".pool_size: %lld is not from 1 to 1024",
 		                       (long long)pool);
 	int rc = rd_target_parse(host, url ? url : "redis://localhost:6379", &s->target, err);
 	if (rc < 0)
@@ -113,7 +113,8 @@ static int read_config(aks_store_impl *s, const aks_config *cfg, aks_error **err
 		const char *pw = getenv(pw_env);
 		if (!pw || !*pw)
 			return host->error_set(err, AKS_ECONFIG,
-			                       "redis.password_env: the environment variable %s is "
+			                       RD_NAME
+			                       ".password_env: the environment variable %s is "
 			                       "not set",
 			                       pw_env);
 		free(s->target.password);
@@ -123,10 +124,10 @@ static int read_config(aks_store_impl *s, const aks_config *cfg, aks_error **err
 	bool tls_keys = ca || cert || key || sni || skip;
 	if (tls_keys && !s->target.tls)
 		return host->error_set(err, AKS_ECONFIG,
-		                       "redis: tls_* keys are set but the url is not rediss://");
+		                       RD_NAME ": tls_* keys are set but the url is not rediss://");
 	if (!cert != !key)
 		return host->error_set(err, AKS_ECONFIG,
-		                       "redis: tls_cert_file and tls_key_file go together");
+		                       RD_NAME ": tls_cert_file and tls_key_file go together");
 	if (s->target.tls && (rc = rd_tls_new(s, ca, cert, key, sni, skip, err)) < 0)
 		return rc;
 
@@ -254,11 +255,11 @@ static int committed(aks_store_impl *s, redisContext **c, const char *marker, si
 	if (rc == AKS_OK)
 		rc = rd_command(s, c, &retried, 2, argv, lens, &r, &why);
 	if (rc < 0) {
-		s->host->error_set(
-		    err, rc,
-		    "redis store: lost the connection during an update, which may or "
-		    "may not have been written: %s",
-		    why ? s->host->error_message(why) : "unknown error");
+		s->host->error_set(err, rc,
+		                   RD_NAME
+		                   " store: lost the connection during an update, which may or "
+		                   "may not have been written: %s",
+		                   why ? s->host->error_message(why) : "unknown error");
 		s->host->error_free(why);
 		return rc;
 	}
@@ -295,7 +296,7 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 		redisReply *r[4];
 		if (!pipeline(c, 2, argcs, (const char **const *)argvs, lenss, r)) {
 			if (reconnected) {
-				rc = rd_io_error(s, c, "lost the connection to redis", err);
+				rc = rd_io_error(s, c, "lost the connection to " RD_SERVER, err);
 				break;
 			}
 			rd_pool_put(s, c, true);
@@ -314,8 +315,8 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 			free_replies(r, 2);
 			unwatch(s, &c);
 			rc = s->host->error_set(err, AKS_EIO,
-			                        "redis store: %s at %s is not a string key", k.data,
-			                        s->target.display);
+			                        RD_NAME " store: %s at %s is not a string key",
+			                        k.data, s->target.display);
 			break;
 		}
 		bool exists = r[1]->type == REDIS_REPLY_STRING;
@@ -326,7 +327,8 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 		        err);
 		free_replies(r, 2);
 		if (rc == AKS_OK && action == AKS_STORE_PUT && !nv)
-			rc = s->host->error_set(err, AKS_EINVAL, "redis store: nothing to write");
+			rc =
+			    s->host->error_set(err, AKS_EINVAL, RD_NAME " store: nothing to write");
 		if (rc != AKS_OK || action == AKS_STORE_KEEP ||
 		    (action == AKS_STORE_DELETE && !exists)) {
 			unwatch(s, &c);
@@ -402,7 +404,8 @@ static int rd_update(aks_store_impl *s, const char *ns, const char *key, aks_sto
 			rd_pool_put(s, c, false);
 			c = NULL;
 			rc = s->host->error_set(err, AKS_EIO,
-			                        "redis store: gave up on updating a record of '%s' "
+			                        RD_NAME
+			                        " store: gave up on updating a record of '%s' "
 			                        "after %d conflicting writes",
 			                        ns, conflicts);
 			break;
@@ -445,8 +448,8 @@ static int rd_get(aks_store_impl *s, const char *ns, const char *key, aks_store_
 		rc = AKS_ENOTFOUND;
 	else if (r->type != REDIS_REPLY_STRING)
 		rc = s->host->error_set(err, AKS_EIO,
-		                        "redis store: the record '%s' of '%s' at %s is not a "
-		                        "string key",
+		                        RD_NAME " store: the record '%s' of '%s' at %s is not a "
+		                                "string key",
 		                        key, ns, s->target.display);
 	else
 		rc = fn(ctx, key, r->str, r->len);
@@ -461,8 +464,8 @@ static int rd_put_expiring(aks_store_impl *s, const char *ns, const char *key, c
 {
 	if (ttl_seconds <= 0 || !value)
 		return s->host->error_set(err, AKS_EINVAL,
-		                          "redis store: an expiring record needs a value and a "
-		                          "time to live above 0");
+		                          RD_NAME " store: an expiring record needs a value and a "
+		                                  "time to live above 0");
 	aks_buf k = {0};
 	rd_key(s, 'r', ns, key, &k);
 	if (k.failed)
@@ -535,7 +538,7 @@ static int scan_keys(aks_store_impl *s, const char *pattern, size_t plen, const 
 		    r->element[1]->type != REDIS_REPLY_ARRAY) {
 			freeReplyObject(r);
 			rc = s->host->error_set(err, AKS_EIO,
-			                        "redis store: a malformed SCAN reply from %s",
+			                        RD_NAME " store: a malformed SCAN reply from %s",
 			                        s->target.display);
 			break;
 		}
@@ -591,7 +594,7 @@ static int rd_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_st
 			break;
 		if (r->type != REDIS_REPLY_ARRAY || r->elements != n)
 			rc = s->host->error_set(err, AKS_EIO,
-			                        "redis store: a malformed MGET reply from %s",
+			                        RD_NAME " store: a malformed MGET reply from %s",
 			                        s->target.display);
 		for (size_t i = 0; rc == AKS_OK && i < n; i++) {
 			redisReply *v = r->element[i];
@@ -664,6 +667,6 @@ static const aks_store_ops rd_ops = {
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_STORE, RD_NAME, RD_VERSION, "Apache-2.0",
-                  "state and response store in Redis (hiredis): shared by every host that "
-                  "points at the server",
+                  "state and response store in " RD_SERVER " (hiredis): shared by every host "
+                  "that points at the server",
                   rd_config_keys, &rd_ops);

@@ -114,6 +114,11 @@ static void test_not_found_names_package(void **state)
 	msg = load_err("redis", AKS_PLUGIN_STORE, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "'aksandbox-plugin-redis'"));
 	free(msg);
+	/* valkey.so ships beside redis.so, built from the same sources */
+	msg = load_err("valkey", AKS_PLUGIN_STORE, AKS_EPLUGIN);
+	assert_non_null(strstr(msg, "plugin 'valkey' not found"));
+	assert_non_null(strstr(msg, "'aksandbox-plugin-redis'"));
+	free(msg);
 	msg = load_err("acme_cloud", AKS_PLUGIN_PROVIDER, AKS_EPLUGIN);
 	assert_non_null(strstr(msg, "plugin 'acme_cloud' not found; searched: "
 	                            "/nonexistent/a/acme_cloud.so"));
