@@ -187,10 +187,10 @@ sysusers_shipped() {
 t "aksandbox ships /usr/lib/sysusers.d/aksandbox.conf (the system user aksandbox) and depends on systemd-sysusers" \
 	sysusers_shipped
 identity_example_shipped() {
-	d=$tmp/cli/usr/share/doc/aksandbox/examples/identity
-	ls -l "$d" || return 1
+	ex=$tmp/cli/usr/share/doc/aksandbox/examples/identity
+	ls -l "$ex" || return 1
 	for f in README.md config.yaml frontend.py; do
-		[ -s "$d/$f" ] || { echo "no $d/$f (uncompressed)"; return 1; }
+		[ -s "$ex/$f" ] || { echo "no $ex/$f (uncompressed)"; return 1; }
 	done
 }
 t "aksandbox ships the identity example (README.md, config.yaml, frontend.py) in /usr/share/doc/aksandbox/examples/identity" \
