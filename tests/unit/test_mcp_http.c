@@ -281,6 +281,22 @@ static const char initialize[] =
 
 /* ---- tests ------------------------------------------------------------------------------ */
 
+/* Opens a session: its "Mcp-Session-Id: <id>\r\n" header line into sid. */
+static void open_session(const fixture *fx, char *sid, size_t size)
+{
+	reply r = request(fx, "POST", NULL, initialize);
+	assert_int_equal(r.status, 200);
+	session_header(&r, sid, size);
+	reply_clear(&r);
+}
+
+/* The server still serves: a new session opens. */
+static void assert_serving(const fixture *fx)
+{
+	char sid[64];
+	open_session(fx, sid, sizeof(sid));
+}
+
 static void test_session_life(void **state)
 {
 	fixture *fx = *state;
@@ -365,19 +381,16 @@ static void test_refusals(void **state)
 	reply_clear(&r);
 
 	/* Still serving. */
-	r = request(fx, "POST", NULL, initialize);
-	assert_int_equal(r.status, 200);
-	reply_clear(&r);
+	assert_serving(fx);
 }
 
 /* A stop with no grace cancels a call that runs; its stream ends, and serving returns. */
 static void test_stop_cancels(void **state)
 {
 	fixture *fx = *state;
-	reply r = request(fx, "POST", NULL, initialize);
 	char sid[64];
-	session_header(&r, sid, sizeof(sid));
-	reply_clear(&r);
+	open_session(fx, sid, sizeof(sid));
+	reply r;
 	int fd =
 	    start_request(fx, "POST", sid,
 	                  "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
@@ -447,24 +460,16 @@ static void test_session_bounds(void **state)
 {
 	fixture *fx = *state;
 	char first[64], second[64];
+	open_session(fx, first, sizeof(first));
+	open_session(fx, second, sizeof(second));
 	reply r = request(fx, "POST", NULL, initialize);
-	assert_int_equal(r.status, 200);
-	session_header(&r, first, sizeof(first));
-	reply_clear(&r);
-	r = request(fx, "POST", NULL, initialize);
-	assert_int_equal(r.status, 200);
-	session_header(&r, second, sizeof(second));
-	reply_clear(&r);
-	r = request(fx, "POST", NULL, initialize);
 	assert_int_equal(r.status, 503);
 	assert_non_null(strstr(r.raw, "too many sessions"));
 	assert_null(strcasestr(r.raw, "Mcp-Session-Id:"));
 	reply_clear(&r);
 
 	sleep_ms(2500); /* both idle past their second */
-	r = request(fx, "POST", NULL, initialize);
-	assert_int_equal(r.status, 200);
-	reply_clear(&r);
+	assert_serving(fx);
 	const char *ping = "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}";
 	r = request(fx, "POST", first, ping);
 	assert_int_equal(r.status, 404);
@@ -475,10 +480,9 @@ static void test_session_bounds(void **state)
 static void test_keepalive(void **state)
 {
 	fixture *fx = *state;
-	reply r = request(fx, "POST", NULL, initialize);
 	char sid[64];
-	session_header(&r, sid, sizeof(sid));
-	reply_clear(&r);
+	open_session(fx, sid, sizeof(sid));
+	reply r;
 	r = request(
 	    fx, "POST", sid,
 	    "{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{"
@@ -539,9 +543,7 @@ static void test_oversize(void **state)
 	assert_int_not_equal(r.status, 413);
 	reply_clear(&r);
 
-	r = request(fx, "POST", NULL, initialize);
-	assert_int_equal(r.status, 200);
-	reply_clear(&r);
+	assert_serving(fx);
 }
 
 /* Finished streams are kept for resumption, 64 a session at most and keep_seconds long:
