@@ -5,7 +5,9 @@
  * nothing leaked). aksandbox-plugin-check must fail declared_languages_run, policy_network,
  * policy_resources, policy_filesystem and stateful, each saying what the program got away
  * with; with POLICY_LIAR_DENY=honest its deny holds and policy_network fails on the
- * allowlist (tests/plugins/runner-rejects.test).
+ * allowlist; with POLICY_LIAR_CPU=slow a program under a cpu limit runs slowed down (a trace
+ * function on every line) on a whole core, as a busy sibling hyperthread would slow it: no
+ * limit, and little work (tests/plugins/runner-rejects.test).
  */
 #define FAKE_PLUGIN_NAME "policy_liar"
 #define LEAKY_CHILD_NO_DESCRIPTOR
@@ -20,6 +22,25 @@ static int liar_execute_code(aks_sandbox_impl *sb, const char *code, const char 
 	const char *deny = getenv("POLICY_LIAR_DENY");
 	bool no_network = deny && strcmp(deny, "honest") == 0 && call->policy &&
 	                  call->policy->network_egress == AKS_EGRESS_DENY;
+	const char *cpu = getenv("POLICY_LIAR_CPU");
+	bool slowed = cpu && strcmp(cpu, "slow") == 0 && call->policy && call->policy->cpu > 0 &&
+	              strcmp(language, "python") == 0;
+	if (slowed) {
+		static const char tracer[] = "import sys\n"
+		                             "def _liar_trace(frame, event, arg):\n"
+		                             "    return _liar_trace\n"
+		                             "sys.settrace(_liar_trace)\n"
+		                             "sys._getframe().f_trace = _liar_trace\n";
+		char *traced = malloc(sizeof(tracer) + strlen(code));
+		if (!traced)
+			return sb->prov->host->error_set(err, AKS_ENOMEM,
+			                                 "policy_liar: out of memory");
+		memcpy(traced, tracer, sizeof(tracer) - 1);
+		strcpy(traced + sizeof(tracer) - 1, code);
+		int rc = leaky_run_in(sb, traced, no_network, NULL, call, out, err);
+		free(traced);
+		return rc;
+	}
 	/* bash goes to python too: it is declared but not there. */
 	if (strcmp(language, "python") == 0 || strcmp(language, "bash") == 0)
 		return leaky_run_in(sb, code, no_network, NULL, call, out, err);
