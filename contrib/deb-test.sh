@@ -29,8 +29,9 @@ ok() { n=$((n + 1)); echo "ok $n - $*"; }
 not_ok() { n=$((n + 1)); failed=1; echo "not ok $n - $*"; }
 # t DESCRIPTION COMMAND...: one check; the command's output is shown on failure.
 t() {
-	d=$1; shift
-	if "$@" >"$tmp/t.out" 2>&1; then ok "$d"; else not_ok "$d"; sed 's/^/# /' "$tmp/t.out" | tail -30; fi
+	# A name of its own: the checks it runs are shell functions sharing its variables.
+	t_description=$1; shift
+	if "$@" >"$tmp/t.out" 2>&1; then ok "$t_description"; else not_ok "$t_description"; sed 's/^/# /' "$tmp/t.out" | tail -30; fi
 }
 comment() { sed 's/^/# /'; }
 finish() {
