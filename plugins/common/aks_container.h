@@ -23,58 +23,8 @@
 #include <aksandbox/plugin.h>
 
 #include "aks_base64.h"
-
-/* Where an agent's files live inside the container. */
-#define AKS_CTR_WORKSPACE "/workspace"
-
-/* ---- the path rule (wspath.c) ---- */
-
-/*
- * The reference's rule: strip the leading '/', join to /workspace, normalise
- * lexically like posixpath.normpath, and refuse anything that is not
- * /workspace or below it. On success *out is the malloc'd absolute path
- * ("/workspace" for the root itself). Returns AKS_OK, AKS_EINVAL (no path),
- * AKS_ENOMEM, AKS_EPOLICY (escapes) or AKS_ELIMIT (the path, without its leading '/', is
- * longer than AKS_CTR_PATH_MAX less "/workspace/", or a name in it longer than
- * AKS_CTR_NAME_MAX); *out is NULL on failure.
- */
-int aks_ctr_wspath(const char *path, char **out);
-
-/*
- * The longest container path the rule accepts, in bytes, and the longest name in it; longer
- * is AKS_ELIMIT, before anything is asked of an engine. The Docker Engine resolves a
- * container path on the host under its data root (the container's overlay directory, 96
- * bytes with the default /var/lib/docker, so that 3,999 was the longest it took), within the
- * host's PATH_MAX of 4096: 3 KiB leaves room for a data root of about 1 KiB. NAME_MAX is
- * every file system's.
- */
-#define AKS_CTR_PATH_MAX 3072
-#define AKS_CTR_NAME_MAX 255
-
-/* `path` as the escape message names it: without its leading '/'. */
-const char *aks_ctr_wspath_rel(const char *path);
-
-/* How much of a caller's path (or of any text a caller controls) a message shows, and the
- * buffer aks_ctr_shown needs for it. */
-#define AKS_CTR_SHOWN_MAX 96
-#define AKS_CTR_SHOWN_BUF (AKS_CTR_SHOWN_MAX + 4)
-
-/*
- * s for a message: s itself when it has at most max bytes, else its first bytes (cut where a
- * UTF-8 character begins, so the message stays valid UTF-8) and "...", in buf (len >= max +
- * 4). Returns s or buf.
- */
-const char *aks_ctr_shown(const char *s, size_t max, char *buf, size_t len);
-
-/* The message for a failure of aks_ctr_wspath(path): "path 'P' escapes /workspace", "path
- * 'P' is N bytes: a sandbox path has at most 3061 below /workspace/", "path 'P' has a name
- * of N bytes: at most 255", "no path" or "out of memory", P shown as aks_ctr_shown does
- * with AKS_CTR_SHOWN_MAX. Into buf (AKS_CTR_WSPATH_WHY_BUF bytes). */
-#define AKS_CTR_WSPATH_WHY_BUF (AKS_CTR_SHOWN_BUF + 128)
-const char *aks_ctr_wspath_why(int rc, const char *path, char *buf, size_t len);
-
-/* Is the absolute path p /workspace or below it (no normalisation)? */
-bool aks_ctr_in_workspace(const char *p);
+#include "aks_http.h"
+#include "aks_wspath.h"
 
 /* ---- tars in memory (tar_mem.c; libarchive) ---- */
 
@@ -122,25 +72,6 @@ int aks_ctr_tar_file_opts(const char *rel, const void *data, size_t len, const a
  */
 int aks_ctr_tar_read_file(const aks_host_api *host, struct archive *a, const char *path,
                           aks_result *out, aks_error **err);
-
-/* ---- HTTP error answers (http_message.c; json-c) ---- */
-
-/*
- * What an API's error answer says, for an error message: the "message" string of the body's
- * JSON object when it is not empty (the Docker Engine and Kubernetes both answer so), else
- * the body itself as text (up to a NUL, its first 500 bytes, without its trailing line
- * break), else "HTTP status <status>". `body` holds len bytes (NULL: none). Malloc'd and
- * never empty; NULL only when out of memory. Each plugin words the error around it.
- */
-char *aks_ctr_http_message(const char *body, size_t len, long status);
-
-/* ---- libcurl's global state (curl_global.c) ---- */
-
-/* curl_global_init() on the first acquire, curl_global_cleanup() after the
- * last release: counted so that each provider instance can hold it. The
- * count is the linking plugin's own (each has its copy of this library). */
-bool aks_ctr_curl_acquire(void);
-void aks_ctr_curl_release(void);
 
 /* ---- the instance's description (describe.c) ---- */
 

@@ -1,7 +1,7 @@
 /*
  * plugins/common/aks_curl.h - libcurl transfers under a call's deadline and cancellation,
- * for the container providers' HTTP clients (docker's dk_http.c, kubernetes' k8s_rest.c).
- * Part of libaks-container (curl_wait.c); apart from aks_container.h because it needs
+ * for the providers' HTTP clients (docker's dk_http.c, kubernetes' k8s_rest.c, e2b's
+ * e2b_http.c). Part of libaks-http (curl_wait.c); apart from aks_http.h because it needs
  * libcurl's types, which the host-free code including that header must not.
  */
 #ifndef AKS_CURL_H
@@ -11,6 +11,8 @@
 
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
+
+#include "aks_http.h"
 
 /* AKS_OK while the call may go on; else AKS_ECANCELLED, or AKS_ETIMEOUT worded "<who>
  * exceeded timeout <t>s", set in *err. A NULL call is never over. */

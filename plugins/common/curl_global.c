@@ -1,12 +1,12 @@
 /*
  * plugins/common/curl_global.c - libcurl's global state, initialised once
- * and counted per provider instance; see aks_container.h.
+ * and counted per provider instance; see aks_http.h.
  */
 #include <pthread.h>
 
 #include <curl/curl.h>
 
-#include "aks_container.h"
+#include "aks_http.h"
 
 static pthread_mutex_t curl_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned curl_users;

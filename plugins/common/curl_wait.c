@@ -1,6 +1,6 @@
 /*
  * plugins/common/curl_wait.c - libcurl transfers under a call's deadline and cancellation,
- * for the container providers' HTTP clients; see aks_curl.h.
+ * for the providers' HTTP clients; see aks_curl.h.
  */
 #include "aks_curl.h"
 

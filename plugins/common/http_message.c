@@ -1,7 +1,7 @@
 /*
  * plugins/common/http_message.c - what an HTTP API's error answer says (the Docker Engine's
- * {"message": ...}, a Kubernetes Status object), for the container providers' messages; see
- * aks_container.h. The body is whatever the server (or anything in between) sent.
+ * {"message": ...}, a Kubernetes Status object, E2B's {"code", "message"}), for the providers'
+ * messages; see aks_http.h. The body is whatever the server (or anything in between) sent.
  */
 #include <limits.h>
 #include <string.h>
@@ -9,7 +9,7 @@
 #include <json-c/json.h>
 
 #include "aks_buf.h"
-#include "aks_container.h"
+#include "aks_http.h"
 
 /* The most of a plain-text body a message quotes: an HTML error page says nothing useful
  * past it. */

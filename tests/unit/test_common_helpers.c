@@ -23,6 +23,7 @@
 #include "aks_buf.h"
 #include "aks_file.h"
 #include "aks_json.h"
+#include "aks_wspath.h"
 
 /* ---- allocation failure on demand ---- */
 
@@ -465,6 +466,44 @@ static void test_file_read(void **state)
 	rmdir(dir);
 }
 
+/* The workspace rule under another root than the containers' (an E2B sandbox's home). */
+static void test_wspath_other_root(void **state)
+{
+	(void)state;
+	char *p = NULL;
+	assert_int_equal(aks_wspath("/home/user", "a/b.txt", &p), AKS_OK);
+	assert_string_equal(p, "/home/user/a/b.txt");
+	free(p);
+	assert_int_equal(aks_wspath("/home/user", "/x/../y", &p), AKS_OK);
+	assert_string_equal(p, "/home/user/y");
+	free(p);
+	assert_int_equal(aks_wspath("/home/user", ".", &p), AKS_OK);
+	assert_string_equal(p, "/home/user");
+	free(p);
+	assert_int_equal(aks_wspath("/home/user", "../user2/x", &p), AKS_EPOLICY);
+	assert_null(p);
+	assert_int_equal(aks_wspath("/home/user", "a/../../etc/passwd", &p), AKS_EPOLICY);
+	/* a sibling that only starts like the root is outside it */
+	assert_false(aks_wspath_in_root("/home/user", "/home/username"));
+	assert_true(aks_wspath_in_root("/home/user", "/home/user/x"));
+	char why[AKS_CTR_WSPATH_WHY_BUF];
+	aks_wspath_why("/home/user", AKS_EPOLICY, "../etc", why, sizeof(why));
+	assert_string_equal(why, "path '../etc' escapes /home/user");
+	/* the length bound counts the root: 3072 less "/home/user/" */
+	size_t max = AKS_CTR_PATH_MAX - strlen("/home/user/");
+	char *long_path = malloc(max + 2);
+	for (size_t i = 0; i < max + 1; i++)
+		long_path[i] = i % 200 == 199 ? '/' : 'a';
+	long_path[max + 1] = '\0';
+	assert_int_equal(aks_wspath("/home/user", long_path, &p), AKS_ELIMIT);
+	aks_wspath_why("/home/user", AKS_ELIMIT, long_path, why, sizeof(why));
+	assert_non_null(strstr(why, "at most 3061 below /home/user/"));
+	long_path[max] = '\0';
+	assert_int_equal(aks_wspath("/home/user", long_path, &p), AKS_OK);
+	free(p);
+	free(long_path);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -486,6 +525,7 @@ int main(void)
 	    cmocka_unit_test(test_base64_enomem),
 	    cmocka_unit_test(test_jget_is_null_safe),
 	    cmocka_unit_test(test_jstr_only_strings),
+	    cmocka_unit_test(test_wspath_other_root),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
