@@ -274,6 +274,7 @@ static void prepare_call(const aks_engine_op *op, const aks_session_rec *s, aks_
 {
 	const aks_policy *policy = aks_profile_get_policy(op->profile);
 	aks_call_init(call, policy->timeout, policy, op->principal, op->cancel);
+	call->idle_timeout = (double)aks_profile_get_idle_timeout(op->profile);
 	int n = 0;
 	if (op->conversation) {
 		ctx[n++] = AKS_CONTEXT_CONVERSATION;

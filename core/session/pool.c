@@ -231,6 +231,7 @@ static int add_one(aks_owner *o, const aks_profile *p, aks_error **err)
 	/* The profile's own policy, as a session's first call would create it. */
 	const aks_policy *policy = aks_profile_get_policy(p);
 	aks_call_init(&call, policy->timeout, policy, &principal, NULL);
+	call.idle_timeout = (double)aks_profile_get_idle_timeout(p);
 	char token[33], key[AKS_STORE_NAME_MAX + 1];
 	int rc = aks__uuid4_hex(token, err);
 	if (rc < 0)
@@ -248,6 +249,7 @@ static int add_one(aks_owner *o, const aks_profile *p, aks_error **err)
 		rc = aks__error_set(err, AKS_ENOMEM, "out of memory");
 	if (rc == AKS_OK) { /* with a whole timeout of its own, as a session's call has */
 		aks_call_init(&call, policy->timeout, policy, &principal, NULL);
+		call.idle_timeout = (double)aks_profile_get_idle_timeout(p);
 		rc = warm_up(p, sb, &call, err);
 	}
 	if (rc == AKS_OK)

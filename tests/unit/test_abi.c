@@ -20,10 +20,12 @@ _Static_assert(offsetof(aks_capabilities, languages) == 16, "capabilities layout
 _Static_assert(sizeof(aks_capabilities) == 40, "capabilities size");
 _Static_assert(sizeof(aks_policy) == 72, "policy size");
 _Static_assert(sizeof(aks_principal) == 40, "principal size");
-/* ABI 1.0 ended at host_private, 48 bytes; labels was appended in 1.1, context in 1.2. */
+/* ABI 1.0 ended at host_private, 48 bytes; labels was appended in 1.1, context in 1.2,
+ * idle_timeout in 1.3. */
 _Static_assert(offsetof(aks_call, labels) == 48, "call layout");
 _Static_assert(offsetof(aks_call, context) == 56, "call layout");
-_Static_assert(sizeof(aks_call) == 64, "call size");
+_Static_assert(offsetof(aks_call, idle_timeout) == 64, "call layout");
+_Static_assert(sizeof(aks_call) == 72, "call size");
 _Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
 /* Version 1 ended at `cancel`, 40 bytes; version 2 at output_userdata, 56. */
 _Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");

@@ -157,6 +157,13 @@ struct aks_call {
 	 * Borrowed for the call; NULL when the host has none (housekeeping, a direct call). */
 	const char *const *context;
 #endif
+#if AKS_TARGET_ABI_MINOR >= 3
+	/* Appended in ABI 1.3. The profile's idle_timeout in seconds, on the calls made for a
+	 * profile's sandbox (create, attach and the operations): after that long unused the host
+	 * reclaims the sandbox, so a backend with a lifetime of its own (E2B's timeout) can be
+	 * told to keep it that long after each use. 0 when the host has none (housekeeping). */
+	double idle_timeout;
+#endif
 };
 
 #define AKS_CALL_INIT .struct_version = AKS_CALL_VERSION, .struct_size = sizeof(aks_call)
