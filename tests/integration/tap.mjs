@@ -1,5 +1,5 @@
-// tests/integration/mcp/tap.mjs - what the scripts that drive `aksandbox mcp` share (run-sdk.sh
-// copies it beside them): TAP output, a pause, a process probe, and a tool result's text.
+// tests/integration/tap.mjs - what the JavaScript tests share (run-node.sh copies it beside
+// them): TAP output, a pause, a process probe, and an MCP tool result's text.
 import { readFileSync } from 'node:fs';
 
 export class Tap {

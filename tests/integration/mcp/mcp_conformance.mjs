@@ -3,7 +3,7 @@
 // `aksandbox mcp --listen`, with conformance-baseline.yml as the baseline of expected
 // failures, and prints TAP: one line per scenario (it passes, or it fails and the baseline
 // says why), the suite's own verdict, and the scenarios that exercise the protocol itself
-// passing by name. Run by mcp_conformance.test through run-sdk.sh, which installs the pinned
+// passing by name. Run by mcp_conformance.test through run-node.sh, which installs the pinned
 // packages and copies this file next to their node_modules.
 import { spawn } from 'node:child_process';
 import { mkdtempSync, writeFileSync, readFileSync, rmSync } from 'node:fs';

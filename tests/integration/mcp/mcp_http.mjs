@@ -3,7 +3,7 @@
 // (StreamableHTTPClientTransport), and with raw HTTP wherever a client has to misbehave
 // (a dropped stream resumed with Last-Event-ID, malformed and oversized bodies, unknown
 // sessions, foreign origins, a thousand idle connections). Prints TAP. Run by
-// mcp_http.test through run-sdk.sh, which installs the SDK from the pinned lock file.
+// mcp_http.test through run-node.sh, which installs the SDK from the pinned lock file.
 //
 // Every check looks at effects: the tools' exact output, a file on disk, the PID of a
 // cancelled program gone, the server's exit status and its socket's mode.
