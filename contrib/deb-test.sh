@@ -209,6 +209,7 @@ own_libs() {
 	nats) echo "libc6 libnats" ;;
 	kubernetes) echo "libc6 libcurl libwebsockets libssl libarchive libjson-c libyaml" ;;
 	bubblewrap) echo "libc6 libseccomp" ;;
+	e2b) echo "libc6 libcurl libjson-c" ;;
 	*) echo "UNKNOWN" ;;
 	esac
 }

@@ -1,15 +1,15 @@
 /*
  * plugins/common/aks_container.h - code shared by the providers that run
- * sandboxes as containers (docker, kubernetes): the reference's workspace
- * path rule, one-file tars in memory and out of an archive, the message of an
- * HTTP error answer, libcurl's global state, the instance's description and the
- * script that kills an exec's processes. Transfers under a call's deadline are in
- * aks_curl.h (they need libcurl's types).
+ * sandboxes as containers (docker, kubernetes): one-file tars in memory and out of an
+ * archive and the instance's description; with the headers of what they share with other
+ * providers: the workspace path rule (aks_wspath.h) and the script that kills a run's
+ * processes (aks_killscript.h) of libaks-util, and the HTTP helpers (aks_http.h) of
+ * libaks-http. Transfers under a call's deadline are in aks_curl.h (they need libcurl's
+ * types).
  *
  * A static convenience library (libaks-container): each plugin links its own
  * hidden copy, so no plugin depends on another at run time. It links nothing
- * itself; tar_mem.c needs libarchive, http_message.c json-c, curl_global.c and
- * curl_wait.c libcurl, which both plugins link already. Functions return
+ * itself; tar_mem.c needs libarchive, which both plugins link already. Functions return
  * aks_status codes and leave the wording of errors to the plugin, except where
  * the host API is passed in.
  */
@@ -24,6 +24,7 @@
 
 #include "aks_base64.h"
 #include "aks_http.h"
+#include "aks_killscript.h"
 #include "aks_wspath.h"
 
 /* ---- tars in memory (tar_mem.c; libarchive) ---- */
@@ -98,14 +99,5 @@ int aks_ctr_desc_init(aks_ctr_desc *d, const char *confinement);
 /* The line for the module's current line `runs` (itself when out of memory). */
 const char *aks_ctr_desc_get(aks_ctr_desc *d, const char *runs);
 void aks_ctr_desc_free(aks_ctr_desc *d);
-
-/* ---- killing an exec's processes (kill_script.c) ---- */
-
-/* Each exec runs with AKS_CTR_MARKER_VAR=<32 random hex digits> in its
- * environment; `/bin/sh -c aks_ctr_kill_script sh <marker>` then kills every
- * process that carries it, retrying while any remain (exit 0), and gives up
- * with exit 1 after 200 sweeps. */
-#define AKS_CTR_MARKER_VAR "AKS_EXEC_ID"
-extern const char aks_ctr_kill_script[];
 
 #endif
