@@ -164,15 +164,16 @@ class Faults:
 class Init:
     """sandbox_init.py in its bubblewrap, and the socket to it. Requests
     come from any thread; one reader thread hands each reply to the thread
-    that waits for it and each exit event to on_exit."""
+    that waits for it and each exit event to on_exit; on_dead is called if
+    the agent dies of itself (a sandbox whose VM died is gone)."""
 
     SOURCE = open(os.path.join(HERE, "sandbox_init.py")).read()
 
-    def __init__(self, argv, on_exit, spawn, tag):
+    def __init__(self, argv, on_exit, on_dead, spawn, tag):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.sock, self.on_exit = mine, on_exit
+        self.sock, self.on_exit, self.on_dead = mine, on_exit, on_dead
         self.send_lock, self.lock = threading.Lock(), threading.Lock()
-        self.pending, self.next_id, self.dead = {}, 1, False
+        self.pending, self.next_id, self.dead, self.killed = {}, 1, False, False
         self.ready = threading.Event()
         # tag (the sandbox's tree) only marks the process, for tests to find it
         cmd = argv + [sandbox_python(), "-c", self.SOURCE, str(theirs.fileno()), tag]
@@ -183,7 +184,7 @@ class Init:
             cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True))
         theirs.close()
         threading.Thread(target=self._read, daemon=True).start()
-        if not self.ready.wait(15):
+        if not self.ready.wait(15) or self.dead:
             self.kill()
             raise RuntimeError("the sandbox's agent did not start (is bubblewrap usable here?)")
 
@@ -223,6 +224,9 @@ class Init:
             for waiter in self.pending.values():
                 waiter[0].set()
             self.pending.clear()
+        self.ready.set()  # a start that failed fails now
+        if not self.killed:
+            threading.Thread(target=self.on_dead, daemon=True).start()
 
     def request(self, op, pass_fds=(), timeout=60, **args):
         """Run op in the sandbox, handing it pass_fds; (reply, fds received).
@@ -252,6 +256,7 @@ class Init:
 
     def kill(self):
         """The bubblewrap process group: the PID namespace goes with it."""
+        self.killed = True
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except ProcessLookupError:
@@ -402,12 +407,24 @@ class Context:
     def send(self, request):
         os.write(self.req_w, (json.dumps(request) + "\n").encode())
 
-    def read_line(self, timeout):
-        """The next output line; None on timeout, b"" at the end."""
+    def read_line(self, timeout, client=None):
+        """The next output line; None on timeout, b"" at the end, "gone"
+        when the client socket (watched while given) has closed."""
         while b"\n" not in self.buf:
-            ready, _, _ = select.select([self.out_r], [], [], timeout)
+            watch = [self.out_r] + ([client] if client else [])
+            ready, _, _ = select.select(watch, [], [], timeout)
             if not ready:
                 return None
+            if client in ready:
+                try:
+                    if client.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
+                        return "gone"
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    return "gone"
+                client = None  # bytes of a next request: nothing to watch for
+                continue
             data = os.read(self.out_r, 65536)
             if not data:
                 return b""
@@ -456,7 +473,8 @@ class Sandbox:
             os.makedirs(os.path.join(self.root, sub))
             os.chmod(os.path.join(self.root, sub), mode)
         try:
-            self.init = Init(self.bwrap_argv(), self.on_exit, service.spawn, self.root)
+            self.init = Init(self.bwrap_argv(), self.on_exit, lambda: service.kill(self.id),
+                             service.spawn, self.root)
         except BaseException:
             shutil.rmtree(self.root, ignore_errors=True)
             raise
@@ -1415,9 +1433,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise Gone()
         self.start_stream()
         while True:
-            line = ctx.read_line(5)
+            line = ctx.read_line(5, self.connection if client else None)
             if not sbx.alive:
                 self.abort()
+            if line == "gone":
+                client = False
+                self.interrupt(sbx, ctx)
+                continue
             end = line == b"" or (line is not None and json.loads(line).get("type") == "end_of_execution")
             if line == b"":  # the kernel died: E2B's server says so, then ends
                 line = (json.dumps({"type": "error", "name": "UnexpectedEndOfExecution",
@@ -1431,16 +1453,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.chunk(line)
                 except (BrokenPipeError, ConnectionResetError):
                     client = False
-                    try:
-                        sbx.init.request("signal", pid=ctx.pid, signal=signal.SIGINT, group=False)
-                    except Gone:
-                        pass
+                    self.interrupt(sbx, ctx)
             if end:
                 break
         if client:
             self.end_stream()
         else:
             self.close_connection = True
+
+    def interrupt(self, sbx, ctx):
+        """The kernel interrupt (KeyboardInterrupt in the running code)."""
+        try:
+            sbx.init.request("signal", pid=ctx.pid, signal=signal.SIGINT, group=False)
+        except Gone:
+            pass
 
 
 RPC_METHODS = {"filesystem.Filesystem/Stat", "filesystem.Filesystem/MakeDir",

@@ -324,6 +324,13 @@ async function codeScenarios(sbx) {
 	check('runCode streams: "a" a second before the execution ends',
 		seen[0]?.line === 'a\n' && done - seen[0].at >= 500 && seen.length === 2, `${JSON.stringify(seen)} ended at ${done}`);
 
+	const t1 = Date.now();
+	const abandoned = await rejection(sbx.runCode('import time\ntime.sleep(30)', { timeoutMs: 1000 }));
+	const next = await sbx.runCode('print("next")');
+	check('runCode timeoutMs: TimeoutError; the execution is interrupted and the next one runs at once',
+		abandoned instanceof TimeoutError && isDeepStrictEqual(next.logs.stdout, ['next\n']) && Date.now() - t1 < 4000,
+		`${describe(abandoned)}; ${JSON.stringify(next.logs)} after ${Date.now() - t1} ms`);
+
 	const ctx = await sbx.createCodeContext();
 	await sbx.runCode('y = 1', { context: ctx });
 	const other = await sbx.runCode('print(y)');
