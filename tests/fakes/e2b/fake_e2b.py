@@ -61,6 +61,9 @@ CLIENT_ID = "6532622b"  # E2B's constant (deprecated) clientID
 DEFAULT_TIMEOUT_S = 300  # NewSandboxV2.timeout's default
 SANDBOX_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 MAX_DGRAM = 64 << 10  # sandbox_init.py's limit; bigger messages go through a pipe
+# How sandbox_init.py and interpreter.py start: their source is the first line
+# of their stdin (JSON), read unbuffered, so that ps in a sandbox stays readable.
+BOOT = "import json, sys; exec(json.loads(sys.stdin.buffer.raw.readline()))"
 
 # Connect error codes and the HTTP statuses a unary error travels with.
 CONNECT_HTTP = {"canceled": 499, "unknown": 500, "invalid_argument": 400,
@@ -176,13 +179,18 @@ class Init:
         self.pending, self.next_id, self.dead, self.killed = {}, 1, False, False
         self.ready = threading.Event()
         # tag (the sandbox's tree) only marks the process, for tests to find it
-        cmd = argv + [sandbox_python(), "-c", self.SOURCE, str(theirs.fileno()), tag]
+        cmd = argv + [sandbox_python(), "-c", BOOT, str(theirs.fileno()), tag]
         # bwrap dies with the thread that started it (--die-with-parent is
         # PR_SET_PDEATHSIG): spawn() starts it from a thread that lives as
         # long as the fake, not from this request's thread.
         self.proc = spawn(lambda: subprocess.Popen(
-            cmd, pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, start_new_session=True))
+            cmd, pass_fds=[theirs.fileno()], stdin=subprocess.PIPE, start_new_session=True))
         theirs.close()
+        try:
+            self.proc.stdin.write((json.dumps(self.SOURCE) + "\n").encode())
+            self.proc.stdin.close()
+        except OSError:  # it died at once: the wait below says so
+            pass
         threading.Thread(target=self._read, daemon=True).start()
         if not self.ready.wait(15) or self.dead:
             self.kill()
@@ -391,7 +399,7 @@ class Context:
         try:
             reply, _ = sandbox.init.request(
                 "spawn", [in_r, out_w, 2], fds=[True, True, True], cwd=cwd, env=sandbox.env("user"),
-                argv=[sandbox_python(), "-c", self.SOURCE, cwd, sandbox.root])  # root: a mark, as Init's
+                argv=[sandbox_python(), "-c", BOOT, cwd, sandbox.root])  # root: a mark, as Init's
         finally:
             os.close(in_r)
             os.close(out_w)
@@ -400,12 +408,16 @@ class Context:
             os.close(self.out_r)
             raise RuntimeError(reply["error"]["message"])
         self.pid = reply["pid"]
+        self.send(self.SOURCE)
 
     def json(self):
         return {"id": self.id, "language": self.language, "cwd": self.cwd}
 
     def send(self, request):
-        os.write(self.req_w, (json.dumps(request) + "\n").encode())
+        """A line of JSON to the kernel (the first one is its source)."""
+        data = (json.dumps(request) + "\n").encode()
+        while data:
+            data = data[os.write(self.req_w, data):]
 
     def read_line(self, timeout, client=None):
         """The next output line; None on timeout, b"" at the end, "gone"

@@ -1,6 +1,7 @@
 # tests/fakes/e2b/interpreter.py - one code-interpreter context of the fake
 # E2B sandbox: a long-lived Python process, started in the sandbox as
-#   python3 -c "$(cat interpreter.py)" CWD
+#   python3 -c BOOT CWD TREE
+# (BOOT runs the source the fake writes, JSON, as the first line of stdin)
 # that stands in for the Jupyter kernel behind E2B's code-interpreter server.
 #
 # It reads one request per line on stdin, {"code": ..., "env_vars": {...}},

@@ -1,8 +1,9 @@
 # tests/fakes/e2b/sandbox_init.py - the fake E2B sandbox's own agent.
 #
 # fake_e2b.py starts one of these per sandbox, inside bubblewrap, as
-#   python3 -c "$(cat sandbox_init.py)" FD
-# where FD is one end of a SOCK_SEQPACKET socket pair. It is what envd is in a
+#   python3 -c BOOT FD TREE
+# (BOOT runs the source the fake writes, JSON, as the first line of stdin),
+# where TREE marks the process as the sandbox's and FD is one end of a SOCK_SEQPACKET socket pair. It is what envd is in a
 # real sandbox: the one process that lives in the sandbox's view of the world
 # (its /home/user, its /tmp, its PID namespace, maybe no network) and does,
 # on the fake's behalf, everything that must happen in that view: it starts
