@@ -26,6 +26,8 @@
 
 /* How long the clean-up after a deadline (the kill, the kernel's restart) may take. */
 #define CLEANUP_TIMEOUT_MS 10000
+/* How long a probe of the kernel after a deadline may take before it is restarted. */
+#define KERNEL_PROBE_MS 3000
 /* The keepalive interval envd is asked for (seconds), as the SDK asks. */
 #define KEEPALIVE_S "50"
 
@@ -423,8 +425,9 @@ static bool on_line(void *ctx, const char *line, size_t len)
 		bool is_err = o.kind == E2B_OUTPUT_STDERR;
 		if (is_err)
 			st->stderr_open = o.text[o.text_len - 1] != '\n';
-		host->result_write(st->out, is_err ? AKS_STREAM_STDERR : AKS_STREAM_STDOUT, o.text,
-		                   o.text_len, NULL);
+		if (st->out)
+			host->result_write(st->out, is_err ? AKS_STREAM_STDERR : AKS_STREAM_STDOUT,
+			                   o.text, o.text_len, NULL);
 	} else if (o.kind == E2B_OUTPUT_ERROR && !st->error) {
 		if (asprintf(&st->error, "%s: %s", o.name ? o.name : "Error",
 		             o.value ? o.value : "") < 0)
@@ -444,8 +447,9 @@ static bool sink_lines(void *ctx, const char *data, size_t len)
 	return false;
 }
 
-/* After a deadline: the kernel is restarted, so the code stops and the sandbox's next
- * run_code is not queued behind it. Its variables go with it; the result says so. */
+/* A kernel that an interrupt did not free is restarted, so the code stops and the
+ * sandbox's next run_code is not queued behind it. Its variables go with it; the result
+ * says so. */
 static void restart_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_result *out)
 {
 	aks_provider_impl *prov = sb->prov;
@@ -508,18 +512,13 @@ static void restart_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_resul
 	free(url);
 }
 
-int e2b_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
-                     const aks_call *call, aks_result *out, aks_error **err)
+/* Runs code in the sandbox's kernel; out (NULL: none) gets its output and exit code. */
+static int execute(aks_sandbox_impl *sb, const char *code, const aks_call *call, aks_result *out,
+                   aks_error **err)
 {
 	aks_provider_impl *prov = sb->prov;
 	const aks_host_api *host = prov->host;
-	if (!language || strcmp(language, "python") != 0)
-		return host->error_set(err, AKS_ECAPABILITY,
-		                       "e2b runs code in python only, not '%s'",
-		                       language ? language : "");
-	int rc = e2b_sandbox_touch(sb, call, err);
-	if (rc != AKS_OK)
-		return rc;
+	int rc;
 	json_object *body = json_object_new_object();
 	struct curl_slist *h = NULL;
 	char *url = e2b_sandbox_url(sb, E2B_INTERPRETER_PORT, "/execute");
@@ -567,10 +566,6 @@ int e2b_execute_code(aks_sandbox_impl *sb, const char *code, const char *languag
 			                   NULL);
 		}
 		host->result_set_exit_code(out, st.error ? 1 : 0);
-	} else if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
-		restart_kernel(sb, call, out);
-		if (rc == AKS_ETIMEOUT)
-			host->result_set_timed_out(out);
 	}
 	free(st.error);
 	e2b_lines_free(&st.lines);
@@ -578,5 +573,45 @@ int e2b_execute_code(aks_sandbox_impl *sb, const char *code, const char *languag
 	e2b_headers_free(h);
 	json_object_put(body);
 	free(url);
+	return rc;
+}
+
+/*
+ * After a deadline or a cancellation, whether the kernel is free: the code interpreter
+ * interrupts an execution whose client left (as a KeyboardInterrupt), keeping the kernel's
+ * variables, so a short probe normally answers at once. Code that ignores the interrupt
+ * keeps the kernel busy, and every later run_code would queue behind it: then the kernel
+ * is restarted, and the result says its variables are gone.
+ */
+static void free_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_result *out)
+{
+	const aks_host_api *host = sb->prov->host;
+	aks_call probe;
+	cleanup_call(host, call, &probe);
+	probe.deadline_ms = host->now_ms() + KERNEL_PROBE_MS;
+	probe.timeout = KERNEL_PROBE_MS / 1000.0;
+	aks_error *e = NULL;
+	if (execute(sb, "pass", &probe, NULL, &e) != AKS_OK)
+		restart_kernel(sb, call, out);
+	if (e)
+		host->error_free(e);
+}
+
+int e2b_execute_code(aks_sandbox_impl *sb, const char *code, const char *language,
+                     const aks_call *call, aks_result *out, aks_error **err)
+{
+	const aks_host_api *host = sb->prov->host;
+	if (!language || strcmp(language, "python") != 0)
+		return host->error_set(err, AKS_ECAPABILITY,
+		                       "e2b runs code in python only, not '%s'",
+		                       language ? language : "");
+	int rc = e2b_sandbox_touch(sb, call, err);
+	if (rc == AKS_OK)
+		rc = execute(sb, code, call, out, err);
+	if (rc == AKS_ETIMEOUT || rc == AKS_ECANCELLED) {
+		free_kernel(sb, call, out);
+		if (rc == AKS_ETIMEOUT)
+			host->result_set_timed_out(out);
+	}
 	return rc;
 }

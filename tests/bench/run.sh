@@ -232,3 +232,38 @@ if [ -e "$B/tests/bench/bench_k8s" ]; then
 			-m "${BENCH_K8S_FIRST:-5}"
 	)
 fi
+
+# The e2b provider (when it was built), against the official JS SDK (`e2b`, pinned in
+# tests/integration/e2b/package-lock.json) doing the same work against the same fake E2B
+# service (tests/fakes/e2b), in this run: a command in an existing sandbox and a 1 MiB file
+# round trip (tests/bench/bench_e2b.c, tests/integration/e2b/e2b_bench.mjs). Two rounds
+# each, alternated, so drift on the machine affects both alike; the ratio is of the medians
+# of all their samples' medians.
+if [ -e "$B/tests/bench/bench_e2b" ]; then
+	echo
+	echo "e2b: the plugin against the official JS SDK, both against the fake E2B service"
+	(
+		tmp=$T/e2b
+		mkdir -p "$tmp"
+		. "$S/tests/integration/e2b/fake-e2b.sh"
+		trap 'fake_stop' EXIT
+		fake_start
+		n=${BENCH_E2B_ITER:-50}
+		for round in 1 2; do
+			"$(real_binary "$B/tests/bench/bench_e2b")" -n "$n" | tee -a "$T/e2b.txt"
+			BENCH_E2B_ITER=$n bash "$S/tests/integration/run-node.sh" e2b e2b_bench.mjs e2b |
+				grep '^e2b-sdk' | tee -a "$T/e2b.txt"
+		done
+		python3 - "$T/e2b.txt" <<'PY'
+import sys
+from statistics import median
+m = {}
+for line in open(sys.argv[1]):
+    who, what, _, ms = line.split()[:4]
+    m.setdefault((who, what), []).append(float(ms))
+for what in ("run_command-true", "file-1MiB-round-trip"):
+    p, s = median(m[("e2b-plugin", what)]), median(m[("e2b-sdk", what)])
+    print(f"  {what}: plugin {p:.2f} ms, SDK {s:.2f} ms: plugin/SDK {p / s:.2f}x (goal: at most 1x)")
+PY
+	)
+fi
