@@ -11,7 +11,7 @@
 #     plugin's contract suite among them needs the engine);
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test), every
-#     test but configure.test (no compiled code) and the gVisor repeats of the runc
+#     test but configure.test and e2b-sdk.test (no compiled code) and the gVisor repeats of the runc
 #     suites (the same host code: sanitizer_leave_out below); then stops the cluster
 #     and the Docker Engine it started: nothing after this needs them;
 #  4. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
@@ -146,10 +146,11 @@ MAKE
 }
 
 # What the sanitizer suite leaves out, because it would only repeat it: configure's switches
-# (no compiled code), and the suites that run again under gVisor what the same suite just
-# ran under runc (the host's code is the same; gVisor's own branches in it are the runsc
-# cases of test_docker and test_docker_agent, which stay). The plain suite runs them all.
-sanitizer_leave_out="tests/integration/configure.test
+# and the official E2B SDKs against the fake E2B service (no compiled code of ours), and the
+# suites that run again under gVisor what the same suite just ran under runc (the host's
+# code is the same; gVisor's own branches in it are the runsc cases of test_docker and
+# test_docker_agent, which stay). The plain suite runs them all.
+sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
