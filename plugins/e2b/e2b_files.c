@@ -74,6 +74,23 @@ static int resolve_in_sandbox(aks_sandbox_impl *sb, const char *path, const char
 	return rc;
 }
 
+/* Before a transfer: the absolute path (malloc'd in *abs) by the rule and as the sandbox
+ * resolves it, and E2B's timeout kept fresh. */
+static int prepare(aks_sandbox_impl *sb, const char *path, const aks_call *call, char **abs,
+                   aks_error **err)
+{
+	int rc = sandbox_path(sb, path, abs, err);
+	if (rc == AKS_OK)
+		rc = e2b_sandbox_touch(sb, call, err);
+	if (rc == AKS_OK)
+		rc = resolve_in_sandbox(sb, path, *abs, call, err);
+	if (rc != AKS_OK) {
+		free(*abs);
+		*abs = NULL;
+	}
+	return rc;
+}
+
 /* The /files URL for an absolute sandbox path. */
 static char *files_url(aks_sandbox_impl *sb, const char *abs)
 {
@@ -94,15 +111,9 @@ int e2b_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 	aks_provider_impl *prov = sb->prov;
 	const aks_host_api *host = prov->host;
 	char *abs = NULL;
-	int rc = sandbox_path(sb, path, &abs, err);
-	if (rc == AKS_OK)
-		rc = e2b_sandbox_touch(sb, call, err);
-	if (rc == AKS_OK)
-		rc = resolve_in_sandbox(sb, path, abs, call, err);
-	if (rc != AKS_OK) {
-		free(abs);
+	int rc = prepare(sb, path, call, &abs, err);
+	if (rc != AKS_OK)
 		return rc;
-	}
 	bool octet = e2b_version_cmp(sb->envd_version, ENVD_OCTET_STREAM_UPLOAD) >= 0;
 	struct curl_slist *h = NULL;
 	char *url = files_url(sb, abs);
@@ -161,15 +172,9 @@ int e2b_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	aks_provider_impl *prov = sb->prov;
 	const aks_host_api *host = prov->host;
 	char *abs = NULL;
-	int rc = sandbox_path(sb, path, &abs, err);
-	if (rc == AKS_OK)
-		rc = e2b_sandbox_touch(sb, call, err);
-	if (rc == AKS_OK)
-		rc = resolve_in_sandbox(sb, path, abs, call, err);
-	if (rc != AKS_OK) {
-		free(abs);
+	int rc = prepare(sb, path, call, &abs, err);
+	if (rc != AKS_OK)
 		return rc;
-	}
 	struct curl_slist *h = NULL;
 	char *url = files_url(sb, abs);
 	rc = url ? e2b_sandbox_headers(sb, E2B_ENVD_PORT, NULL, &h, err)

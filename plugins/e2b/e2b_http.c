@@ -126,23 +126,9 @@ int e2b_sandbox_headers(aks_sandbox_impl *sb, int port, const char *content_type
 
 char *e2b_escape(const char *s)
 {
-	static const char hex[] = "0123456789ABCDEF";
-	char *o = malloc(3 * strlen(s) + 1), *p = o;
-	if (!o)
-		return NULL;
-	for (; *s; s++) {
-		unsigned char ch = (unsigned char)*s;
-		if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-		    (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '~' ||
-		    ch == '/') {
-			*p++ = (char)ch;
-		} else {
-			*p++ = '%';
-			*p++ = hex[ch >> 4];
-			*p++ = hex[ch & 15];
-		}
-	}
-	*p = '\0';
+	/* libcurl's: every byte but RFC 3986's unreserved ones percent-encoded */
+	char *c = curl_easy_escape(NULL, s, 0), *o = c ? strdup(c) : NULL;
+	curl_free(c);
 	return o;
 }
 

@@ -118,7 +118,7 @@ void e2b_headers_free(struct curl_slist *h);
  * NULL when out of memory. */
 char *e2b_api_url(aks_provider_impl *prov, const char *path);
 char *e2b_sandbox_url(aks_sandbox_impl *sb, int port, const char *path);
-/* s percent-encoded for a URL's path or query; NULL when out of memory. */
+/* s percent-encoded for a URL's path or query (malloc'd); NULL when out of memory. */
 char *e2b_escape(const char *s);
 
 /*
