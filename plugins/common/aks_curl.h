@@ -25,4 +25,10 @@ int aks_ctr_call_check(const aks_host_api *host, const aks_call *call, const cha
 int aks_ctr_multi_wait(const aks_host_api *host, CURLM *multi, const aks_call *call,
                        const char *who, aks_error **err);
 
+/* Runs multi's one transfer to its end: AKS_OK with the transfer's own result in *result
+ * (CURLE_OK or why it failed), or the call's end (as aks_ctr_call_check), or AKS_ERROR when
+ * libcurl itself fails. */
+int aks_ctr_multi_run(const aks_host_api *host, CURLM *multi, const aks_call *call, const char *who,
+                      CURLcode *result, aks_error **err);
+
 #endif /* AKS_CURL_H */

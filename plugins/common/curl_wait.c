@@ -21,6 +21,26 @@ int aks_ctr_call_check(const aks_host_api *host, const aks_call *call, const cha
 	return AKS_OK;
 }
 
+int aks_ctr_multi_run(const aks_host_api *host, CURLM *multi, const aks_call *call, const char *who,
+                      CURLcode *result, aks_error **err)
+{
+	for (;;) {
+		int running = 0;
+		if (curl_multi_perform(multi, &running) != CURLM_OK)
+			return host->error_set(err, AKS_ERROR, "libcurl failed");
+		CURLMsg *m;
+		int left;
+		while ((m = curl_multi_info_read(multi, &left)))
+			if (m->msg == CURLMSG_DONE) {
+				*result = m->data.result;
+				return AKS_OK;
+			}
+		int rc = aks_ctr_multi_wait(host, multi, call, who, err);
+		if (rc != AKS_OK)
+			return rc;
+	}
+}
+
 int aks_ctr_multi_wait(const aks_host_api *host, CURLM *multi, const aks_call *call,
                        const char *who, aks_error **err)
 {

@@ -278,22 +278,7 @@ static int send_once(aks_provider_impl *prov, e2b_req *r, const aks_call *call, 
 		rc = host->error_set(err, AKS_ERROR, "libcurl refused a request");
 		goto out;
 	}
-	for (bool done = false; !done;) {
-		int running = 0;
-		if (curl_multi_perform(multi, &running) != CURLM_OK) {
-			rc = host->error_set(err, AKS_ERROR, "libcurl failed");
-			break;
-		}
-		CURLMsg *m;
-		int left;
-		while ((m = curl_multi_info_read(multi, &left)))
-			if (m->msg == CURLMSG_DONE) {
-				done = true;
-				r->result = m->data.result;
-			}
-		if (!done && (rc = aks_ctr_multi_wait(host, multi, call, E2B_NAME, err)) != AKS_OK)
-			break;
-	}
+	rc = aks_ctr_multi_run(host, multi, call, E2B_NAME, &r->result, err);
 	long status = 0;
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
 	r->status = status;

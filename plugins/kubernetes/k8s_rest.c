@@ -424,25 +424,7 @@ int k8s_request(k8s_client *c, k8s_req *r, const aks_call *call, aks_error **err
 		rc = host->error_set(err, AKS_ERROR, "libcurl refused a request");
 		goto out;
 	}
-	bool done = false;
-	while (!done) {
-		int running = 0;
-		if (curl_multi_perform(multi, &running) != CURLM_OK) {
-			rc = host->error_set(err, AKS_ERROR, "libcurl failed");
-			break;
-		}
-		CURLMsg *m;
-		int left;
-		while ((m = curl_multi_info_read(multi, &left)))
-			if (m->msg == CURLMSG_DONE) {
-				done = true;
-				r->result = m->data.result;
-			}
-		if (done)
-			break;
-		if ((rc = aks_ctr_multi_wait(host, multi, call, K8S_NAME, err)) != AKS_OK)
-			break;
-	}
+	rc = aks_ctr_multi_run(host, multi, call, K8S_NAME, &r->result, err);
 	curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &r->status);
 	curl_multi_remove_handle(multi, e);
 	if (rc == AKS_OK && r->result != CURLE_OK)
