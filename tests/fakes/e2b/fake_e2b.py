@@ -23,10 +23,13 @@
 # reach the internet). Its processes are started, signalled and its files
 # read and written by sandbox_init.py inside that view; code runs in
 # interpreter.py processes there. Its timeout is enforced: at the end of it
-# the sandbox is killed, as E2B does.
+# the sandbox is killed, as E2B does. Its egress rules (network.allowOut,
+# denyOut) are enforced with an iptables chain for a group of its own (see
+# "egress rules" below; that needs root and iptables).
 #
 # Every request is recorded (--record: one JSON line each, the secrets
-# redacted). SIGTERM kills every sandbox, removes its tree and exits.
+# redacted). SIGTERM kills every sandbox, removes its tree and its rules,
+# and exits.
 # README.md beside this file says what is faithful and what is not, and
 # which SDK versions it was held to. Python standard library only.
 import argparse
@@ -36,6 +39,7 @@ import gzip
 import hashlib
 import hmac
 import http.server
+import ipaddress
 import json
 import os
 import queue
@@ -168,11 +172,13 @@ class Init:
     """sandbox_init.py in its bubblewrap, and the socket to it. Requests
     come from any thread; one reader thread hands each reply to the thread
     that waits for it and each exit event to on_exit; on_dead is called if
-    the agent dies of itself (a sandbox whose VM died is gone)."""
+    the agent dies of itself (a sandbox whose VM died is gone). gid, when
+    given, is the sandbox's own group (see Firewall): a supplementary group
+    of the agent, so of everything it starts."""
 
     SOURCE = open(os.path.join(HERE, "sandbox_init.py")).read()
 
-    def __init__(self, argv, on_exit, on_dead, spawn, tag):
+    def __init__(self, argv, on_exit, on_dead, spawn, tag, gid=None):
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.sock, self.on_exit, self.on_dead = mine, on_exit, on_dead
         self.send_lock, self.lock = threading.Lock(), threading.Lock()
@@ -184,7 +190,8 @@ class Init:
         # PR_SET_PDEATHSIG): spawn() starts it from a thread that lives as
         # long as the fake, not from this request's thread.
         self.proc = spawn(lambda: subprocess.Popen(
-            cmd, pass_fds=[theirs.fileno()], stdin=subprocess.PIPE, start_new_session=True))
+            cmd, pass_fds=[theirs.fileno()], stdin=subprocess.PIPE, start_new_session=True,
+            extra_groups=None if gid is None else [gid]))
         theirs.close()
         try:
             self.proc.stdin.write((json.dumps(self.SOURCE) + "\n").encode())
@@ -461,6 +468,373 @@ class Context:
         threading.Thread(target=run, daemon=True).start()
 
 
+# ---- egress rules: E2B's allowOut/denyOut, enforced with iptables ------------
+#
+# E2B filters what a sandbox sends out: an allowOut entry (an address, a CIDR
+# or a domain name) lets traffic through, a denyOut entry (an address or a
+# CIDR) refuses it, allowOut wins, and what neither names goes through.
+# allow_internet_access false is denyOut ["0.0.0.0/0"]. A domain is matched
+# by E2B's proxy only on HTTP (port 80, the Host header) and TLS (443, SNI),
+# and naming one opens DNS. The fake models it with a group per sandbox and
+# an iptables chain per sandbox in the host's filter table:
+#   - every sandbox on the host's network runs with a group of its own
+#     (Service.allocate_gid(): from the fake's pid, so two fakes never share
+#     one) as a supplementary group of its processes (files stay root's);
+#   - when its rules restrict anything, OUTPUT jumps to its chain for that
+#     group (-m owner --gid-owner G --suppl-groups), where an allowed
+#     destination RETURNs (the host's own rules still apply to it), a denied
+#     one is REJECTed (a TCP reset, an ICMP port unreachable for the rest),
+#     and anything else falls through;
+#   - a domain is resolved (IPv4) when the rules are set, and its addresses
+#     are allowed on TCP ports 80 and 443; the host's name servers are
+#     allowed on port 53 then;
+#   - 0.0.0.0/0 denies IPv6 too (E2B's sandboxes have no IPv6): an ip6tables
+#     chain does for IPv6 what the iptables one does for IPv4.
+# Chains are named AKSFAKE-<fake's pid>-<sandbox id's start>: they go when
+# their sandbox does, and a fake that starts removes those of fakes that
+# died without cleaning up (clean_stale()). A sandbox without internet
+# access and nothing allowed gets a network namespace of its own instead:
+# no chain, no iptables needed.
+
+ALL_TRAFFIC = "0.0.0.0/0"
+CHAIN_PREFIX = "AKSFAKE-"
+DOMAIN_PORTS = (80, 443)  # where E2B's proxy can see a name (Host, SNI)
+RESOLVE_TIMEOUT_S = 2.0
+GID_BASE = 1 << 31  # sandboxes' groups: GID_BASE + (the fake's pid << 8) + n
+LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?"
+DOMAIN_RE = re.compile(rf"\*|(\*\.)?{LABEL}(\.{LABEL})*\.?")  # "*", "*.a.b", "a.b"; no space, no quote
+ERR_DOMAINS_NEED_ALL = ("When specifying allowed domains in allow out, you must include "
+                        "'ALL_TRAFFIC' in deny out to block all other traffic.")
+
+
+class RuleError(ValueError):
+    """A network entry E2B's API refuses (400, with E2B's message)."""
+
+
+class FirewallError(RuntimeError):
+    """The rules could not be put in force: the sandbox must not run (500)."""
+
+
+class Rule:
+    """One allowOut/denyOut entry, parsed as E2B's sandbox_network.ParseRule
+    does: "8.8.8.8", "10.0.0.0/8", "example.com", "*.example.com", each
+    with an optional ":PORT" or ":LOW-HIGH" ("[v6]:PORT" for IPv6)."""
+
+    def __init__(self, entry):
+        if not isinstance(entry, str) or not entry.strip():
+            raise RuleError(f"invalid entry {entry!r}: empty network rule")
+        self.entry = entry.strip()
+        host, ports = self.split(self.entry)
+        self.ports = self.port_range(ports) if ports else None  # None: all ports
+        try:
+            self.net = ipaddress.ip_network(host, strict=False)  # Go's ParseCIDR keeps host bits
+            self.domain = None
+        except ValueError:
+            if not DOMAIN_RE.fullmatch(host):
+                raise RuleError(f"invalid entry {entry!r}: not an IP, a CIDR or a domain name")
+            self.net, self.domain = None, host.rstrip(".").lower()
+
+    @staticmethod
+    def split(s):
+        """(host, port part or "")."""
+        if s.startswith("["):
+            host, close, rest = s[1:].partition("]")
+            if not close or (rest and not rest.startswith(":")):
+                raise RuleError(f"invalid entry {s!r}: malformed brackets")
+            return host, rest[1:]
+        if s.count(":") != 1:  # none, or IPv6 without brackets: no port
+            return s, ""
+        return tuple(s.split(":"))
+
+    @staticmethod
+    def port_range(text):
+        lo, _, hi = text.partition("-")
+        try:
+            lo, hi = int(lo), int(hi or lo)
+        except ValueError:
+            raise RuleError(f"invalid port {text!r}")
+        if not (0 < lo <= hi <= 65535):
+            raise RuleError(f"invalid port range {text!r}")
+        return lo, hi
+
+    def all_traffic(self):
+        """0.0.0.0/0, on every port."""
+        return self.net is not None and self.net.version == 4 and self.net.prefixlen == 0 and self.ports is None
+
+    def unspecified(self):
+        """0.0.0.0 or :: as an address, which E2B refuses (0.0.0.0/0 aside)."""
+        return self.net is not None and self.entry != ALL_TRAFFIC and self.net.network_address.is_unspecified
+
+
+class Egress:
+    """A sandbox's egress rules, from E2B's fields, validated as E2B's API
+    validates them (RuleError: its 400)."""
+
+    def __init__(self, allow_out=None, deny_out=None, internet=None):
+        for name, value in (("allowOut", allow_out), ("denyOut", deny_out)):
+            if value is not None and not (isinstance(value, list) and all(isinstance(e, str) for e in value)):
+                raise RuleError(f'request body has an error: doesn\'t match schema: property "{name}": '
+                                'value must be an array of strings')
+        self.allow = [Rule(e) for e in allow_out or []]
+        self.deny = [Rule(e) for e in deny_out or []]
+        for r in self.deny:
+            if r.domain is not None or r.unspecified():
+                raise RuleError(f"invalid denied CIDR {r.entry}")
+        for r in self.allow:
+            if r.unspecified():
+                raise RuleError(f"invalid allowed address {r.entry}")
+        if any(r.domain for r in self.allow) and ALL_TRAFFIC not in (deny_out or []):
+            raise RuleError(ERR_DOMAINS_NEED_ALL)
+        if internet is False:  # E2B: it replaces the denied list
+            self.deny = [Rule(ALL_TRAFFIC)]
+        self.resolved = {}  # domain: its IPv4 addresses, when the rules are set
+
+    @classmethod
+    def of(cls, network, internet):
+        """From a create body's network object and allow_internet_access."""
+        if network is not None and not isinstance(network, dict):
+            raise RuleError('request body has an error: doesn\'t match schema: property "network": '
+                            'value must be an object')
+        network = network or {}
+        return cls(network.get("allowOut"), network.get("denyOut"), internet)
+
+    def offline(self):
+        """Nothing may go out: a network namespace of its own does it."""
+        return not self.allow and any(r.all_traffic() for r in self.deny)
+
+    def restricts(self):
+        """Whether anything is denied (allowOut alone denies nothing)."""
+        return bool(self.deny)
+
+
+def resolve_ipv4(names, timeout=RESOLVE_TIMEOUT_S):
+    """{name: sorted IPv4 addresses} of each name, [] for one that does not
+    resolve in time (the lookups run at once; one that hangs is left)."""
+    found = {}
+
+    def lookup(name):
+        try:
+            infos = socket.getaddrinfo(name, None, socket.AF_INET, socket.SOCK_STREAM)
+            found[name] = sorted({info[4][0] for info in infos})
+        except OSError:
+            found[name] = []
+    threads = [threading.Thread(target=lookup, args=(n,), daemon=True) for n in set(names)]
+    for t in threads:
+        t.start()
+    end = time.monotonic() + timeout
+    for t in threads:
+        t.join(max(0, end - time.monotonic()))
+    return {n: found.get(n, []) for n in names}
+
+
+def name_servers():
+    """The name servers the sandbox resolves with (it sees the host's
+    /etc/resolv.conf), as ip_address objects."""
+    servers = []
+    try:
+        with open("/etc/resolv.conf") as f:
+            for line in f:
+                words = line.split()
+                if len(words) >= 2 and words[0] == "nameserver":
+                    try:
+                        servers.append(ipaddress.ip_address(words[1].split("%")[0]))
+                    except ValueError:
+                        pass
+    except OSError:
+        pass
+    return servers
+
+
+class Family:
+    """What differs between IPv4 (iptables) and IPv6 (ip6tables)."""
+
+    def __init__(self, version, tool, reject_other):
+        self.version, self.tool, self.restore = version, tool, tool + "-restore"
+        self.reject_other = reject_other
+
+
+FAMILIES = (Family(4, "iptables", "icmp-port-unreachable"),
+            Family(6, "ip6tables", "icmp6-port-unreachable"))
+
+
+def with_ports(match, ports):
+    """A match as one rule per protocol E2B's ports apply to: all traffic
+    without ports, TCP and UDP to those ports with them."""
+    if ports is None:
+        return [match]
+    span = f"{ports[0]}:{ports[1]}" if ports[0] != ports[1] else str(ports[0])
+    return [f"{match} -p {proto} --dport {span}".strip() for proto in ("tcp", "udp")]
+
+
+def rule_line(chain, match, comment, verdict):
+    """One iptables-restore line; comments are built from parsed values
+    only (nothing a client sent goes into the line as is)."""
+    return " ".join(part for part in (f"-A {chain}", match.strip(), f'-m comment --comment "{comment}"',
+                                      f"-j {verdict}") if part)
+
+
+def chain_rules(chain, family, egress):
+    """The body of a sandbox's chain for one IP family, as iptables-restore
+    lines; [] when nothing of that family is denied (no chain needed):
+    what is established goes on, then what allowOut allows (RETURN: on
+    through the host's own rules), then what denyOut denies (REJECT)."""
+    denied = [r for r in egress.deny if r.net is not None and r.net.version == family.version]
+    if family.version == 6:  # 0.0.0.0/0 is all traffic: IPv6 too
+        denied += [r for r in egress.deny if r.entry == ALL_TRAFFIC]
+    if not denied:
+        return []
+    lines = [f"-A {chain} -m conntrack --ctstate RELATED,ESTABLISHED -j RETURN"]
+    for r in egress.allow:
+        if r.net is not None and r.net.version == family.version:
+            lines += [rule_line(chain, m, f"allowOut {r.net}", "RETURN")
+                      for m in with_ports(f"-d {r.net}", r.ports)]
+    lines += domain_rules(chain, family, egress)
+    for r in denied:
+        lines += reject_lines(chain, family, r)
+    return lines
+
+
+def reject_lines(chain, family, r):
+    """A denyOut entry's REJECTs: TCP gets a reset (as a closed port
+    answers: connect() fails at once), the rest an ICMP port unreachable
+    (a datagram is not even sent: EPERM); with ports, TCP and UDP to them."""
+    dest = "" if r.entry == ALL_TRAFFIC else f"-d {r.net}"
+    comment = f"denyOut {r.net}" + (", all of IPv6 too" if r.net.version != family.version else "")
+    reset, unreachable = "REJECT --reject-with tcp-reset", f"REJECT --reject-with {family.reject_other}"
+    if r.ports is None:
+        return [rule_line(chain, f"{dest} -p tcp", comment, reset), rule_line(chain, dest, comment, unreachable)]
+    tcp, udp = with_ports(dest, r.ports)
+    return [rule_line(chain, tcp, comment, reset), rule_line(chain, udp, comment, unreachable)]
+
+
+def domain_rules(chain, family, egress):
+    """allowOut domains: their (IPv4) addresses on TCP 80 and 443 (those
+    of the entry's ports), "*" any address there; then DNS (port 53) to the
+    host's name servers, which the sandbox resolves with."""
+    domains = [r for r in egress.allow if r.domain is not None]
+    if not domains:
+        return []
+    lines = []
+    for r in domains:
+        ports = [p for p in DOMAIN_PORTS if r.ports is None or r.ports[0] <= p <= r.ports[1]]
+        if not ports or family.version != 4:
+            continue
+        web = "-p tcp -m multiport --dports " + ",".join(map(str, ports))
+        comment = f"allowOut {r.domain}"
+        if r.domain == "*":
+            lines.append(rule_line(chain, web, comment, "RETURN"))
+        for addr in egress.resolved.get(r.domain, []):
+            lines.append(rule_line(chain, f"-d {addr}/32 {web}", comment, "RETURN"))
+    for server in name_servers():
+        if server.version == family.version:
+            lines += [rule_line(chain, f"-d {server} -p {proto} --dport 53", "DNS, for allowOut domains", "RETURN")
+                      for proto in ("udp", "tcp")]
+    return lines
+
+
+class Firewall:
+    """The fake's chains in the host's filter table, one per sandbox that
+    has rules (see the top of this section). apply() and remove() keep, per
+    sandbox, the set of the IP families whose chain is installed."""
+
+    def __init__(self):
+        self.pid = os.getpid()
+        self.lock = threading.Lock()
+
+    def chain(self, sid):
+        return f"{CHAIN_PREFIX}{self.pid}-{sid[:10]}"  # iptables allows 28 characters
+
+    @staticmethod
+    def jump(gid, chain):
+        return f"OUTPUT -m owner --gid-owner {gid} --suppl-groups -j {chain}"
+
+    def restore(self, family, lines):
+        """Lines applied in one transaction (iptables-restore --noflush)."""
+        if shutil.which(family.restore) is None:
+            raise FirewallError(f"{family.restore} is not installed, so the fake E2B cannot enforce network rules")
+        text = "*filter\n" + "".join(line + "\n" for line in lines) + "COMMIT\n"
+        try:
+            res = subprocess.run([family.restore, "-w", "--noflush"], input=text, text=True,
+                                 capture_output=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise FirewallError(f"{family.restore} failed: {e}")
+        if res.returncode != 0:
+            raise FirewallError(f"{family.restore} failed (exit {res.returncode}): {res.stderr.strip()}")
+
+    def apply(self, sid, gid, egress, installed):
+        """Put egress in force for the sandbox's group, replacing what was
+        there (per family in one transaction: a chain declared again is
+        emptied in it, so nothing passes unfiltered meanwhile). installed,
+        the set of the families whose chain is in, is kept up to date as it
+        goes; FirewallError if it cannot be done."""
+        if gid is None and egress.restricts():
+            raise FirewallError("network rules need the fake E2B to run as root (a group per sandbox, iptables)")
+        names = {r.domain for r in egress.allow if r.domain is not None and "*" not in r.domain}
+        egress.resolved = resolve_ipv4(sorted(names)) if names and egress.restricts() else {}
+        chain = self.chain(sid)
+        with self.lock:
+            for family in FAMILIES:
+                body = chain_rules(chain, family, egress)
+                if family.version == 6 and not os.path.exists("/proc/net/if_inet6"):
+                    body = []  # no IPv6 on this host: nothing to filter
+                if body:
+                    jump = [] if family.version in installed else [f"-I {self.jump(gid, chain)}"]
+                    self.restore(family, [f":{chain} - [0:0]"] + body + jump)
+                    installed.add(family.version)
+                elif family.version in installed:  # nothing of this family is denied any more
+                    self.drop(family, gid, chain)
+                    installed.discard(family.version)
+
+    def drop(self, family, gid, chain):
+        self.restore(family, [f"-D {self.jump(gid, chain)}", f"-F {chain}", f"-X {chain}"])
+
+    def remove(self, sid, gid, installed):
+        """The sandbox's chains go (its processes are dead: nothing is let
+        through unfiltered); a failure is logged, never raised."""
+        if not installed:
+            return
+        with self.lock:
+            for family in FAMILIES:
+                if family.version in installed:
+                    try:
+                        self.drop(family, gid, self.chain(sid))
+                    except FirewallError as e:
+                        sys.stderr.write(f"fake-e2b: cannot remove the rules of sandbox {sid}: {e}\n")
+
+    def clean_stale(self):
+        """Remove the chains (and their jumps) of fakes that are gone, which
+        a fake killed hard leaves; those of live fakes stay."""
+        for family in FAMILIES:
+            if shutil.which(family.tool) is None:
+                continue
+            try:
+                listing = subprocess.run([family.tool, "-w", "-S"], capture_output=True, text=True,
+                                         timeout=30).stdout
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            chains = re.findall(rf"^-N ({CHAIN_PREFIX}(\d+)-\S+)$", listing, re.M)
+            for chain, pid in chains:
+                if not self.stale(int(pid)):
+                    continue
+                jumps = re.findall(rf"^-A (OUTPUT .* -j {re.escape(chain)})$", listing, re.M)
+                try:
+                    self.restore(family, [f"-D {j}" for j in jumps] + [f"-F {chain}", f"-X {chain}"])
+                    sys.stderr.write(f"fake-e2b: removed {chain}, left by a fake that is gone\n")
+                except FirewallError:  # another fake cleaned it meanwhile
+                    pass
+
+    def stale(self, pid):
+        """Whether a chain of that pid's is no live fake's (ours neither: we
+        have none yet, so one with our pid is a dead fake's)."""
+        if pid == self.pid:
+            return True
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return b"fake_e2b.py" not in f.read()
+        except OSError:
+            return True
+
+
 # ---- a sandbox ----------------------------------------------------------------
 
 class Sandbox:
@@ -472,6 +846,14 @@ class Sandbox:
         self.env_vars = body.get("envVars") or {}
         self.allow_internet = body.get("allow_internet_access")
         self.network = body.get("network")
+        egress = Egress.of(self.network, self.allow_internet)  # RuleError: E2B's 400
+        # Nothing allowed out: a network namespace of its own. Else the
+        # host's network, with a group of its own that its rules (now or
+        # after an update) hang on.
+        self.own_netns = egress.offline()
+        self.gid = None if self.own_netns else service.allocate_gid()
+        self.chains = set()  # the IP families whose chain of its is installed
+        self.net_lock = threading.Lock()
         self.token = secrets.token_hex(16)
         self.started_at = time.time()
         timeout = body.get("timeout")
@@ -481,23 +863,43 @@ class Sandbox:
         self.procs, self.contexts, self.default_context = {}, {}, None
         self.exits = {}  # pid: wait status of exits that came before their Proc
         self.root = os.path.join(service.state, self.id)
-        for sub, mode in (("home/user", 0o755), ("tmp", 0o1777)):
-            os.makedirs(os.path.join(self.root, sub))
-            os.chmod(os.path.join(self.root, sub), mode)
         try:
+            # The rules are in force before anything of it runs.
+            if not self.own_netns and egress.restricts():
+                service.firewall.apply(self.id, self.gid, egress, self.chains)
+            for sub, mode in (("home/user", 0o755), ("tmp", 0o1777)):
+                os.makedirs(os.path.join(self.root, sub))
+                os.chmod(os.path.join(self.root, sub), mode)
             self.init = Init(self.bwrap_argv(), self.on_exit, lambda: service.kill(self.id),
-                             service.spawn, self.root)
+                             service.spawn, self.root, self.gid)
         except BaseException:
+            service.firewall.remove(self.id, self.gid, self.chains)
+            service.release_gid(self.gid)
             shutil.rmtree(self.root, ignore_errors=True)
             raise
 
     def offline(self):
-        """No internet: allow_internet_access false, or all traffic denied
-        and nothing allowed. (Per-destination rules are not enforced.)"""
-        if self.allow_internet is False:
-            return True
-        net = self.network or {}
-        return "0.0.0.0/0" in (net.get("denyOut") or []) and not net.get("allowOut")
+        """No network at all: a network namespace of its own."""
+        return self.own_netns
+
+    def update_network(self, body):
+        """PUT /sandboxes/{id}/network: the egress rules replaced (what the
+        body leaves out is cleared, as E2B does). RuleError: E2B's 400;
+        FirewallError: they could not be put in force (the old ones stay)."""
+        egress = Egress(body.get("allowOut"), body.get("denyOut"), body.get("allow_internet_access"))
+        with self.net_lock:
+            if not self.alive:
+                raise Gone()
+            if self.own_netns and not egress.offline():
+                raise FirewallError("this sandbox was created without internet access, in a network "
+                                    "namespace of its own: the fake E2B cannot give it a network later")
+            if not self.own_netns:
+                self.service.firewall.apply(self.id, self.gid, egress, self.chains)
+            egress_keys = ("allowOut", "denyOut", "rules", "egressProxy")
+            network = {k: v for k, v in (self.network or {}).items() if k not in egress_keys}
+            network.update((k, body[k]) for k in egress_keys if k in body)
+            self.network = network or None
+            self.allow_internet = body.get("allow_internet_access")
 
     def bwrap_argv(self):
         argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc",
@@ -547,6 +949,10 @@ class Sandbox:
             self.alive = False
             procs, contexts = list(self.procs.values()), list(self.contexts.values())
         self.init.kill()
+        with self.net_lock:  # after its processes: nothing of it goes out unfiltered
+            self.service.firewall.remove(self.id, self.gid, self.chains)
+            self.chains.clear()
+        self.service.release_gid(self.gid)
         for proc in procs:
             proc.wake()
         for ctx in contexts:
@@ -624,6 +1030,9 @@ class Service:
         self.recorder, self.faults = Recorder(args.record), Faults()
         self.lock = threading.Lock()
         self.sandboxes = {}
+        self.firewall = Firewall()
+        self.firewall.clean_stale()
+        self.gids, self.next_gid = set(), 0
         self.stopping = threading.Event()
         self.spawns = queue.Queue()
         threading.Thread(target=self._spawner, daemon=True).start()
@@ -655,6 +1064,25 @@ class Service:
                 expired = [s for s in self.sandboxes.values() if s.end_at <= now]
             for s in expired:
                 self.kill(s.id)
+
+    def allocate_gid(self):
+        """A group no other sandbox (of this fake or another one) has:
+        GID_BASE + (pid << 8) + n, n in 1..255 (None unless root: only root
+        may hand out groups)."""
+        if os.geteuid() != 0:
+            return None
+        with self.lock:
+            for _ in range(255):
+                self.next_gid = self.next_gid % 255 + 1
+                gid = GID_BASE + (self.firewall.pid << 8) + self.next_gid
+                if gid not in self.gids:
+                    self.gids.add(gid)
+                    return gid
+        raise RuntimeError("more than 255 sandboxes at once on the host's network")
+
+    def release_gid(self, gid):
+        with self.lock:
+            self.gids.discard(gid)
 
     def create(self, template, body):
         sbx = Sandbox(self, template, body)
@@ -906,7 +1334,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send(200, [{"sandboxID": s.id, "templateID": s.template,
                                     "metadata": s.metadata, "envVars": s.env_vars,
                                     "offline": s.offline(), "endAt": now_rfc3339(s.end_at),
-                                    "root": s.root, "initPid": s.init.proc.pid,
+                                    "root": s.root, "initPid": s.init.proc.pid, "gid": s.gid,
+                                    "chains": [self.service.firewall.chain(s.id)] if s.chains else [],
                                     "processes": sorted(s.procs)} for s in self.service.all()])
         m = re.fullmatch(r"/_fake/sandboxes/([^/]+)/kill", path)
         if m and method == "POST":
@@ -938,10 +1367,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ("POST", r"/sandboxes/([a-z0-9]+)/timeout", "timeout"),
         ("POST", r"/v2/sandboxes/([a-z0-9]+)/connect", "connect"),
         ("POST", r"/sandboxes/([a-z0-9]+)/connect", "connect"),
+        ("PUT", r"/sandboxes/([a-z0-9]+)/network", "network"),
         # E2B has these; the fake does not model them.
         ("POST", r"/sandboxes", None),
         ("POST", r"/sandboxes/([a-z0-9]+)/(pause|resume|fork|refreshes|snapshots)", None),
-        ("PUT", r"/sandboxes/([a-z0-9]+)/network", None),
         ("GET", r"/sandboxes/([a-z0-9]+)/(metrics|logs)", None),
         ("GET", r"/v2/sandboxes/([a-z0-9]+)/logs", None),
         ("GET", r"/sandboxes/metrics", None),
@@ -971,7 +1400,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.api_error(400, 'request body has an error: doesn\'t match schema: property "timeout": value must be an integer')
         try:
             sbx = self.service.create(body["templateID"], body)
-        except (OSError, RuntimeError) as e:
+        except RuleError as e:
+            return self.api_error(400, str(e))
+        except (OSError, RuntimeError) as e:  # FirewallError too: never a sandbox unfiltered
             return self.api_error(500, f"failed to create sandbox: {e}")
         self.send(201, sbx.json())
 
@@ -1001,6 +1432,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not isinstance(body, dict) or not isinstance(body.get("timeout"), int):
             return self.api_error(400, 'request body has an error: doesn\'t match schema: property "timeout" is missing')
         sbx.end_at = time.time() + body["timeout"]
+        self.send(204)
+
+    def api_network(self, sid):
+        """updateNetwork: the egress rules replaced, in force when it answers."""
+        sbx, body = self.service.get(sid), self.json_body()
+        if not sbx:
+            return self.not_found(sid)
+        if not isinstance(body, dict):
+            return self.api_error(400, "Error when parsing request: the body is not a JSON object")
+        try:
+            sbx.update_network(body)
+        except RuleError as e:
+            return self.api_error(400, str(e))
+        except FirewallError as e:
+            return self.api_error(500, f"failed to update the sandbox's network: {e}")
+        except Gone:
+            return self.not_found(sid)
         self.send(204)
 
     def api_connect(self, sid):

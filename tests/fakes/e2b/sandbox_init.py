@@ -266,9 +266,28 @@ def op_open(msg, fds):
     return {}, [fd]
 
 
+def default_signals():
+    """Every signal at SIG_DFL and none blocked, as a real sandbox's
+    commands start (envd, started by the VM's init, has nothing ignored or
+    blocked to pass on to them). Without this a command would inherit what
+    the fake inherited through bubblewrap and this agent: a fake started
+    with `... &` from a script has SIGINT and SIGQUIT ignored, and Python
+    ignores SIGPIPE and SIGXFSZ; a program started so could never be
+    stopped by them. For the child, after fork, before exec."""
+    for sig in signal.valid_signals():
+        if sig in (signal.SIGKILL, signal.SIGSTOP):
+            continue
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):  # one the C library keeps for itself
+            pass
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
 def op_spawn(msg, fds):
     """Start a command as envd does: in its own session (so a signal can
-    reach the whole process group), through `/bin/sh -c 'exec "$@"'` (so a
+    reach the whole process group), with every signal at its default
+    (default_signals()), through `/bin/sh -c 'exec "$@"'` (so a
     missing program is sh's exit 127, not a failed start), with exactly the
     environment given. fds: stdin, stdout, stderr (-1 in msg: /dev/null)."""
     cwd = msg["cwd"]
@@ -288,9 +307,7 @@ def op_spawn(msg, fds):
             for target, fd in enumerate(std):
                 os.dup2(fd, target, inheritable=True)
             os.closerange(3, 1 << 16)
-            signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-            signal.signal(signal.SIGXFSZ, signal.SIG_DFL)
-            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            default_signals()
             os.chdir(cwd)
             os.execve(argv[0], argv, msg["env"])
         finally:

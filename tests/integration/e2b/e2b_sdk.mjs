@@ -2,7 +2,8 @@
 // to the real protocol: the official E2B SDKs (e2b, @e2b/code-interpreter) drive it, and
 // every check looks at what the SDK makes of the answers, at the wire the fake recorded,
 // and at the effects (a file a command reads back, a process gone, a sandbox's tree
-// removed, no process of the fake left after SIGTERM). Prints TAP. Run by e2b-sdk.test
+// removed, egress rules that hold, a command's signals at their defaults, no process and
+// no iptables chain of the fake left after SIGTERM). Prints TAP. Run by e2b-sdk.test
 // through run-node.sh, which installs the pinned SDKs and copies this file next to their
 // node_modules. No request may reach the real E2B: the SDK's every URL and key is the
 // fake's, set in the environment before the first call.
@@ -11,12 +12,14 @@ import {
 	SandboxError, SandboxNotFoundError, FileNotFoundError, TimeoutError, ALL_TRAFFIC,
 } from 'e2b';
 import { Sandbox as CodeSandbox } from '@e2b/code-interpreter';
-import { spawn } from 'node:child_process';
+import { spawn, execFileSync } from 'node:child_process';
+import { createSocket } from 'node:dgram';
+import { createServer } from 'node:net';
 import { createHash, randomBytes } from 'node:crypto';
 import {
 	mkdtempSync, mkdirSync, openSync, readFileSync, readdirSync, existsSync, rmSync,
 } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { isDeepStrictEqual } from 'node:util';
 import { Tap, sleep, pidAlive } from './tap.mjs';
@@ -65,7 +68,7 @@ function records() {
 }
 const recorded = (method, path) => records().filter((r) => r.method === method && r.path === path);
 
-let URL_ = '';
+let URL_ = '', FAKE_PID = 0;
 async function admin(method, path, body) {
 	const res = await fetch(`${URL_}/_fake/${path}`, {
 		method, body: body === undefined ? undefined : JSON.stringify(body),
@@ -98,13 +101,75 @@ async function eventually(fn, ms = 3000) {
 }
 
 const sha256 = (bytes) => createHash('sha256').update(bytes).digest('hex');
+
+// The fake's iptables and ip6tables chains (AKSFAKE-<its pid>-...), as `-S` lists them.
+function fakeChains(pid) {
+	const lines = [];
+	for (const tool of ['iptables', 'ip6tables'])
+		lines.push(...execFileSync(tool, ['-w', '-S'], { encoding: 'utf8' }).split('\n')
+			.filter((l) => l.includes(`AKSFAKE-${pid}-`)).map((l) => `${tool} ${l}`));
+	return lines;
+}
+
+// The signals a process ignores, from the SigIgn mask of /proc/PID/status.
+function ignoredSignals(pid) {
+	const mask = BigInt(`0x${readFileSync(`/proc/${pid}/status`, 'utf8').match(/^SigIgn:\s*(\S+)/m)[1]}`);
+	return [...Array(64).keys()].map((i) => i + 1).filter((sig) => mask & (1n << BigInt(sig - 1)));
+}
+
+// A TCP listener and a UDP socket on addr, counting what reaches them.
+async function listenOn(addr) {
+	const l = { addr, accepted: 0, datagrams: 0 };
+	l.tcp = createServer((c) => { l.accepted++; c.destroy(); });
+	await new Promise((resolve, reject) => l.tcp.once('error', reject).listen(0, addr, resolve));
+	l.udp = createSocket('udp4', () => l.datagrams++);
+	await new Promise((resolve, reject) => l.udp.once('error', reject).bind(0, addr, resolve));
+	l.tcpPort = l.tcp.address().port;
+	l.udpPort = l.udp.address().port;
+	l.close = () => { l.tcp.close(); l.udp.close(); };
+	return l;
+}
+
+// What a sandbox reaches of the listeners: {"tcp ADDR": "connected" or the errno's name,
+// "udp ADDR": "sent" or the errno's name}.
+const NET_PROBE = `import errno, json, socket, sys
+out = {}
+for addr, tcp, udp in json.loads(sys.argv[1]):
+    s = socket.socket()
+    s.settimeout(3)
+    try:
+        s.connect((addr, tcp))
+        out["tcp " + addr] = "connected"
+    except OSError as e:
+        out["tcp " + addr] = errno.errorcode.get(e.errno, str(e))
+    s.close()
+    u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        u.sendto(b"probe", (addr, udp))
+        out["udp " + addr] = "sent"
+    except OSError as e:
+        out["udp " + addr] = errno.errorcode.get(e.errno, str(e))
+print(json.dumps(out, sort_keys=True))
+`;
+async function netProbe(sbx, listeners) {
+	const before = listeners.reduce((n, l) => n + l.datagrams, 0);
+	const r = await sbx.commands.run(`python3 /tmp/net_probe.py '${JSON.stringify(listeners.map((l) => [l.addr, l.tcpPort, l.udpPort]))}'`);
+	const seen = JSON.parse(r.stdout);
+	// the datagrams that were sent have arrived (or never will)
+	const sent = Object.entries(seen).filter(([k, v]) => k.startsWith('udp ') && v === 'sent').length;
+	await eventually(() => listeners.reduce((n, l) => n + l.datagrams, 0) >= before + sent, 1000);
+	return seen;
+}
 const netInterfaces = (text) => text.split('\n').slice(2).map((l) => l.split(':')[0].trim()).filter(Boolean).sort();
 
 // ---- the fake ---------------------------------------------------------------
 
+// The fake starts as a script's `fake_e2b.py &` starts it: with SIGINT and SIGQUIT ignored
+// (a shell without job control does that). Its sandboxes' programs must not inherit that.
 async function startFake() {
 	mkdirSync(STATE);
-	const fake = spawn(process.env.PYTHON || 'python3', [FAKE, '--record', RECORD, '--state', STATE], {
+	const argv = [process.env.PYTHON || 'python3', FAKE, '--record', RECORD, '--state', STATE];
+	const fake = spawn('/bin/sh', ['-c', 'trap "" INT QUIT; exec "$@"', 'sh', ...argv], {
 		env: { ...process.env, FAKE_E2B_API_KEY: KEY },
 		stdio: ['ignore', 'pipe', openSync(LOG, 'a')],
 	});
@@ -160,6 +225,12 @@ async function commandScenarios(sbx) {
 		start?.headers['connect-timeout-ms'] === '60000' && start?.headers['keepalive-ping-interval'] === '50' &&
 		start?.headers['e2b-sandbox-port'] === '49983' && start?.headers['e2b-sandbox-id'] === sbx.sandboxId &&
 		start?.headers['x-access-token'] === '<redacted>', JSON.stringify(start?.headers));
+
+	const sigs = await sbx.commands.run('grep -E "^Sig(Blk|Ign)" /proc/self/status');
+	const fakeIgnores = ignoredSignals(FAKE_PID);
+	check('a command starts with every signal at its default and none blocked, though the fake ignores SIGQUIT',
+		sigs.stdout === 'SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n' && fakeIgnores.includes(3),
+		`${sigs.stdout}the fake ignores ${fakeIgnores}`);
 
 	const r2 = await sbx.commands.run('pwd; echo "$X"', { cwd: '/tmp', envs: { X: 'per command' } });
 	check('run with cwd and envs', r2.stdout === '/tmp\nper command\n', JSON.stringify(r2));
@@ -309,6 +380,11 @@ async function codeScenarios(sbx) {
 	check('runCode: POST /execute to port 49999 with {code}',
 		isDeepStrictEqual(exec?.body, { code: '1/0' }) && exec?.headers['e2b-sandbox-port'] === '49999' &&
 		exec?.headers['e2b-sandbox-id'] === sbx.sandboxId, JSON.stringify(exec));
+	const world = await sbx.runCode('import signal\n' +
+		'print(sorted(int(s) for s in signal.pthread_sigmask(signal.SIG_BLOCK, [])),\n' +
+		'      [s for s in range(1, 32) if s not in (9, 13, 19, 25) and signal.getsignal(s) == signal.SIG_IGN])');
+	check('runCode: the kernel blocks no signal and ignores none (but SIGPIPE and SIGXFSZ, as Python does)',
+		isDeepStrictEqual(world.logs.stdout, ['[] []\n']), JSON.stringify(world.logs));
 
 	await sbx.runCode('import os\nopen("/home/user/py.txt", "w").write(os.environ["AKS_E2B"] + os.environ["ONCE"])',
 		{ envs: { ONCE: '!' } });
@@ -467,10 +543,62 @@ async function networkScenarios() {
 	check('... getInfo gives the network back', isDeepStrictEqual(info.network?.allowOut, network.allowOut) &&
 		isDeepStrictEqual(info.network?.denyOut, network.denyOut), JSON.stringify(info.network));
 	const allowNet = await allow.commands.run('cat /proc/net/dev');
-	check('... that sandbox is on the host\'s network (per-destination rules are not enforced)',
+	check('... that sandbox stays on the host\'s network (its rules are the fake\'s iptables chain)',
 		isDeepStrictEqual(netInterfaces(allowNet.stdout), hostNet), allowNet.stdout);
 	await allow.kill();
+
+	const domainOnly = await rejection(Sandbox.create('base', { network: { allowOut: ['example.com'] }, metadata: { run: RUN } }));
+	check('a domain in allowOut without ALL_TRAFFIC in denyOut: E2B\'s 400',
+		domainOnly instanceof SandboxError && /ALL_TRAFFIC/.test(domainOnly.message), describe(domainOnly));
+	await rulesScenarios();
 	return off;   // left running: SIGTERM must take it down
+}
+
+// allowOut/denyOut really hold, for TCP and UDP, to the host's loopback and to its other
+// addresses, and updateNetwork replaces them; the fake's iptables chain goes with the sandbox.
+async function rulesScenarios() {
+	const other = Object.values(networkInterfaces()).flat().find((a) => a.family === 'IPv4' && !a.internal)?.address;
+	if (!other) {
+		check('egress rules: this host has an IPv4 address besides the loopback to test them with', false);
+		return;
+	}
+	const lo = await listenOn('127.0.0.1'), out = await listenOn(other);
+	try {
+		const sbx = await Sandbox.create('base', {
+			network: { allowOut: ['127.0.0.1'], denyOut: [ALL_TRAFFIC] }, metadata: { run: RUN, role: 'rules' },
+		});
+		tokens.push(sbx.envdAccessToken);
+		await sbx.files.write('/tmp/net_probe.py', NET_PROBE);
+		const chain = `AKSFAKE-${FAKE_PID}-${sbx.sandboxId.slice(0, 10)}`;
+		const rules = fakeChains(FAKE_PID);
+		check('allowOut [127.0.0.1], denyOut [ALL_TRAFFIC]: a chain of the fake\'s for the sandbox\'s group, jumped to from OUTPUT',
+			rules.some((l) => l.startsWith(`iptables -A OUTPUT -m owner --gid-owner `) && l.endsWith(`-j ${chain}`)) &&
+			rules.some((l) => l.includes(`-A ${chain} -d 127.0.0.1/32 `)), rules.join('\n'));
+		const seen = await netProbe(sbx, [lo, out]);
+		check(`... the sandbox reaches 127.0.0.1 (TCP and UDP), and ${other} refuses it (a TCP reset, UDP not sent)`,
+			seen['tcp 127.0.0.1'] === 'connected' && seen[`tcp ${other}`] === 'ECONNREFUSED' &&
+			seen['udp 127.0.0.1'] === 'sent' && seen[`udp ${other}`] !== 'sent' &&
+			lo.accepted === 1 && out.accepted === 0 && lo.datagrams === 1 && out.datagrams === 0,
+			`${JSON.stringify(seen)}; accepted ${lo.accepted} ${out.accepted}, datagrams ${lo.datagrams} ${out.datagrams}`);
+
+		await sbx.updateNetwork({ allowOut: [other], denyOut: [ALL_TRAFFIC] });
+		const put = recorded('PUT', `/sandboxes/${sbx.sandboxId}/network`).at(-1);
+		const info = await sbx.getInfo();
+		const again = await netProbe(sbx, [lo, out]);
+		check(`updateNetwork to allowOut [${other}]: PUT /sandboxes/{id}/network, and now only ${other} is reached`,
+			isDeepStrictEqual(put?.body, { allowOut: [other], denyOut: [ALL_TRAFFIC] }) &&
+			isDeepStrictEqual(info.network?.allowOut, [other]) &&
+			again['tcp 127.0.0.1'] === 'ECONNREFUSED' && again[`tcp ${other}`] === 'connected' &&
+			again['udp 127.0.0.1'] !== 'sent' && again[`udp ${other}`] === 'sent' &&
+			lo.accepted === 1 && out.accepted === 1 && lo.datagrams === 1 && out.datagrams === 1,
+			`${JSON.stringify(put?.body)} ${JSON.stringify(again)}; accepted ${lo.accepted} ${out.accepted}, datagrams ${lo.datagrams} ${out.datagrams}`);
+		await sbx.kill();
+		const left = fakeChains(FAKE_PID);
+		check('... killed: its chain and the jump to it are gone', !left.some((l) => l.includes(chain)), left.join('\n'));
+	} finally {
+		lo.close();
+		out.close();
+	}
 }
 
 async function shutdown(fake, left) {
@@ -483,6 +611,8 @@ async function shutdown(fake, left) {
 	check('no process of the fake is left (the fake, its sandboxes\' agents and all they ran)', leftover,
 		`left: ${processesWith(STATE)}`);
 	check('its state directory is empty', existsSync(STATE) && readdirSync(STATE).length === 0, readdirSync(STATE).join(' '));
+	const chains = fakeChains(fake.pid);
+	check('no iptables or ip6tables chain of the fake is left', chains.length === 0, chains.join('\n'));
 	const text = readFileSync(RECORD, 'utf8') + readFileSync(LOG, 'utf8');
 	check('the record and the log never hold the API key or an envd access token',
 		tokens.length >= 5 && tokens.every((t) => t && !text.includes(t)) && !text.includes(KEY));
@@ -503,6 +633,7 @@ try {
 	let url;
 	({ fake, url } = await startFake());
 	URL_ = url;
+	FAKE_PID = fake.pid;
 	Object.assign(process.env, { E2B_API_URL: url, E2B_SANDBOX_URL: url, E2B_API_KEY: KEY });
 	const sbx = await createScenario();
 	await commandScenarios(sbx);
