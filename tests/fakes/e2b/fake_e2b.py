@@ -1940,6 +1940,14 @@ RPC_METHODS = {"filesystem.Filesystem/Stat", "filesystem.Filesystem/MakeDir",
 class Server(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
+    def get_request(self):
+        # TCP_NODELAY, as Go's servers (E2B's API, envd) set on every connection: without it a
+        # reply written in pieces (headers, then each chunk) waits on the client's delayed
+        # ACK, 40 ms a time on a kept-alive connection, which no real E2B service adds.
+        conn, addr = super().get_request()
+        conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return conn, addr
+
 
 def main():
     parser = argparse.ArgumentParser(description="A fake E2B service for tests.")

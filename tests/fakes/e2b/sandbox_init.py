@@ -22,6 +22,7 @@
 #
 # Python standard library only. Runs as PID 2 of the sandbox's PID
 # namespace (bubblewrap's own reaper is PID 1 and reaps the orphans).
+import ctypes
 import errno
 import grp
 import json
@@ -281,7 +282,24 @@ def default_signals():
             signal.signal(sig, signal.SIG_DFL)
         except (OSError, ValueError):  # one the C library keeps for itself
             pass
+    # 32 and 33, which glibc keeps for its threads and refuses to set, can still be
+    # inherited ignored (a test harness's doing); only the system call resets them
+    for sig in (32, 33):
+        raw_default(sig)
     signal.pthread_sigmask(signal.SIG_SETMASK, [])
+
+
+def raw_default(sig):
+    """rt_sigaction(sig, SIG_DFL) by the system call itself (x86-64 and arm64: a
+    struct of handler, flags, restorer and a 64-bit mask, all zero for SIG_DFL)."""
+    numbers = {"x86_64": 13, "aarch64": 134}
+    nr = numbers.get(os.uname().machine)
+    if nr is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    act = (ctypes.c_ulong * 4)()  # handler SIG_DFL (0), flags, restorer, mask
+    libc.syscall(ctypes.c_long(nr), ctypes.c_long(sig), ctypes.byref(act), None,
+                 ctypes.c_long(8))
 
 
 def op_spawn(msg, fds):
