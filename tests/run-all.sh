@@ -11,13 +11,14 @@
 #     plugin's contract suite among them needs the engine);
 #  3. builds again with AddressSanitizer + UndefinedBehaviorSanitizer in
 #     _build-asan/ and runs `make check` there (any finding fails a test), every
-#     test but configure.test and e2b-sdk.test (no compiled code) and the gVisor repeats of the runc
-#     suites (the same host code: sanitizer_leave_out below); then stops the cluster
+#     test but those that would only repeat it (sanitizer_leave_out below: no compiled
+#     code, the gVisor repeats of the runc suites, two slow ones whose code runs under the
+#     sanitizers elsewhere); then stops the cluster
 #     and the Docker Engine it started: nothing after this needs them;
 #  4. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
 #     its own, installs, and passes the tests that need no service: the whole suite ran
 #     twice over the same sources already; make distcheck-self-contained);
-#  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/; 8 s each: the
+#  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/; 5 s each: the
 #     corpora already ran in make check, and make fuzz-long is the real search);
 #  6. builds the Debian packages (without their build-time tests, which make distcheck
 #     ran) and tests them installed, then purges them (contrib/deb-test.sh, as root; its
@@ -122,7 +123,7 @@ show_failures() { # build dir
 # then by the list below (the slowest in CI, slowest first), then the rest in TESTS order.
 slow_tests="tests/integration/queue-fleet.test tests/integration/test_docker_agent
 tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
-tests/integration/sessions.test tests/integration/configure.test tests/integration/test_docker
+tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/configure.test tests/integration/test_docker
 tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
 plugins/kubernetes/contract-agent.test tests/plugins/contract-kubernetes.test
 tests/security/probes-runsc.test tests/security/probes-docker.test tests/plugins/proof.test
@@ -145,12 +146,17 @@ MAKE
 	}' | tr '\n' ' '
 }
 
-# What the sanitizer suite leaves out, because it would only repeat it: configure's switches
-# and the official E2B SDKs against the fake E2B service (no compiled code of ours), and the
-# suites that run again under gVisor what the same suite just ran under runc (the host's
-# code is the same; gVisor's own branches in it are the runsc cases of test_docker and
-# test_docker_agent, which stay). The plain suite runs them all.
+# What the sanitizer suite leaves out, because it would only repeat it, to keep the CI run
+# within its hour: configure's switches and the official E2B SDKs against the fake E2B
+# service (no compiled code of ours); the suites that run again under gVisor what the same
+# suite just ran under runc (the host's code is the same; gVisor's own branches in it are
+# the runsc cases of test_docker and test_docker_agent, which stay); e2b-cli.test (the e2b
+# plugin's code runs under the sanitizers in e2b-contract.test, e2b-tls.test and
+# examples.test; e2b-cli.test's own cost is the fake's sandboxes); runner-rejects.test (its
+# minutes are the cpu checks' measured busy loops; the runner's code runs under the
+# sanitizers in every contract suite). The plain suite runs them all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
+tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
@@ -195,7 +201,7 @@ fuzz_result=pass
 mkdir -p _build-fuzz
 ( cd _build-fuzz &&
   { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
-  make -j"$jobs" fuzz-build >/dev/null && make -j"$jobs" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-8}" ) ||
+  make -j"$jobs" fuzz-build >/dev/null && make -j"$jobs" fuzz FUZZ_SECONDS="${FUZZ_SECONDS:-5}" ) ||
 	{ fuzz_result=fail; status=1; }
 
 step "Debian packages: make deb, lintian, install and run, purge (contrib/deb-test.sh)"
