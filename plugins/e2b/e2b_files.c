@@ -43,8 +43,17 @@ static int resolve_in_sandbox(aks_sandbox_impl *sb, const char *path, const char
                               const aks_call *call, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	const char *argv[] = {"/bin/sh", "-c", "exec realpath -m -- \"$@\"", "realpath", E2B_HOME,
-	                      abs,       NULL};
+	/* exit 3: the path names something that is not a regular file (a FIFO, a directory, a
+	 * device), which envd would open and could block on: refused before any transfer */
+	const char *argv[] = {"/bin/sh",
+	                      "-c",
+	                      "h=$(realpath -m -- \"$1\") && r=$(realpath -m -- \"$2\") || exit 1\n"
+	                      "printf '%s\\n%s\\n' \"$h\" \"$r\"\n"
+	                      "[ ! -e \"$r\" ] || [ -f \"$r\" ] || exit 3\n",
+	                      "resolve",
+	                      E2B_HOME,
+	                      abs,
+	                      NULL};
 	aks_buf out = AKS_BUF_INIT;
 	int code = 0;
 	int rc = e2b_run_capture(sb, argv, "resolve a path", call, &out, &code, err);
@@ -59,7 +68,17 @@ static int resolve_in_sandbox(aks_sandbox_impl *sb, const char *path, const char
 		char shown[AKS_CTR_SHOWN_BUF];
 		const char *p = aks_ctr_shown(aks_ctr_wspath_rel(path), AKS_CTR_SHOWN_MAX, shown,
 		                              sizeof(shown));
-		if (code != 0 || !real || !*real || !*home)
+		if (code == 3 && real && *real && aks_wspath_in_root(home, real))
+			rc =
+			    host->error_set(err, AKS_EINVAL,
+			                    "path '%s' is not a regular file (a directory, FIFO or "
+			                    "device): the file tools read and write files only",
+			                    p);
+		else if (code == 3 && real && *real)
+			rc = host->error_set(err, AKS_EPOLICY,
+			                     "path '%s' escapes %s (through a symbolic link)", p,
+			                     E2B_HOME);
+		else if (code != 0 || !real || !*real || !*home)
 			rc = host->error_set(
 			    err, AKS_EIO,
 			    "e2b: cannot resolve path '%s' in the sandbox (realpath "
