@@ -69,37 +69,16 @@ static const aks_config_key e2b_keys[] = {
 
 /* ---- the instance ---- */
 
-static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ctx)
-{
-	(void)h;
-	(void)access;
-	aks_provider_impl *prov = ctx;
-	pthread_mutex_lock(&prov->locks[data]);
-}
-
-static void share_unlock(CURL *h, curl_lock_data data, void *ctx)
-{
-	(void)h;
-	aks_provider_impl *prov = ctx;
-	pthread_mutex_unlock(&prov->locks[data]);
-}
-
 static void e2b_fini(aks_provider_impl *prov)
 {
 	if (!prov)
 		return;
-	if (prov->share)
-		curl_share_cleanup(prov->share);
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_destroy(&prov->locks[i]);
-	if (prov->curl_held)
-		aks_ctr_curl_release();
+	aks_cloud_fini(&prov->cloud);
 	free(prov->template_id);
 	free(prov->api_key_env);
 	free(prov->api_url);
 	free(prov->domain);
 	free(prov->sandbox_url);
-	free(prov->ca_file);
 	free(prov->description);
 	free(prov);
 }
@@ -119,20 +98,6 @@ static bool setting(const aks_host_api *host, const aks_config *cfg, const char 
 	return !v || *out;
 }
 
-/* A base URL: http or https, without its trailing '/'. */
-static int check_url(const aks_host_api *host, const char *key, char *url, aks_error **err)
-{
-	if (!url)
-		return AKS_OK;
-	if (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
-		return host->error_set(err, AKS_ECONFIG,
-		                       "e2b: %s '%s' is not an http:// or https:// URL", key, url);
-	size_t n = strlen(url);
-	while (n > 8 && url[n - 1] == '/')
-		url[--n] = '\0';
-	return AKS_OK;
-}
-
 static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provider_impl **out,
                     aks_error **err)
 {
@@ -140,9 +105,8 @@ static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provide
 	if (!prov)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	prov->host = host;
-	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
-		pthread_mutex_init(&prov->locks[i], NULL);
 	double connect_timeout = 10;
+	char *ca_file = NULL;
 	host->config_double(cfg, "connect_timeout", &connect_timeout);
 	int rc = AKS_OK;
 	if (!setting(host, cfg, "template", NULL, "base", &prov->template_id) ||
@@ -150,7 +114,7 @@ static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provide
 	    !setting(host, cfg, "domain", "E2B_DOMAIN", E2B_DEFAULT_DOMAIN, &prov->domain) ||
 	    !setting(host, cfg, "api_url", "E2B_API_URL", NULL, &prov->api_url) ||
 	    !setting(host, cfg, "sandbox_url", "E2B_SANDBOX_URL", NULL, &prov->sandbox_url) ||
-	    !setting(host, cfg, "ca_file", NULL, NULL, &prov->ca_file) ||
+	    !setting(host, cfg, "ca_file", NULL, NULL, &ca_file) ||
 	    (!prov->api_url && asprintf(&prov->api_url, "https://api.%s", prov->domain) < 0 &&
 	     !(prov->api_url = NULL))) {
 		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -160,27 +124,20 @@ static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provide
 		rc = host->error_set(err, AKS_ECONFIG,
 		                     "e2b: connect_timeout must be more than 0 and at most 3600 "
 		                     "seconds");
-	} else if (prov->ca_file && access(prov->ca_file, R_OK) != 0) {
-		rc = host->error_set(err, AKS_ECONFIG, "e2b: ca_file '%s' cannot be read",
-		                     prov->ca_file);
-	} else if ((rc = check_url(host, "api_url", prov->api_url, err)) == AKS_OK &&
-	           (rc = check_url(host, "sandbox_url", prov->sandbox_url, err)) == AKS_OK) {
-		prov->connect_timeout_ms = (long)(connect_timeout * 1000);
-		prov->curl_held = aks_ctr_curl_acquire();
-		prov->share = prov->curl_held ? curl_share_init() : NULL;
-		if (!prov->share)
-			rc = host->error_set(err, AKS_ERROR, "e2b: libcurl cannot be initialised");
+	} else if (ca_file && access(ca_file, R_OK) != 0) {
+		rc = host->error_set(err, AKS_ECONFIG, "e2b: ca_file '%s' cannot be read", ca_file);
+	} else if ((rc = aks_cloud_check_url(host, E2B_NAME, "api_url", prov->api_url, err)) ==
+	               AKS_OK &&
+	           (rc = aks_cloud_check_url(host, E2B_NAME, "sandbox_url", prov->sandbox_url,
+	                                     err)) == AKS_OK) {
+		rc = aks_cloud_init(&prov->cloud, host, E2B_NAME, ca_file,
+		                    (long)(connect_timeout * 1000), err);
 	}
+	free(ca_file);
 	if (rc != AKS_OK) {
 		e2b_fini(prov);
 		return rc;
 	}
-	curl_share_setopt(prov->share, CURLSHOPT_LOCKFUNC, share_lock);
-	curl_share_setopt(prov->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
-	curl_share_setopt(prov->share, CURLSHOPT_USERDATA, prov);
-	curl_share_setopt(prov->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
-	curl_share_setopt(prov->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
-	curl_share_setopt(prov->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	*out = prov;
 	return AKS_OK;
 }

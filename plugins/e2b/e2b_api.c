@@ -98,7 +98,7 @@ static int sandbox_from(aks_provider_impl *prov, json_object *answer, const char
 }
 
 /* The JSON answer of a successful request, or the error it makes. */
-static int answer_json(aks_provider_impl *prov, e2b_req *r, const char *id, json_object **out,
+static int answer_json(aks_provider_impl *prov, aks_cloud_req *r, const char *id, json_object **out,
                        aks_error **err)
 {
 	*out = NULL;
@@ -117,7 +117,7 @@ static int answer_json(aks_provider_impl *prov, e2b_req *r, const char *id, json
 }
 
 /* A JSON request to the control plane: the answer's object in *out (NULL for no body). */
-static int api_call(aks_provider_impl *prov, e2b_req *r, json_object *body, const char *id,
+static int api_call(aks_provider_impl *prov, aks_cloud_req *r, json_object *body, const char *id,
                     const aks_call *call, json_object **out, aks_error **err)
 {
 	struct curl_slist *h = NULL;
@@ -129,8 +129,8 @@ static int api_call(aks_provider_impl *prov, e2b_req *r, json_object *body, cons
 		r->body = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
 		r->body_len = strlen(r->body);
 	}
-	rc = e2b_http(prov, r, call, err);
-	e2b_headers_free(h);
+	rc = aks_cloud_http(&prov->cloud, r, call, err);
+	aks_cloud_headers_free(h);
 	r->headers = NULL;
 	if (rc == AKS_OK && out)
 		rc = answer_json(prov, r, id, out, err);
@@ -216,7 +216,8 @@ int e2b_sandbox_create(aks_provider_impl *prov, const aks_call *call, aks_sandbo
 	char *url = e2b_api_url(prov, "/v2/sandboxes");
 	char what[160];
 	snprintf(what, sizeof(what), "create a sandbox from template '%s'", prov->template_id);
-	e2b_req r = {.what = what, .method = "POST", .url = url, .retry = E2B_RETRY_UNSENT};
+	aks_cloud_req r = {
+	    .what = what, .method = "POST", .url = url, .retry = AKS_CLOUD_RETRY_UNSENT};
 	json_object *answer = NULL;
 	int rc = url ? api_call(prov, &r, body, NULL, call, &answer, err)
 	             : host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -224,7 +225,7 @@ int e2b_sandbox_create(aks_provider_impl *prov, const aks_call *call, aks_sandbo
 		rc = sandbox_from(prov, answer, NULL, call, what, out, err);
 	json_object_put(answer);
 	json_object_put(body);
-	e2b_req_free(&r);
+	aks_cloud_req_free(&r);
 	free(url);
 	return rc;
 }
@@ -234,7 +235,7 @@ int e2b_sandbox_create(aks_provider_impl *prov, const aks_call *call, aks_sandbo
 /* A control-plane path with the sandbox id in it: prefix, the id, suffix. */
 static char *id_url(aks_provider_impl *prov, const char *prefix, const char *id, const char *suffix)
 {
-	char *escaped = e2b_escape(id), *path = NULL, *url = NULL;
+	char *escaped = aks_cloud_escape(id), *path = NULL, *url = NULL;
 	if (escaped && asprintf(&path, "%s%s%s", prefix, escaped, suffix) >= 0)
 		url = e2b_api_url(prov, path);
 	free(escaped);
@@ -256,14 +257,15 @@ int e2b_sandbox_connect(aks_provider_impl *prov, const char *id, const aks_call 
 	}
 	char what[160];
 	snprintf(what, sizeof(what), "connect to sandbox '%.100s'", id);
-	e2b_req r = {.what = what, .method = "POST", .url = url, .retry = E2B_RETRY_SAFE};
+	aks_cloud_req r = {
+	    .what = what, .method = "POST", .url = url, .retry = AKS_CLOUD_RETRY_SAFE};
 	json_object *answer = NULL;
 	int rc = api_call(prov, &r, body, id, call, &answer, err);
 	if (rc == AKS_OK)
 		rc = sandbox_from(prov, answer, id, call, what, out, err);
 	json_object_put(answer);
 	json_object_put(body);
-	e2b_req_free(&r);
+	aks_cloud_req_free(&r);
 	free(url);
 	return rc;
 }
@@ -276,11 +278,12 @@ int e2b_sandbox_kill(aks_provider_impl *prov, const char *id, const aks_call *ca
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	char what[160];
 	snprintf(what, sizeof(what), "kill sandbox '%.100s'", id);
-	e2b_req r = {.what = what, .method = "DELETE", .url = url, .retry = E2B_RETRY_SAFE};
+	aks_cloud_req r = {
+	    .what = what, .method = "DELETE", .url = url, .retry = AKS_CLOUD_RETRY_SAFE};
 	int rc = api_call(prov, &r, NULL, NULL, call, NULL, err);
 	if (rc == AKS_OK && r.status != 404 && (r.status < 200 || r.status >= 300))
 		rc = e2b_answer_error(prov, &r, NULL, AKS_EPROVISION, err);
-	e2b_req_free(&r);
+	aks_cloud_req_free(&r);
 	free(url);
 	return rc; /* 404: already gone, which is what was asked */
 }
@@ -304,7 +307,8 @@ int e2b_sandbox_touch(aks_sandbox_impl *sb, const aks_call *call, aks_error **er
 	}
 	char what[160];
 	snprintf(what, sizeof(what), "keep sandbox '%.100s' alive", sb->id);
-	e2b_req r = {.what = what, .method = "POST", .url = url, .retry = E2B_RETRY_SAFE};
+	aks_cloud_req r = {
+	    .what = what, .method = "POST", .url = url, .retry = AKS_CLOUD_RETRY_SAFE};
 	int rc = api_call(prov, &r, body, NULL, call, NULL, err);
 	if (rc == AKS_OK && (r.status < 200 || r.status >= 300))
 		rc = e2b_answer_error(prov, &r, sb->id, AKS_EPROVISION, err);
@@ -313,7 +317,7 @@ int e2b_sandbox_touch(aks_sandbox_impl *sb, const aks_call *call, aks_error **er
 		sb->refreshed_ms = now;
 	}
 	json_object_put(body);
-	e2b_req_free(&r);
+	aks_cloud_req_free(&r);
 	free(url);
 	return rc;
 }
@@ -353,18 +357,18 @@ int e2b_sandbox_list(aks_provider_impl *prov, const char *key, const char *value
 {
 	const aks_host_api *host = prov->host;
 	/* the SDK's query: metadata=<urlencoded key=value pairs>, itself urlencoded */
-	char *k = e2b_escape(key), *v = e2b_escape(value), *pair = NULL, *query = NULL;
+	char *k = aks_cloud_escape(key), *v = aks_cloud_escape(value), *pair = NULL, *query = NULL;
 	if (k && v && asprintf(&pair, "%s=%s", k, v) >= 0)
-		query = e2b_escape(pair);
+		query = aks_cloud_escape(pair);
 	free(k);
 	free(v);
 	free(pair);
 	if (!query)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	int rc = AKS_OK;
-	char token[sizeof(((e2b_req *)0)->next_token)] = "";
+	char token[sizeof(((aks_cloud_req *)0)->captured)] = "";
 	for (int page = 0; rc == AKS_OK && page < PAGES_MAX; page++) {
-		char *escaped = e2b_escape(token), *path = NULL, *url = NULL;
+		char *escaped = aks_cloud_escape(token), *path = NULL, *url = NULL;
 		if (escaped && asprintf(&path, "/v2/sandboxes?metadata=%s&limit=%d%s%s", query,
 		                        PAGE_LIMIT, *token ? "&nextToken=" : "", escaped) >= 0)
 			url = e2b_api_url(prov, path);
@@ -374,18 +378,19 @@ int e2b_sandbox_list(aks_provider_impl *prov, const char *key, const char *value
 			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 			break;
 		}
-		e2b_req r = {.what = "list the sandboxes",
-		             .method = "GET",
-		             .url = url,
-		             .retry = E2B_RETRY_SAFE,
-		             .resp_max = 16u << 20};
+		aks_cloud_req r = {.what = "list the sandboxes",
+		                   .method = "GET",
+		                   .url = url,
+		                   .retry = AKS_CLOUD_RETRY_SAFE,
+		                   .resp_max = 16u << 20,
+		                   .capture_header = "X-Next-Token"};
 		json_object *answer = NULL;
 		rc = api_call(prov, &r, NULL, NULL, call, &answer, err);
 		if (rc == AKS_OK)
 			rc = list_page(prov, answer, key, value, fn, ctx, err);
-		snprintf(token, sizeof(token), "%s", r.next_token);
+		snprintf(token, sizeof(token), "%s", r.captured);
 		json_object_put(answer);
-		e2b_req_free(&r);
+		aks_cloud_req_free(&r);
 		free(url);
 		if (!*token)
 			break;

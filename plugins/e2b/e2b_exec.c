@@ -217,19 +217,19 @@ static int envd_unary(aks_sandbox_impl *sb, const char *method, json_object *bod
 	struct curl_slist *t = curl_slist_append(h, "Connect-Protocol-Version: 1");
 	h = t ? t : h;
 	const char *text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
-	e2b_req r = {.what = what,
-	             .method = "POST",
-	             .url = url,
-	             .service = true,
-	             .headers = h,
-	             .body = text,
-	             .body_len = strlen(text),
-	             .retry = E2B_RETRY_SAFE};
-	rc = e2b_http(prov, &r, call, err);
+	aks_cloud_req r = {.what = what,
+	                   .method = "POST",
+	                   .url = url,
+	                   .service = true,
+	                   .headers = h,
+	                   .body = text,
+	                   .body_len = strlen(text),
+	                   .retry = AKS_CLOUD_RETRY_SAFE};
+	rc = aks_cloud_http(&prov->cloud, &r, call, err);
 	if (rc == AKS_OK && (r.status < 200 || r.status >= 300))
 		rc = e2b_answer_error(prov, &r, sb->id, AKS_EPROVISION, err);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	free(url);
 	return rc;
 }
@@ -316,17 +316,17 @@ static int run_process(aks_sandbox_impl *sb, const char *const *argv, const char
 	if ((t = curl_slist_append(h, "Keepalive-Ping-Interval: " KEEPALIVE_S)))
 		h = t;
 	run_state st = {.sb = sb, .out = out, .capture = capture};
-	e2b_req r = {.what = what,
-	             .method = "POST",
-	             .url = url,
-	             .service = true,
-	             .headers = h,
-	             .body = body.data,
-	             .body_len = body.len,
-	             .retry = E2B_RETRY_NEVER,
-	             .sink = sink_events,
-	             .sink_ctx = &st};
-	rc = e2b_http(prov, &r, call, err);
+	aks_cloud_req r = {.what = what,
+	                   .method = "POST",
+	                   .url = url,
+	                   .service = true,
+	                   .headers = h,
+	                   .body = body.data,
+	                   .body_len = body.len,
+	                   .retry = AKS_CLOUD_RETRY_NEVER,
+	                   .sink = sink_events,
+	                   .sink_ctx = &st};
+	rc = aks_cloud_http(&prov->cloud, &r, call, err);
 	if (rc == AKS_OK && (r.status < 200 || r.status >= 300)) {
 		rc = e2b_answer_error(prov, &r, sb->id, AKS_EPROVISION, err);
 	} else if (rc == AKS_OK && st.failure) {
@@ -356,8 +356,8 @@ static int run_process(aks_sandbox_impl *sb, const char *const *argv, const char
 	if (exit_code)
 		*exit_code = st.exit_code;
 	e2b_envelopes_free(&st.env);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	aks__buf_free(&body);
 	free(url);
 	return rc;
@@ -459,17 +459,17 @@ static void restart_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_resul
 	struct curl_slist *h = NULL;
 	aks_error *e = NULL;
 	char *url = e2b_sandbox_url(sb, E2B_INTERPRETER_PORT, "/contexts");
-	e2b_req r = {.what = "list the code interpreter's contexts",
-	             .method = "GET",
-	             .url = url,
-	             .service = true,
-	             .retry = E2B_RETRY_SAFE};
+	aks_cloud_req r = {.what = "list the code interpreter's contexts",
+	                   .method = "GET",
+	                   .url = url,
+	                   .service = true,
+	                   .retry = AKS_CLOUD_RETRY_SAFE};
 	json_object *list = NULL;
 	const char *id = NULL;
 	int rc = url ? e2b_sandbox_headers(sb, E2B_INTERPRETER_PORT, NULL, &h, &e) : AKS_ENOMEM;
 	if (rc == AKS_OK) {
 		r.headers = h;
-		rc = e2b_http(prov, &r, &c, &e);
+		rc = aks_cloud_http(&prov->cloud, &r, &c, &e);
 	}
 	if (rc == AKS_OK && r.status >= 200 && r.status < 300 && r.resp.len)
 		list = json_tokener_parse(r.resp.data);
@@ -480,19 +480,20 @@ static void restart_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_resul
 		if (lang && strcmp(lang, "python") == 0)
 			id = aks__jstr(ctx, "id");
 	}
-	char *escaped = id ? e2b_escape(id) : NULL, *path = NULL, *restart = NULL;
+	char *escaped = id ? aks_cloud_escape(id) : NULL, *path = NULL, *restart = NULL;
 	if (escaped && asprintf(&path, "/contexts/%s/restart", escaped) >= 0)
 		restart = e2b_sandbox_url(sb, E2B_INTERPRETER_PORT, path);
 	bool done = false;
 	if (restart) {
-		e2b_req_free(&r);
-		r = (e2b_req){.what = "restart the Python kernel",
-		              .method = "POST",
-		              .url = restart,
-		              .service = true,
-		              .headers = h,
-		              .retry = E2B_RETRY_SAFE};
-		done = e2b_http(prov, &r, &c, &e) == AKS_OK && r.status >= 200 && r.status < 300;
+		aks_cloud_req_free(&r);
+		r = (aks_cloud_req){.what = "restart the Python kernel",
+		                    .method = "POST",
+		                    .url = restart,
+		                    .service = true,
+		                    .headers = h,
+		                    .retry = AKS_CLOUD_RETRY_SAFE};
+		done = aks_cloud_http(&prov->cloud, &r, &c, &e) == AKS_OK && r.status >= 200 &&
+		       r.status < 300;
 	}
 	if (done)
 		host->result_set_notice(out, "the Python session was restarted to stop the code: "
@@ -504,8 +505,8 @@ static void restart_kernel(aks_sandbox_impl *sb, const aks_call *call, aks_resul
 	if (e)
 		host->error_free(e);
 	json_object_put(list);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	free(escaped);
 	free(path);
 	free(restart);
@@ -535,17 +536,17 @@ static int execute(aks_sandbox_impl *sb, const char *code, const aks_call *call,
 	}
 	const char *text = json_object_to_json_string_ext(body, JSON_C_TO_STRING_PLAIN);
 	code_state st = {.sb = sb, .out = out};
-	e2b_req r = {.what = "run code",
-	             .method = "POST",
-	             .url = url,
-	             .service = true,
-	             .headers = h,
-	             .body = text,
-	             .body_len = strlen(text),
-	             .retry = E2B_RETRY_NEVER,
-	             .sink = sink_lines,
-	             .sink_ctx = &st};
-	rc = e2b_http(prov, &r, call, err);
+	aks_cloud_req r = {.what = "run code",
+	                   .method = "POST",
+	                   .url = url,
+	                   .service = true,
+	                   .headers = h,
+	                   .body = text,
+	                   .body_len = strlen(text),
+	                   .retry = AKS_CLOUD_RETRY_NEVER,
+	                   .sink = sink_lines,
+	                   .sink_ctx = &st};
+	rc = aks_cloud_http(&prov->cloud, &r, call, err);
 	if (rc == AKS_OK && (r.status < 200 || r.status >= 300))
 		rc = e2b_answer_error(prov, &r, sb->id, AKS_EPROVISION, err);
 	else if (rc == AKS_OK && !e2b_lines_finish(&st.lines, on_line, &st))
@@ -569,8 +570,8 @@ static int execute(aks_sandbox_impl *sb, const char *code, const aks_call *call,
 	}
 	free(st.error);
 	e2b_lines_free(&st.lines);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	json_object_put(body);
 	free(url);
 	return rc;

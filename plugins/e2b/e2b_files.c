@@ -113,7 +113,7 @@ static int prepare(aks_sandbox_impl *sb, const char *path, const aks_call *call,
 /* The /files URL for an absolute sandbox path. */
 static char *files_url(aks_sandbox_impl *sb, const char *abs)
 {
-	char *escaped = e2b_escape(abs), *path = NULL, *url = NULL;
+	char *escaped = aks_cloud_escape(abs), *path = NULL, *url = NULL;
 	/* envd before 0.4.0 needs the user named here too */
 	bool user = e2b_version_cmp(sb->envd_version, "0.4.0") < 0;
 	if (escaped &&
@@ -142,22 +142,22 @@ int e2b_upload_file(aks_sandbox_impl *sb, const char *path, const void *data, si
 	char what[160];
 	snprintf(what, sizeof(what), "write '%.100s'", abs);
 	/* the same bytes to the same path: safe to send again */
-	e2b_req r = {.what = what,
-	             .method = "POST",
-	             .url = url,
-	             .service = true,
-	             .headers = h,
-	             .body = data,
-	             .body_len = len,
-	             .retry = E2B_RETRY_SAFE,
-	             .form_file = octet ? NULL : abs};
+	aks_cloud_req r = {.what = what,
+	                   .method = "POST",
+	                   .url = url,
+	                   .service = true,
+	                   .headers = h,
+	                   .body = data,
+	                   .body_len = len,
+	                   .retry = AKS_CLOUD_RETRY_SAFE,
+	                   .form_file = octet ? NULL : abs};
 	if (rc == AKS_OK)
-		rc = e2b_http(prov, &r, call, err);
+		rc = aks_cloud_http(&prov->cloud, &r, call, err);
 	if (rc == AKS_OK && (r.status < 200 || r.status >= 300))
 		rc =
 		    e2b_answer_error(prov, &r, sb->id, r.status == 507 ? AKS_ELIMIT : AKS_EIO, err);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	free(url);
 	free(abs);
 	return rc;
@@ -201,16 +201,16 @@ int e2b_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	char what[160];
 	snprintf(what, sizeof(what), "read '%.100s'", abs);
 	download_state st = {.host = host, .out = out, .path = path};
-	e2b_req r = {.what = what,
-	             .method = "GET",
-	             .url = url,
-	             .service = true,
-	             .headers = h,
-	             .retry = E2B_RETRY_SAFE,
-	             .sink = sink_file,
-	             .sink_ctx = &st};
+	aks_cloud_req r = {.what = what,
+	                   .method = "GET",
+	                   .url = url,
+	                   .service = true,
+	                   .headers = h,
+	                   .retry = AKS_CLOUD_RETRY_SAFE,
+	                   .sink = sink_file,
+	                   .sink_ctx = &st};
 	if (rc == AKS_OK)
-		rc = e2b_http(prov, &r, call, err);
+		rc = aks_cloud_http(&prov->cloud, &r, call, err);
 	if (rc == AKS_OK && st.rc != AKS_OK) {
 		rc = st.err ? host->error_set(err, st.rc, "%s", host->error_message(st.err))
 		            : host->error_set(err, st.rc, "e2b: cannot keep '%s'", path);
@@ -225,8 +225,8 @@ int e2b_download_file(aks_sandbox_impl *sb, const char *path, const aks_call *ca
 	}
 	if (st.err)
 		host->error_free(st.err);
-	e2b_req_free(&r);
-	e2b_headers_free(h);
+	aks_cloud_req_free(&r);
+	aks_cloud_headers_free(h);
 	free(url);
 	free(abs);
 	return rc;

@@ -1,6 +1,6 @@
 /*
  * plugins/e2b/e2b_internal.h - the e2b provider's pieces: the instance and sandbox handles
- * (e2b.c), HTTP to E2B under a call's deadline with retries (e2b_http.c), the control
+ * (e2b.c), the headers, URLs and error answers of E2B's requests (e2b_http.c), the control
  * plane's sandbox lifecycle (e2b_api.c), commands through envd's process API and Python
  * through the code interpreter (e2b_exec.c), files through envd (e2b_files.c).
  *
@@ -24,6 +24,7 @@
 #include <aksandbox/provider.h>
 
 #include "aks_buf.h"
+#include "aks_cloud.h"
 
 #define E2B_NAME             "e2b"
 #define E2B_ENVD_PORT        49983
@@ -38,12 +39,7 @@ struct aks_provider_impl {
 	char *api_url;     /* without a trailing '/' */
 	char *domain;      /* the sandboxes' domain unless create names another */
 	char *sandbox_url; /* every sandbox's services at one URL; NULL: per sandbox and port */
-	char *ca_file;     /* NULL: libcurl's default bundle */
-	long connect_timeout_ms;
-	/* connections, TLS sessions and names shared by the instance's requests */
-	CURLSH *share;
-	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
-	bool curl_held;
+	aks_cloud cloud;   /* the HTTP client: CA bundle, connect timeout, shared connections */
 	char *description;
 };
 
@@ -57,52 +53,7 @@ struct aks_sandbox_impl {
 	int64_t refreshed_ms;
 };
 
-/* ---- HTTP (e2b_http.c) ---- */
-
-/* Which failures a request may be sent again after. */
-typedef enum e2b_retry {
-	E2B_RETRY_NEVER = 0, /* running a command or code: never twice */
-	E2B_RETRY_UNSENT,    /* 429 and connections that never opened: nothing was done */
-	E2B_RETRY_SAFE       /* idempotent: also 5xx answers and connections that broke */
-} e2b_retry;
-
-/* Receives a 2xx answer's body as it arrives. false stops the transfer (the sink keeps
- * why). */
-typedef bool (*e2b_sink_fn)(void *ctx, const char *data, size_t len);
-
-typedef struct e2b_req {
-	const char *what;   /* for messages: "create a sandbox" */
-	const char *method; /* GET, POST, DELETE */
-	const char *url;
-	bool service;               /* a sandbox's service: 502 is the sandbox gone, not retried */
-	struct curl_slist *headers; /* borrowed */
-	const void *body;           /* NULL: none */
-	size_t body_len;
-	/* the body sent as the part "file" of a multipart form, with this file name; NULL: as it
-	 * is */
-	const char *form_file;
-	e2b_retry retry;
-	e2b_sink_fn sink; /* NULL: the body is kept in resp, up to resp_max */
-	void *sink_ctx;
-	size_t resp_max; /* 0: 1 MiB */
-	/* the answer */
-	long status;
-	aks_buf resp;
-	bool sink_stopped;    /* the sink said stop */
-	bool sunk;            /* the sink got bytes: the request is never sent again */
-	long retry_after_s;   /* the answer's Retry-After, in seconds (0: none) */
-	char next_token[256]; /* the answer's X-Next-Token (a listing's next page), or "" */
-	CURLcode result;
-	char errbuf[CURL_ERROR_SIZE];
-} e2b_req;
-
-/* Sends r under call's deadline and cancellation, again after a failure r->retry allows
- * (backoff from 250 ms, doubling, at most 5 tries, within the deadline). AKS_OK with
- * r->status set for any answer (the caller judges it); a transport failure is
- * AKS_EPROVISION worded with r->what; the deadline AKS_ETIMEOUT; cancellation
- * AKS_ECANCELLED. */
-int e2b_http(aks_provider_impl *prov, e2b_req *r, const aks_call *call, aks_error **err);
-void e2b_req_free(e2b_req *r);
+/* ---- HTTP (e2b_http.c; requests go through the shared client, aks_cloud.h) ---- */
 
 /* The control plane's headers: the API key, read from the environment now (never kept),
  * and JSON. AKS_ECONFIG when the variable is not set. Free with e2b_headers_free (it wipes
@@ -112,14 +63,11 @@ int e2b_api_headers(aks_provider_impl *prov, struct curl_slist **out, aks_error 
  * plus content_type when not NULL. */
 int e2b_sandbox_headers(aks_sandbox_impl *sb, int port, const char *content_type,
                         struct curl_slist **out, aks_error **err);
-void e2b_headers_free(struct curl_slist *h);
 
 /* A URL of the control plane (api_url + path) or of a sandbox service (+ path); malloc'd,
  * NULL when out of memory. */
 char *e2b_api_url(aks_provider_impl *prov, const char *path);
 char *e2b_sandbox_url(aks_sandbox_impl *sb, int port, const char *path);
-/* s percent-encoded for a URL's path or query (malloc'd); NULL when out of memory. */
-char *e2b_escape(const char *s);
 
 /*
  * The error for a control-plane or service answer that is not a success, worded around
@@ -128,7 +76,7 @@ char *e2b_escape(const char *s);
  * message and status. Returns the code set (AKS_EPROVISION, AKS_EGONE or `code` for the
  * rest).
  */
-int e2b_answer_error(aks_provider_impl *prov, const e2b_req *r, const char *id, int code,
+int e2b_answer_error(aks_provider_impl *prov, const aks_cloud_req *r, const char *id, int code,
                      aks_error **err);
 int e2b_gone(aks_provider_impl *prov, const char *id, aks_error **err);
 
