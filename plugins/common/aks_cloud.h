@@ -89,6 +89,26 @@ typedef struct aks_cloud_req {
 int aks_cloud_http(aks_cloud *c, aks_cloud_req *r, const aks_call *call, aks_error **err);
 void aks_cloud_req_free(aks_cloud_req *r);
 
+/* A download into a result: the sink (aks_cloud_file_sink_write, with the struct as its
+ * context) adds the file `path` to out at the first bytes and writes each chunk as the file's;
+ * aks_cloud_file_sink_end, after the request, says how it went. */
+typedef struct aks_cloud_file_sink {
+	const aks_host_api *host;
+	aks_result *out;
+	const char *path;
+	bool added;
+	int rc;
+	aks_error *err;
+} aks_cloud_file_sink;
+
+bool aks_cloud_file_sink_write(void *ctx, const char *data, size_t len);
+/* After a request whose sink s was, answered with AKS_OK and 2xx: AKS_OK (an empty file,
+ * which no byte reached, added now), or the sink's failure (a result past its bounds, out of
+ * memory) set in *err. Frees what s holds either way. */
+int aks_cloud_file_sink_end(aks_cloud_file_sink *s, aks_error **err);
+/* Frees what s holds when the request failed (its error is the one to report). */
+void aks_cloud_file_sink_free(aks_cloud_file_sink *s);
+
 /* Waits ms, or less: AKS_OK, or the call's end (which the wait notices at once). */
 int aks_cloud_pause(aks_cloud *c, const aks_call *call, long ms, aks_error **err);
 

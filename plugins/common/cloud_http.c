@@ -378,3 +378,38 @@ void aks_cloud_req_free(aks_cloud_req *r)
 {
 	aks__buf_free(&r->resp);
 }
+
+/* ---- downloads into a result ---- */
+
+bool aks_cloud_file_sink_write(void *ctx, const char *data, size_t len)
+{
+	aks_cloud_file_sink *s = ctx;
+	const aks_host_api *host = s->host;
+	if (!s->added) {
+		if ((s->rc = host->result_add_file(s->out, s->path, NULL)) != AKS_OK)
+			return false;
+		s->added = true;
+	}
+	s->rc = host->result_write(s->out, AKS_STREAM_FILE, data, len, &s->err);
+	return s->rc == AKS_OK;
+}
+
+int aks_cloud_file_sink_end(aks_cloud_file_sink *s, aks_error **err)
+{
+	const aks_host_api *host = s->host;
+	int rc = AKS_OK;
+	if (s->rc != AKS_OK)
+		rc = s->err ? host->error_set(err, s->rc, "%s", host->error_message(s->err))
+		            : host->error_set(err, s->rc, "cannot keep '%s'", s->path);
+	else if (!s->added && (rc = host->result_add_file(s->out, s->path, NULL)) != AKS_OK)
+		rc = host->error_set(err, rc, "out of memory");
+	aks_cloud_file_sink_free(s);
+	return rc;
+}
+
+void aks_cloud_file_sink_free(aks_cloud_file_sink *s)
+{
+	if (s->err)
+		s->host->error_free(s->err);
+	s->err = NULL;
+}

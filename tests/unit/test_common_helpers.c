@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -23,7 +24,9 @@
 #include "aks_buf.h"
 #include "aks_file.h"
 #include "aks_json.h"
+#include "aks_shquote.h"
 #include "aks_wspath.h"
+#include "aks_wsresolve.h"
 
 /* ---- allocation failure on demand ---- */
 
@@ -504,6 +507,85 @@ static void test_wspath_other_root(void **state)
 	free(long_path);
 }
 
+/* Runs the shell command line, its stdout into out (cap bytes, NUL-terminated); its exit
+ * status. */
+static int sh_run(const char *line, char *out, size_t cap)
+{
+	FILE *f = popen(line, "r");
+	assert_non_null(f);
+	size_t n = fread(out, 1, cap - 1, f);
+	out[n] = '\0';
+	int st = pclose(f);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* What a shell reads from the quoted words is the words, whatever is in them. */
+static void test_shquote_round_trip(void **state)
+{
+	(void)state;
+	const char *words[] = {
+	    "printf",      "%s|", "plain", "two words",
+	    "it's",        "'",   "''",    "$HOME `id` $(id) \\ \"q\" ; & | > < * ? ~ # !",
+	    "line\nbreak", "",    NULL};
+	char *q = aks_shquote_argv(words);
+	assert_non_null(q);
+	char out[512];
+	assert_int_equal(sh_run(q, out, sizeof(out)), 0);
+	assert_string_equal(out, "plain|two words|it's|'|''|$HOME `id` $(id) \\ \"q\" ; & | > < * "
+	                         "? ~ # !|line\nbreak||");
+	free(q);
+	const char *none[] = {NULL};
+	q = aks_shquote_argv(none);
+	assert_string_equal(q, "");
+	free(q);
+}
+
+/* The resolve script (aks_wsresolve.h) on this machine's file system: a regular file, a
+ * missing one (its parents made for a write), a link out of the root, a FIFO, a directory. */
+static void test_wsresolve_script(void **state)
+{
+	(void)state;
+	char root[] = "/tmp/aks-wsresolve.XXXXXX";
+	assert_non_null(mkdtemp(root));
+	char line[4096], out[2048], want[1024];
+	snprintf(
+	    line, sizeof(line),
+	    "cd %s && mkdir home && echo x > home/file && mkfifo home/pipe && mkdir home/dir && "
+	    "ln -s /etc home/out && ln -s pipe home/link",
+	    root);
+	assert_int_equal(system(line), 0);
+	struct {
+		const char *path, *mode;
+		int code;
+	} cases[] = {{"file", "", 0},       {"new/deep/f", "mkdir", 0},
+	             {"out/passwd", "", 0}, {"pipe", "", 3},
+	             {"link", "", 3},       {"dir", "", 3},
+	             {"out", "mkdir", 3}};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char abs[600];
+		snprintf(abs, sizeof(abs), "%s/home/%s", root, cases[i].path);
+		const char *argv[] = {"sh", "-c", aks_wsresolve_script, "resolve",
+		                      NULL, abs,  cases[i].mode,        NULL};
+		char home[600];
+		snprintf(home, sizeof(home), "%s/home", root);
+		argv[4] = home;
+		char *q = aks_shquote_argv(argv);
+		assert_non_null(q);
+		assert_int_equal(sh_run(q, out, sizeof(out)), cases[i].code);
+		free(q);
+		/* the first line is the root; the second the path with its links followed */
+		snprintf(want, sizeof(want), "%s/home\n", root);
+		assert_memory_equal(out, want, strlen(want));
+		if (strcmp(cases[i].path, "out/passwd") == 0)
+			assert_string_equal(out + strlen(want), "/etc/passwd\n");
+	}
+	snprintf(line, sizeof(line), "%s/home/new/deep", root);
+	struct stat st;
+	assert_int_equal(stat(line, &st), 0); /* a write's parents were made */
+	snprintf(line, sizeof(line), "rm -rf %s", root);
+	assert_int_equal(system(line), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -526,6 +608,8 @@ int main(void)
 	    cmocka_unit_test(test_jget_is_null_safe),
 	    cmocka_unit_test(test_jstr_only_strings),
 	    cmocka_unit_test(test_wspath_other_root),
+	    cmocka_unit_test(test_shquote_round_trip),
+	    cmocka_unit_test(test_wsresolve_script),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
