@@ -210,6 +210,7 @@ own_libs() {
 	kubernetes) echo "libc6 libcurl libwebsockets libssl libarchive libjson-c libyaml" ;;
 	bubblewrap) echo "libc6 libseccomp" ;;
 	e2b) echo "libc6 libcurl libjson-c" ;;
+	daytona) echo "libc6 libcurl libjson-c" ;;
 	*) echo "UNKNOWN" ;;
 	esac
 }
