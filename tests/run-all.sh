@@ -123,7 +123,8 @@ show_failures() { # build dir
 # then by the list below (the slowest in CI, slowest first), then the rest in TESTS order.
 slow_tests="tests/integration/queue-fleet.test tests/integration/test_docker_agent
 tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
-tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/configure.test tests/integration/test_docker
+tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/daytona/daytona-cli.test
+tests/integration/configure.test tests/integration/test_docker
 tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
 plugins/kubernetes/contract-agent.test tests/plugins/contract-kubernetes.test
 tests/security/probes-runsc.test tests/security/probes-docker.test tests/plugins/proof.test
@@ -147,16 +148,18 @@ MAKE
 }
 
 # What the sanitizer suite leaves out, because it would only repeat it, to keep the CI run
-# within its hour: configure's switches and the official E2B SDKs against the fake E2B
-# service (no compiled code of ours); the suites that run again under gVisor what the same
-# suite just ran under runc (the host's code is the same; gVisor's own branches in it are
-# the runsc cases of test_docker and test_docker_agent, which stay); e2b-cli.test (the e2b
-# plugin's code runs under the sanitizers in e2b-contract.test, e2b-tls.test and
-# examples.test; e2b-cli.test's own cost is the fake's sandboxes); runner-rejects.test (its
+# within its hour: configure's switches and the official E2B and Daytona SDKs against the
+# fake services (no compiled code of ours); the suites that run again under gVisor what the
+# same suite just ran under runc (the host's code is the same; gVisor's own branches in it
+# are the runsc cases of test_docker and test_docker_agent, which stay); e2b-cli.test and
+# daytona-cli.test (the plugins' code runs under the sanitizers in their contract suites,
+# e2b-tls.test and examples.test; the cli tests' own cost is the fakes' sandboxes);
+# runner-rejects.test (its
 # minutes are the cpu checks' measured busy loops; the runner's code runs under the
 # sanitizers in every contract suite). The plain suite runs them all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
+tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...

@@ -458,11 +458,22 @@ static int code_once(aks_sandbox_impl *sb, const char *code, const aks_call *cal
 			host->result_set_exit_code(out, exit_code);
 	} else if (rc == AKS_ETIMEOUT) {
 		host->result_set_timed_out(out);
-	} else if (rc == AKS_ECANCELLED) {
-		host->log(AKS_LOG_WARNING, DAYTONA_NAME,
-		          "sandbox '%s': cancelled code goes on until Daytona's timeout (%ld s): "
-		          "its code-run API cannot stop it",
-		          sb->id, timeout);
+	} else if (rc == AKS_ECANCELLED && err) {
+		/* said in the error itself: the caller must not think the code stopped */
+		if (*err)
+			host->error_free(*err);
+		*err = NULL;
+		if (timeout > 0)
+			host->error_set(
+			    err, AKS_ECANCELLED,
+			    "daytona: run_code was cancelled, but the code goes on in the "
+			    "sandbox until Daytona's timeout (%ld s): code-run cannot stop it",
+			    timeout);
+		else
+			host->error_set(
+			    err, AKS_ECANCELLED,
+			    "daytona: run_code was cancelled, but the code goes on in the "
+			    "sandbox until it ends: code-run cannot stop it");
 	}
 	json_object_put(answer);
 	json_object_put(body);
