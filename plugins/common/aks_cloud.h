@@ -43,6 +43,24 @@ int aks_cloud_init(aks_cloud *c, const aks_host_api *host, const char *who, cons
                    long connect_timeout_ms, aks_error **err);
 void aks_cloud_fini(aks_cloud *c);
 
+/* The config keys every cloud provider's block has, for its config_keys table. */
+#define AKS_CLOUD_CONFIG_KEYS                                                                      \
+	AKS_CONFIG_KEY("ca_file", AKS_CONFIG_STRING, false, NULL,                                  \
+	               "CA bundle for TLS; null = the system's"),                                  \
+	    AKS_CONFIG_KEY("connect_timeout", AKS_CONFIG_DOUBLE, false, "10",                      \
+	                   "seconds to open a connection")
+
+/* Reads those keys of the block and sets c up as aks_cloud_init does: AKS_ECONFIG "<who>:
+ * ca_file '<f>' cannot be read" or "<who>: connect_timeout must be ...". */
+int aks_cloud_configure(aks_cloud *c, const aks_host_api *host, const aks_config *cfg,
+                        const char *who, aks_error **err);
+
+/* A setting as the vendors' SDKs resolve theirs: the block's key, else the environment
+ * variable env (NULL: none), else def (NULL: none); malloc'd in *out (NULL when none).
+ * false when out of memory. */
+bool aks_cloud_setting(const aks_host_api *host, const aks_config *cfg, const char *key,
+                       const char *env, const char *def, char **out);
+
 /* Which failures a request may be sent again after. */
 typedef enum aks_cloud_retry {
 	AKS_CLOUD_RETRY_NEVER = 0, /* running a command or code: never twice */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "aks_cloud.h"
 #include "aks_curl.h"
@@ -64,6 +65,39 @@ int aks_cloud_init(aks_cloud *c, const aks_host_api *host, const char *who, cons
 	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	return AKS_OK;
+}
+
+bool aks_cloud_setting(const aks_host_api *host, const aks_config *cfg, const char *key,
+                       const char *env, const char *def, char **out)
+{
+	const char *v = NULL;
+	host->config_string(cfg, key, &v);
+	if (!v || !*v)
+		v = env ? getenv(env) : NULL;
+	if (!v || !*v)
+		v = def;
+	*out = v ? strdup(v) : NULL;
+	return !v || *out;
+}
+
+int aks_cloud_configure(aks_cloud *c, const aks_host_api *host, const aks_config *cfg,
+                        const char *who, aks_error **err)
+{
+	double connect_timeout = 10;
+	host->config_double(cfg, "connect_timeout", &connect_timeout);
+	const char *ca_file = NULL;
+	host->config_string(cfg, "ca_file", &ca_file);
+	if (ca_file && !*ca_file)
+		ca_file = NULL;
+	if (!(connect_timeout > 0) || connect_timeout > 3600)
+		return host->error_set(err, AKS_ECONFIG,
+		                       "%s: connect_timeout must be more than 0 and at most 3600 "
+		                       "seconds",
+		                       who);
+	if (ca_file && access(ca_file, R_OK) != 0)
+		return host->error_set(err, AKS_ECONFIG, "%s: ca_file '%s' cannot be read", who,
+		                       ca_file);
+	return aks_cloud_init(c, host, who, ca_file, (long)(connect_timeout * 1000), err);
 }
 
 void aks_cloud_fini(aks_cloud *c)

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "daytona_internal.h"
 
@@ -64,10 +63,7 @@ static const aks_config_key daytona_keys[] = {
     AKS_CONFIG_KEY("api_url", AKS_CONFIG_STRING, false, NULL,
                    "the control plane; null = $DAYTONA_API_URL, else "
                    "https://app.daytona.io/api (set it for a self-hosted Daytona)"),
-    AKS_CONFIG_KEY("ca_file", AKS_CONFIG_STRING, false, NULL,
-                   "CA bundle for TLS; null = the system's"),
-    AKS_CONFIG_KEY("connect_timeout", AKS_CONFIG_DOUBLE, false, "10",
-                   "seconds to open a connection"),
+    AKS_CLOUD_CONFIG_KEYS,
     AKS_CONFIG_END,
 };
 
@@ -86,21 +82,6 @@ static void daytona_fini(aks_provider_impl *prov)
 	json_object_put(prov->env);
 	free(prov->description);
 	free(prov);
-}
-
-/* The setting: the config's key, else the environment variable, else the default (NULL:
- * none); malloc'd in *out. false when out of memory. */
-static bool setting(const aks_host_api *host, const aks_config *cfg, const char *key,
-                    const char *env, const char *def, char **out)
-{
-	const char *v = NULL;
-	host->config_string(cfg, key, &v);
-	if (!v || !*v)
-		v = env ? getenv(env) : NULL;
-	if (!v || !*v)
-		v = def;
-	*out = v ? strdup(v) : NULL;
-	return !v || *out;
 }
 
 /* env_vars as the JSON object the create body carries; NULL in *out when empty. */
@@ -134,17 +115,14 @@ static int daytona_init(const aks_host_api *host, const aks_config *cfg, aks_pro
 	if (!prov)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	prov->host = host;
-	double connect_timeout = 10;
-	host->config_double(cfg, "connect_timeout", &connect_timeout);
-	char *ca_file = NULL;
 	int rc = AKS_OK;
-	if (!setting(host, cfg, "image", NULL, NULL, &prov->image) ||
-	    !setting(host, cfg, "snapshot", NULL, NULL, &prov->snapshot) ||
-	    !setting(host, cfg, "target", "DAYTONA_TARGET", NULL, &prov->target) ||
-	    !setting(host, cfg, "api_key_env", NULL, "DAYTONA_API_KEY", &prov->api_key_env) ||
-	    !setting(host, cfg, "api_url", "DAYTONA_API_URL", DAYTONA_DEFAULT_API_URL,
-	             &prov->api_url) ||
-	    !setting(host, cfg, "ca_file", NULL, NULL, &ca_file)) {
+	if (!aks_cloud_setting(host, cfg, "image", NULL, NULL, &prov->image) ||
+	    !aks_cloud_setting(host, cfg, "snapshot", NULL, NULL, &prov->snapshot) ||
+	    !aks_cloud_setting(host, cfg, "target", "DAYTONA_TARGET", NULL, &prov->target) ||
+	    !aks_cloud_setting(host, cfg, "api_key_env", NULL, "DAYTONA_API_KEY",
+	                       &prov->api_key_env) ||
+	    !aks_cloud_setting(host, cfg, "api_url", "DAYTONA_API_URL", DAYTONA_DEFAULT_API_URL,
+	                       &prov->api_url)) {
 		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 	} else if (prov->image && prov->snapshot) {
 		rc = host->error_set(err, AKS_ECONFIG,
@@ -152,21 +130,11 @@ static int daytona_init(const aks_host_api *host, const aks_config *cfg, aks_pro
 		                     "mutually exclusive \u2014 pick one");
 	} else if (!*prov->api_key_env) {
 		rc = host->error_set(err, AKS_ECONFIG, "daytona: api_key_env must not be empty");
-	} else if (!(connect_timeout > 0) || connect_timeout > 3600) {
-		rc =
-		    host->error_set(err, AKS_ECONFIG,
-		                    "daytona: connect_timeout must be more than 0 and at most 3600 "
-		                    "seconds");
-	} else if (ca_file && access(ca_file, R_OK) != 0) {
-		rc = host->error_set(err, AKS_ECONFIG, "daytona: ca_file '%s' cannot be read",
-		                     ca_file);
 	} else if ((rc = aks_cloud_check_url(host, DAYTONA_NAME, "api_url", prov->api_url, err)) ==
 	               AKS_OK &&
 	           (rc = env_object(host, cfg, &prov->env, err)) == AKS_OK) {
-		rc = aks_cloud_init(&prov->cloud, host, DAYTONA_NAME, ca_file,
-		                    (long)(connect_timeout * 1000), err);
+		rc = aks_cloud_configure(&prov->cloud, host, cfg, DAYTONA_NAME, err);
 	}
-	free(ca_file);
 	if (rc != AKS_OK) {
 		daytona_fini(prov);
 		return rc;

@@ -16,7 +16,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "aks_http.h"
 #include "e2b_internal.h"
@@ -60,10 +59,7 @@ static const aks_config_key e2b_keys[] = {
     AKS_CONFIG_KEY("sandbox_url", AKS_CONFIG_STRING, false, NULL,
                    "every sandbox's services at one URL; null = $E2B_SANDBOX_URL, else "
                    "https://<port>-<sandbox>.<domain>"),
-    AKS_CONFIG_KEY("ca_file", AKS_CONFIG_STRING, false, NULL,
-                   "CA bundle for TLS; null = the system's"),
-    AKS_CONFIG_KEY("connect_timeout", AKS_CONFIG_DOUBLE, false, "10",
-                   "seconds to open a connection"),
+    AKS_CLOUD_CONFIG_KEYS,
     AKS_CONFIG_END,
 };
 
@@ -83,21 +79,6 @@ static void e2b_fini(aks_provider_impl *prov)
 	free(prov);
 }
 
-/* The setting: the config's key, else the environment variable, else the default (NULL:
- * none); malloc'd in *out. false when out of memory. */
-static bool setting(const aks_host_api *host, const aks_config *cfg, const char *key,
-                    const char *env, const char *def, char **out)
-{
-	const char *v = NULL;
-	host->config_string(cfg, key, &v);
-	if (!v || !*v)
-		v = env ? getenv(env) : NULL;
-	if (!v || !*v)
-		v = def;
-	*out = v ? strdup(v) : NULL;
-	return !v || *out;
-}
-
 static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provider_impl **out,
                     aks_error **err)
 {
@@ -105,35 +86,25 @@ static int e2b_init(const aks_host_api *host, const aks_config *cfg, aks_provide
 	if (!prov)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	prov->host = host;
-	double connect_timeout = 10;
-	char *ca_file = NULL;
-	host->config_double(cfg, "connect_timeout", &connect_timeout);
 	int rc = AKS_OK;
-	if (!setting(host, cfg, "template", NULL, "base", &prov->template_id) ||
-	    !setting(host, cfg, "api_key_env", NULL, "E2B_API_KEY", &prov->api_key_env) ||
-	    !setting(host, cfg, "domain", "E2B_DOMAIN", E2B_DEFAULT_DOMAIN, &prov->domain) ||
-	    !setting(host, cfg, "api_url", "E2B_API_URL", NULL, &prov->api_url) ||
-	    !setting(host, cfg, "sandbox_url", "E2B_SANDBOX_URL", NULL, &prov->sandbox_url) ||
-	    !setting(host, cfg, "ca_file", NULL, NULL, &ca_file) ||
+	if (!aks_cloud_setting(host, cfg, "template", NULL, "base", &prov->template_id) ||
+	    !aks_cloud_setting(host, cfg, "api_key_env", NULL, "E2B_API_KEY", &prov->api_key_env) ||
+	    !aks_cloud_setting(host, cfg, "domain", "E2B_DOMAIN", E2B_DEFAULT_DOMAIN,
+	                       &prov->domain) ||
+	    !aks_cloud_setting(host, cfg, "api_url", "E2B_API_URL", NULL, &prov->api_url) ||
+	    !aks_cloud_setting(host, cfg, "sandbox_url", "E2B_SANDBOX_URL", NULL,
+	                       &prov->sandbox_url) ||
 	    (!prov->api_url && asprintf(&prov->api_url, "https://api.%s", prov->domain) < 0 &&
 	     !(prov->api_url = NULL))) {
 		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
 	} else if (!*prov->template_id) {
 		rc = host->error_set(err, AKS_ECONFIG, "e2b: template must not be empty");
-	} else if (!(connect_timeout > 0) || connect_timeout > 3600) {
-		rc = host->error_set(err, AKS_ECONFIG,
-		                     "e2b: connect_timeout must be more than 0 and at most 3600 "
-		                     "seconds");
-	} else if (ca_file && access(ca_file, R_OK) != 0) {
-		rc = host->error_set(err, AKS_ECONFIG, "e2b: ca_file '%s' cannot be read", ca_file);
 	} else if ((rc = aks_cloud_check_url(host, E2B_NAME, "api_url", prov->api_url, err)) ==
 	               AKS_OK &&
 	           (rc = aks_cloud_check_url(host, E2B_NAME, "sandbox_url", prov->sandbox_url,
 	                                     err)) == AKS_OK) {
-		rc = aks_cloud_init(&prov->cloud, host, E2B_NAME, ca_file,
-		                    (long)(connect_timeout * 1000), err);
+		rc = aks_cloud_configure(&prov->cloud, host, cfg, E2B_NAME, err);
 	}
-	free(ca_file);
 	if (rc != AKS_OK) {
 		e2b_fini(prov);
 		return rc;
