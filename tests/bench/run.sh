@@ -267,3 +267,41 @@ for what in ("run_command-true", "file-1MiB-round-trip"):
 PY
 	)
 fi
+
+# The daytona provider (when it was built), against the official JS SDK (`@daytonaio/sdk`,
+# pinned in tests/integration/daytona/package-lock.json) doing the same work against the same
+# fake Daytona service (tests/fakes/daytona), in this run: a command in an existing sandbox
+# and a 1 MiB file round trip (tests/bench/bench_daytona.c,
+# tests/integration/daytona/daytona_bench.mjs). The plugin runs a command as a toolbox session
+# command: its ratio is against the SDK's executeSessionCommand; the SDK's executeCommand is
+# shown beside it. Two rounds each, alternated, as for e2b.
+if [ -e "$B/tests/bench/bench_daytona" ]; then
+	echo
+	echo "daytona: the plugin against the official JS SDK, both against the fake Daytona service"
+	(
+		tmp=$T/daytona
+		mkdir -p "$tmp"
+		. "$S/tests/integration/daytona/fake-daytona.sh"
+		trap 'fake_stop' EXIT
+		fake_start
+		n=${BENCH_DAYTONA_ITER:-50}
+		for round in 1 2; do
+			"$(real_binary "$B/tests/bench/bench_daytona")" -n "$n" | tee -a "$T/daytona.txt"
+			BENCH_DAYTONA_ITER=$n bash "$S/tests/integration/run-node.sh" daytona \
+				daytona_bench.mjs @daytonaio/sdk | grep '^daytona-sdk' | tee -a "$T/daytona.txt"
+		done
+		python3 - "$T/daytona.txt" <<'PY'
+import sys
+from statistics import median
+m = {}
+for line in open(sys.argv[1]):
+    who, what, _, ms = line.split()[:4]
+    m.setdefault((who, what), []).append(float(ms))
+for what in ("run_command-true", "file-1MiB-round-trip"):
+    p, s = median(m[("daytona-plugin", what)]), median(m[("daytona-sdk", what)])
+    print(f"  {what}: plugin {p:.2f} ms, SDK {s:.2f} ms: plugin/SDK {p / s:.2f}x (goal: at most 1x)")
+p, s = median(m[("daytona-plugin", "run_command-true")]), median(m[("daytona-sdk", "executeCommand-true")])
+print(f"  run_command-true against the SDK's executeCommand: SDK {s:.2f} ms: plugin/SDK {p / s:.2f}x")
+PY
+	)
+fi
