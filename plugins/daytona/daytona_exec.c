@@ -24,8 +24,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
+#include "aks_http.h"
 #include "aks_json.h"
 #include "aks_killscript.h"
 #include "aks_shquote.h"
@@ -200,6 +202,134 @@ static int deliver(const aks_host_api *host, aks_result *out, aks_buf *capture, 
 	return host->result_write(out, stream, text->data, text->len, err);
 }
 
+/* A GET of a toolbox path under the session; the answer in r (freed by the caller). */
+static int session_get(aks_sandbox_impl *sb, const char *sid, const char *suffix, const char *what,
+                       const aks_call *call, aks_cloud_req *r, aks_error **err)
+{
+	char *path = NULL, *url = NULL;
+	if (asprintf(&path, "/process/session/%s%s", sid, suffix) >= 0)
+		url = dt_toolbox_url(sb, path);
+	free(path);
+	if (!url)
+		return sb->prov->host->error_set(err, AKS_ENOMEM, "out of memory");
+	*r = (aks_cloud_req){.what = what,
+	                     .method = "GET",
+	                     .url = url,
+	                     .service = true,
+	                     .retry = AKS_CLOUD_RETRY_SAFE,
+	                     .resp_max = ANSWER_MAX + 1,
+	                     .capture_header = "Content-Type"};
+	int rc = dt_request(sb->prov, r, NULL, NULL, call, NULL, err);
+	r->url = NULL;
+	free(url);
+	return rc;
+}
+
+/* Whether the daemon read a command's exit-code file between the shell's creating and writing
+ * it (older daemons answer so instead of reading again). */
+static bool half_written(const aks_cloud_req *r)
+{
+	char *msg = aks_ctr_http_message(r->resp.data, r->resp.len, r->status);
+	bool race = msg && strstr(msg, "failed to convert exit code to int");
+	free(msg);
+	return race;
+}
+
+/* Whether an exec's answer is that race: the command ran to its end, its result is there to
+ * be read. */
+static bool exit_code_race(const aks_cloud_req *r)
+{
+	return r->status == 400 && dt_from_daemon(r) && half_written(r);
+}
+
+/*
+ * After the race: the command is the session's newest with this command line (the session
+ * runs one command at a time: it is this call's). Its exit code, once the daemon reads it
+ * whole (GET .../command/{id}, again every 50 ms, within the deadline), and its output (GET
+ * .../logs, the same streams as an exec's answer) make the result the exec would have given.
+ */
+static int race_result(aks_sandbox_impl *sb, const char *sid, const char *line,
+                       const aks_call *call, dt_exec_answer *answer, aks_error **err)
+{
+	aks_provider_impl *prov = sb->prov;
+	const aks_host_api *host = prov->host;
+	aks_cloud_req r = {0};
+	int rc = session_get(sb, sid, "", "read the toolbox session", call, &r, err);
+	json_object *o = rc == AKS_OK && r.status == 200 ? dt_answer_object(prov, &r, err) : NULL;
+	if (rc == AKS_OK && !o)
+		rc = r.status == 200 ? AKS_EPROVISION
+		                     : dt_answer_error(prov, &r, NULL, AKS_EPROVISION, err);
+	aks_cloud_req_free(&r);
+	char *cid = NULL;
+	json_object *commands = aks__jget(o, "commands");
+	for (size_t i = json_object_array_length(commands); rc == AKS_OK && i > 0 && !cid; i--) {
+		json_object *c = json_object_array_get_idx(commands, i - 1);
+		const char *text = aks__jstr(c, "command"), *id = aks__jstr(c, "id");
+		if (text && id && strcmp(text, line) == 0 && !(cid = strdup(id)))
+			rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	json_object_put(o);
+	if (rc == AKS_OK && !cid)
+		rc = host->error_set(
+		    err, AKS_EPROVISION,
+		    "daytona: the toolbox lost a command's exit code, and its session "
+		    "no longer lists the command");
+	char *suffix = NULL;
+	if (rc == AKS_OK && asprintf(&suffix, "/command/%s", cid) < 0) {
+		suffix = NULL;
+		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	int code = 0;
+	bool have_code = false;
+	while (rc == AKS_OK && !have_code) {
+		rc = session_get(sb, sid, suffix, "read a command's exit code", call, &r, err);
+		json_object *c =
+		    rc == AKS_OK && r.status == 200 ? dt_answer_object(prov, &r, err) : NULL;
+		json_object *v = aks__jget(c, "exitCode");
+		if ((have_code = json_object_is_type(v, json_type_int)))
+			code = json_object_get_int(v);
+		if (rc == AKS_OK && r.status == 200 && !c)
+			rc = AKS_EPROVISION; /* not JSON: said in *err */
+		else if (rc == AKS_OK && r.status != 200 && !half_written(&r))
+			rc = dt_answer_error(prov, &r, NULL, AKS_EPROVISION, err);
+		json_object_put(c);
+		aks_cloud_req_free(&r);
+		if (rc == AKS_OK && !have_code) /* not yet written, or read half-written again */
+			rc = aks_cloud_pause(&prov->cloud, call, 50, err);
+	}
+	char *logs = NULL;
+	const char *why = NULL;
+	if (rc == AKS_OK && asprintf(&logs, "%s/logs", suffix) < 0) {
+		logs = NULL;
+		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	if (rc == AKS_OK)
+		rc = session_get(sb, sid, logs, "read a command's output", call, &r, err);
+	if (rc == AKS_OK && r.status != 200)
+		rc = dt_answer_error(prov, &r, NULL, AKS_EPROVISION, err);
+	else if (rc == AKS_OK && r.resp.len > ANSWER_MAX)
+		rc = host->error_set(err, AKS_ELIMIT,
+		                     "daytona: a command's output is larger than %u MiB, and "
+		                     "Daytona's toolbox answers it whole",
+		                     ANSWER_MAX >> 20);
+	/* JSON with the streams (a toolbox that splits them), or the raw log with its markers */
+	else if (rc == AKS_OK && strncasecmp(r.captured, "application/json", 16) == 0 &&
+	         !dt_exec_answer_parse(r.resp.data, r.resp.len, answer, &why))
+		rc = host->error_set(err, AKS_EPROVISION,
+		                     "daytona: cannot read a command's output: the answer is %s",
+		                     why);
+	else if (rc == AKS_OK && strncasecmp(r.captured, "application/json", 16) != 0 &&
+	         !dt_demux(r.resp.data, r.resp.len, &answer->out, &answer->err))
+		rc = host->error_set(err, AKS_ENOMEM, "out of memory");
+	if (rc == AKS_OK)
+		answer->exit_code = code;
+	aks_cloud_req_free(&r);
+	free(logs);
+	free(suffix);
+	free(cid);
+	return rc;
+}
+
 /* How a try of a command ended, when it did not give a result. */
 typedef enum try_end {
 	TRY_DONE,  /* the result, or an error that stands */
@@ -253,6 +383,9 @@ static int run_once(aks_sandbox_impl *sb, const char *line, const char *what, co
 		                     "daytona: cannot %s: its output is larger than %u MiB, and "
 		                     "Daytona's toolbox answers it whole",
 		                     what, ANSWER_MAX >> 20);
+	} else if (rc == AKS_OK && exit_code_race(&r)) {
+		rc = race_result(sb, sid, line, call, &answer, err);
+		broken = rc != AKS_OK;
 	} else if (rc == AKS_OK && r.status == 404 && dt_from_daemon(&r)) {
 		/* the session is gone (the sandbox was started again since it was made) */
 		broken = true;
@@ -264,7 +397,8 @@ static int run_once(aks_sandbox_impl *sb, const char *line, const char *what, co
 	} else if (rc == AKS_OK && !dt_exec_answer_parse(r.resp.data, r.resp.len, &answer, &why)) {
 		rc = host->error_set(err, AKS_EPROVISION, "daytona: cannot %s: the answer is %s",
 		                     what, why);
-	} else if (rc == AKS_OK) {
+	}
+	if (rc == AKS_OK && *end == TRY_DONE && !broken) {
 		rc = deliver(host, out, capture, AKS_STREAM_STDOUT, &answer.out, err);
 		if (rc == AKS_OK)
 			rc = deliver(host, out, capture, AKS_STREAM_STDERR, &answer.err, err);

@@ -359,7 +359,7 @@ class Faults(e2b.Faults):
     closed without an answer), delay_s, and start_delay_s (the sandbox a
     create or start request brings up takes that long to be 'started')."""
 
-    KEYS = e2b.Faults.KEYS | {"drop", "delay_s", "start_delay_s"}
+    KEYS = e2b.Faults.KEYS | {"drop", "delay_s", "start_delay_s", "exit_code_race"}
 
 
 class Agent(e2b.Init):
@@ -725,7 +725,7 @@ class Session:
                 os.close(self.stdin_w)
                 self.stdin_w = None
 
-    def execute(self, command, run_async, combined, skip_demux):
+    def execute(self, command, run_async, combined, skip_demux, exit_code_race=False):
         sbx, cid = self.sbx, str(uuid.uuid4())
         cdir = f"{self.dir}/{cid}"
         log, exit_file = f"{cdir}/output.log", f"{cdir}/exit_code"
@@ -762,6 +762,8 @@ class Session:
             if text is None:
                 time.sleep(0.05)
                 continue
+            if exit_code_race:
+                text = b""
             try:
                 code = int(text.decode().rstrip("\n"))
             except ValueError:
@@ -1002,6 +1004,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.body = self.read_body()
         self.daemon_path = self.path_only
         self.start_delay = None
+        self.exit_code_race = False
         try:
             if self.path_only.startswith("/_fake/"):
                 return self.admin()
@@ -1064,6 +1067,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.send(200, b'{"id": "' if target == "api" else b'{"exitCode": 0, "resu',
                       "application/json; charset=utf-8")
             return True
+        if fault.get("exit_code_race"):
+            # the daemon's race (before it waited for content): the command runs to its end,
+            # but the synchronous exec reads the exit-code file while the shell has created
+            # it and not yet written it, and answers 400
+            self.exit_code_race = True
         return False
 
     # -- /_fake: the tests' own door
@@ -1572,7 +1580,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise DaemonError(500, "failed to execute command: session not found", "")
         combined, skip = output_mode(self.headers)
         run_async = bool(body.get("runAsync") or body.get("async"))
-        result = session.execute(body["command"], run_async, combined, skip)
+        result = session.execute(body["command"], run_async, combined, skip, self.exit_code_race)
         self.go_send(202 if run_async else 200, result)
 
     def d_session_command(self, sbx, sid, cid):
