@@ -759,7 +759,9 @@ class Session:
                 cmd["exitCode"] = 1
                 raise DaemonError(400, "bad request: session cancelled")
             text = sbx.read_file(exit_file)
-            if text is None:
+            # the current daemon reads again while the file is empty (created, not yet
+            # written); the older ones' race is a fault (exit_code_race)
+            if text is None or (not text.strip() and not exit_code_race):
                 time.sleep(0.05)
                 continue
             if exit_code_race:
@@ -786,7 +788,7 @@ class Session:
             raise DaemonError(404, "command not found", "PROCESS_NOT_FOUND")
         if cmd["exitCode"] is None:
             text = self.sbx.read_file(f"{self.dir}/{cid}/exit_code")
-            if text is not None:
+            if text is not None and text.strip():
                 try:
                     cmd["exitCode"] = int(text.decode().rstrip("\n"))
                 except ValueError:
