@@ -211,6 +211,7 @@ own_libs() {
 	bubblewrap) echo "libc6 libseccomp" ;;
 	e2b) echo "libc6 libcurl libjson-c" ;;
 	daytona) echo "libc6 libcurl libjson-c" ;;
+	ec2_ssm) echo "libc6 libcurl libjson-c libxml2" ;;
 	*) echo "UNKNOWN" ;;
 	esac
 }

@@ -70,15 +70,15 @@ void aks__engine_destroy(const aks_profile *p, aks_session_rec *s)
  * The session's sandbox `target` is gone (§5.2 step 6): an attached environment is an error,
  * never provisioned; a managed sandbox's leftovers are cleaned up so a new one can be created.
  */
-static int forget_gone(const aks_profile *p, const char *target, const char *session_id,
-                       const aks_call *call, aks_error **err)
+static int forget_gone(const aks_profile *p, const char *target, const char *why,
+                       const char *session_id, const aks_call *call, aks_error **err)
 {
-	if (aks__engine_is_attached(p))
+	if (aks__engine_is_attached(p)) /* the reference's words, then the provider's reason */
 		return aks__error_set(err, AKS_EGONE,
 		                      "attached environment '%s' (profile '%s') is unreachable; "
 		                      "not recreating — attached environments are never "
-		                      "provisioned by the framework",
-		                      target, aks_profile_get_name(p));
+		                      "provisioned by the framework (%s)",
+		                      target, aks_profile_get_name(p), why);
 	aks__log(AKS_LOG_INFO, "sandbox",
 	         "sandbox %s of session '%s' no longer exists; creating a new one", target,
 	         session_id);
@@ -188,8 +188,9 @@ static int acquire(const aks_engine_op *op, const aks_session_rec *s, const aks_
 		int rc = aks_provider_attach(prov, target, call, out, &e);
 		if (rc != AKS_EGONE)
 			return rc < 0 ? aks__error_pass(err, rc, e) : rc;
+		rc = forget_gone(p, target, e ? aks_error_message(e) : "gone", s->id, call, err);
 		aks_error_free(e);
-		if ((rc = forget_gone(p, target, s->id, call, err)) < 0)
+		if (rc < 0)
 			return rc;
 		*recreated = true;
 	}

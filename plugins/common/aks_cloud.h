@@ -88,6 +88,11 @@ typedef struct aks_cloud_req {
 	void *sink_ctx;
 	size_t resp_max;            /* 0: 1 MiB */
 	const char *capture_header; /* an answer header whose value is wanted (NULL: none) */
+	/* AWS Signature Version 4, by libcurl: "aws:amz:<region>:<service>", with the access key
+	 * id as user and the secret key as password (borrowed; NULL: unsigned). */
+	const char *aws_sigv4;
+	const char *aws_key_id;
+	const char *aws_secret;
 	/* the answer */
 	long status;
 	aks_buf resp;

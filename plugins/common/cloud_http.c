@@ -269,6 +269,11 @@ static void set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime
 #endif
 	if (c->ca_file)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
+	if (r->aws_sigv4) { /* libcurl signs the request, its custom headers included */
+		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, r->aws_sigv4);
+		curl_easy_setopt(e, CURLOPT_USERNAME, r->aws_key_id);
+		curl_easy_setopt(e, CURLOPT_PASSWORD, r->aws_secret);
+	}
 	if (strcmp(r->method, "GET") == 0) {
 		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
 	} else if (r->form_file) {
