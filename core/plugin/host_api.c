@@ -134,6 +134,7 @@ static const aks_host_api host_api = {
     .principal_add_group = aks__principal_add_group,
     .principal_add_credential = aks__principal_add_credential,
     .result_add_egress_refused = aks__result_add_egress_refused,
+    .result_add_unseen = aks__result_add_unseen,
 };
 
 const aks_host_api *aks__host_api(void)

@@ -282,6 +282,16 @@ AKS_EXPORT bool aks_result_timed_out(const aks_result *r)
 	return r && r->timed_out;
 }
 
+void aks__result_add_unseen(aks_result *r, int stream, uint64_t bytes)
+{
+	stream_capture *s = !r                            ? NULL
+	                    : stream == AKS_STREAM_STDOUT ? &r->out
+	                    : stream == AKS_STREAM_STDERR ? &r->err
+	                                                  : NULL;
+	if (s)
+		s->total = bytes > UINT64_MAX - s->total ? UINT64_MAX : s->total + bytes;
+}
+
 void aks__result_add_egress_refused(aks_result *r, unsigned count)
 {
 	if (r)

@@ -18,6 +18,7 @@ void aks__result_set_exit_code(aks_result *r, int exit_code);
 void aks__result_set_timed_out(aks_result *r);
 /* Adds to the count of connections an egress policy refused (saturating). */
 void aks__result_add_egress_refused(aks_result *r, unsigned count);
+void aks__result_add_unseen(aks_result *r, int stream, uint64_t bytes);
 int aks__result_set_notice(aks_result *r, const char *notice);
 int aks__result_add_file(aks_result *r, const char *path, const char *mime_type);
 int aks__result_set_provider_data(aks_result *r, const char *json_object);

@@ -119,19 +119,33 @@ static void cancel_command(aks_sandbox_impl *sb, ssm_client *client, const char 
 	json_object_put(body);
 }
 
-/* Writes an output field to the result; says so in notice when it reached SSM's bound. */
-static int write_output(aks_sandbox_impl *sb, json_object *inv, const char *key, int stream,
-                        size_t bound, aks_result *out, bool *cut, aks_error **err)
+/* An output field of the invocation (NULL, 0 when absent). */
+static const char *field(json_object *inv, const char *key, size_t *len)
+{
+	json_object *v = NULL;
+	*len = 0;
+	if (!json_object_object_get_ex(inv, key, &v) || !json_object_is_type(v, json_type_string))
+		return NULL;
+	*len = (size_t)json_object_get_string_len(v);
+	return json_object_get_string(v);
+}
+
+/* Writes one stream to the result. The bytes the command wrote past what SSM returned are
+ * counted as unseen (the result is then marked cut, with the output's whole length): from
+ * the measured script's sizes line when there is one, else a stream that reaches SSM's bound
+ * is taken as cut (by at least a byte). *cut says whether it was. */
+static int write_stream(aks_sandbox_impl *sb, int stream, const char *s, size_t len, bool measured,
+                        uint64_t total, size_t bound, aks_result *out, bool *cut, aks_error **err)
 {
 	const aks_host_api *host = sb->prov->host;
-	json_object *v = NULL;
-	if (!json_object_object_get_ex(inv, key, &v) || !json_object_is_type(v, json_type_string))
-		return AKS_OK;
-	const char *s = json_object_get_string(v);
-	size_t len = (size_t)json_object_get_string_len(v);
-	if (ssm_char_count(s, len) >= bound)
-		*cut = true;
-	return len ? host->result_write(out, stream, s, len, err) : AKS_OK;
+	int rc = len ? host->result_write(out, stream, s, len, err) : AKS_OK;
+	uint64_t unseen =
+	    measured ? (total > len ? total - len : 0) : (ssm_char_count(s, len) >= bound ? 1 : 0);
+	*cut = unseen > 0;
+	if (rc == AKS_OK && unseen && AKS_HOST_HAS(host, result_add_unseen) &&
+	    host->result_add_unseen)
+		host->result_add_unseen(out, stream, unseen);
+	return rc;
 }
 
 static int finish(aks_sandbox_impl *sb, json_object *inv, const char *status, aks_result *out,
@@ -146,11 +160,18 @@ static int finish(aks_sandbox_impl *sb, json_object *inv, const char *status, ak
 		                       "ec2_ssm: the command on '%s' ended %s (%s) without an exit "
 		                       "code",
 		                       sb->id, status, details ? details : "no details");
+	size_t out_len = 0, err_len = 0, skip = 0;
+	const char *o = field(inv, "StandardOutputContent", &out_len);
+	const char *e = field(inv, "StandardErrorContent", &err_len);
+	uint64_t out_total = 0, err_total = 0;
+	bool measured = o && ssm_sizes_parse(o, out_len, &out_total, &err_total, &skip);
+	if (measured)
+		o += skip, out_len -= skip;
 	bool out_cut = false, err_cut = false;
-	int rc = write_output(sb, inv, "StandardOutputContent", AKS_STREAM_STDOUT, SSM_STDOUT_MAX,
-	                      out, &out_cut, err);
+	int rc = write_stream(sb, AKS_STREAM_STDOUT, o, out_len, measured, out_total,
+	                      SSM_STDOUT_MAX, out, &out_cut, err);
 	if (rc == AKS_OK)
-		rc = write_output(sb, inv, "StandardErrorContent", AKS_STREAM_STDERR,
+		rc = write_stream(sb, AKS_STREAM_STDERR, e, err_len, measured, err_total,
 		                  SSM_STDERR_MAX, out, &err_cut, err);
 	if (rc != AKS_OK)
 		return rc;
@@ -160,7 +181,7 @@ static int finish(aks_sandbox_impl *sb, json_object *inv, const char *status, ak
 		snprintf(
 		    notice, sizeof(notice),
 		    "SSM returns only the first %d characters of stdout and %d of stderr: %s%s%s "
-		    "reached that bound, and what the command wrote after it is not here",
+		    "went past that bound, and what the command wrote after it is not here",
 		    SSM_STDOUT_MAX, SSM_STDERR_MAX, out_cut ? "stdout" : "",
 		    out_cut && err_cut ? " and " : "", err_cut ? "stderr" : "");
 		if ((rc = host->result_set_notice(out, notice)) != AKS_OK)
@@ -179,7 +200,9 @@ static int run_script(aks_sandbox_impl *sb, const char *script, const aks_call *
 	int rc = ssm_client_for(prov, call, &client, &run_as, err);
 	if (rc != AKS_OK)
 		return rc;
-	char *line = ssm_run_as_script(script, run_as);
+	char *as = ssm_run_as_script(script, run_as);
+	char *line = as ? ssm_measured_script(as) : NULL;
+	free(as);
 	double timeout = call && call->timeout > 0 ? call->timeout : 3600;
 	json_object *body = line ? send_body(sb->id, line, (long)ceil(timeout)) : NULL;
 	free(line);

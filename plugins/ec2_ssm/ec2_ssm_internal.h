@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <aksandbox/plugin.h>
 #include <aksandbox/provider.h>
@@ -78,6 +79,16 @@ char *ssm_python_script(const char *code);
 char *ssm_run_as_script(const char *command, const char *run_as);
 /* The number of characters (UTF-8 code points; a stray byte counts as one) in s[0..len). */
 size_t ssm_char_count(const char *s, size_t len);
+
+/* script wrapped so that SSM's output bound can be told apart from a short output: it runs
+ * in a subshell with its stdout and stderr kept in files on the instance, then the wrapper
+ * prints "aks-ssm-sizes <stdout bytes>\n<stderr bytes>\n" first, the two files, and exits
+ * with the script's status. malloc'd, NULL when out of memory. */
+char *ssm_measured_script(const char *script);
+/* Reads the sizes at the start of out[0..len): true with the byte counts and their length in
+ * *skip; false when out does not start with them. */
+bool ssm_sizes_parse(const char *out, size_t len, uint64_t *out_bytes, uint64_t *err_bytes,
+                     size_t *skip);
 
 /* What SSM's GetCommandInvocation keeps of a command's output, in characters: the rest is
  * in S3 only when the command sends it there. */

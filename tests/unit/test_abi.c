@@ -43,7 +43,10 @@ _Static_assert(offsetof(aks_host_api, log) == 8, "host api layout");
 /* 24 slots in 1.0 and 1.1; result_add_egress_refused was appended in 1.2. */
 _Static_assert(offsetof(aks_host_api, result_add_egress_refused) == 8 + 24 * sizeof(void *),
                "host api layout");
-_Static_assert(sizeof(aks_host_api) == 8 + 25 * sizeof(void *), "host api size");
+/* result_add_unseen was appended in 1.4. */
+_Static_assert(offsetof(aks_host_api, result_add_unseen) == 8 + 25 * sizeof(void *),
+               "host api layout");
+_Static_assert(sizeof(aks_host_api) == 8 + 26 * sizeof(void *), "host api size");
 #endif
 
 /* Status codes are append-only and never renumbered. */

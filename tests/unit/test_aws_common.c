@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -198,6 +200,51 @@ static void run_as_is_quoted(void **state)
 	free(s);
 }
 
+/* The measured script, run by a real sh: the sizes line first, then the outputs, and the
+ * script's own status; a script's exit or heredoc stays inside its subshell. */
+static void measured_script_says_the_sizes(void **state)
+{
+	(void)state;
+	char *inner = ssm_python_script("import sys\nprint('x' * 5000)\nsys.stderr.write('e' * 7)\n"
+	                                "sys.exit(4)");
+	char *s = ssm_measured_script(inner);
+	free(inner);
+	char path[] = "/tmp/aks-measured-XXXXXX";
+	int fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+	close(fd);
+	free(s);
+	char cmd[128];
+	snprintf(cmd, sizeof(cmd), "sh %s 2>/dev/null", path);
+	FILE *p = popen(cmd, "r");
+	assert_non_null(p);
+	char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf), p);
+	int status = pclose(p);
+	unlink(path);
+	assert_true(WIFEXITED(status));
+	assert_int_equal(WEXITSTATUS(status), 4);
+	uint64_t out = 0, err = 0;
+	size_t skip = 0;
+	assert_true(ssm_sizes_parse(buf, n, &out, &err, &skip));
+	assert_int_equal(out, 5001);
+	assert_int_equal(err, 7);
+	assert_int_equal(n - skip, 5001);
+
+	/* not a sizes line: the output is the command's own */
+	assert_true(ssm_sizes_parse("aks-ssm-sizes     12\n 3\nrest", 27, &out, &err, &skip));
+	assert_int_equal(out, 12); /* a BSD wc's blanks */
+	assert_int_equal(err, 3);
+	assert_int_equal(skip, 24);
+	assert_false(ssm_sizes_parse("hello\n", 6, &out, &err, &skip));
+	assert_false(ssm_sizes_parse("aks-ssm-sizes 1\n", 16, &out, &err, &skip));
+	assert_false(ssm_sizes_parse("aks-ssm-sizes 1 2\n", 18, &out, &err, &skip));
+	assert_false(ssm_sizes_parse("aks-ssm-sizes 1\n2", 17, &out, &err, &skip));
+	assert_false(
+	    ssm_sizes_parse("aks-ssm-sizes 99999999999999999999999\n1\n", 40, &out, &err, &skip));
+}
+
 static void characters_are_counted_as_ssm_counts_them(void **state)
 {
 	(void)state;
@@ -217,6 +264,7 @@ int main(void)
 	    cmocka_unit_test(session_names_are_sanitised_and_clamped),
 	    cmocka_unit_test(heredoc_delimiter_never_collides),
 	    cmocka_unit_test(run_as_is_quoted),
+	    cmocka_unit_test(measured_script_says_the_sizes),
 	    cmocka_unit_test(characters_are_counted_as_ssm_counts_them),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

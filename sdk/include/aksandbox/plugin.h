@@ -260,6 +260,15 @@ typedef struct aks_host_api {
 	 * sandbox session's tally (`aksandbox sessions`: egress_refused). NULL r: nothing. */
 	void (*result_add_egress_refused)(aks_result *r, unsigned count);
 #endif
+#if AKS_TARGET_ABI_MINOR >= 4
+	/* Appended in ABI 1.4. Counts bytes the program wrote to stream (AKS_STREAM_STDOUT or
+	 * AKS_STREAM_STDERR) that the backend never handed over, for a service that keeps only
+	 * an output's start (SSM keeps 24,000 characters of stdout): they count in the stream's
+	 * total as bytes the host's own cap drops do, so the result says the output was cut,
+	 * and how long it was, rather than being silently short. NULL r, another stream:
+	 * nothing. */
+	void (*result_add_unseen)(aks_result *r, int stream, uint64_t bytes);
+#endif
 } aks_host_api;
 
 #define AKS_HOST_API_INIT                                                                          \
