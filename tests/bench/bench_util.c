@@ -125,6 +125,17 @@ void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb)
 	free(id);
 }
 
+aks_sandbox *bench_attach(const char *prog, aks_provider *prov, const char *id)
+{
+	aks_call call;
+	aks_call_init(&call, 120, NULL, NULL, NULL);
+	aks_error *err = NULL;
+	aks_sandbox *sb = NULL;
+	if (aks_provider_attach(prov, id, &call, &sb, &err) != AKS_OK)
+		bench_die(prog, "attach", err);
+	return sb;
+}
+
 char *bench_tool(const char *prog, aks_runtime *rt, const aks_tool_context *ctx, const char *name,
                  const char *args)
 {

@@ -26,6 +26,9 @@ aks_provider *bench_open_provider(const char *prog, const char *plugin_name, con
 /* create under policy (NULL: the default), and close + destroy. Exit on failure. */
 aks_sandbox *bench_create(const char *prog, aks_provider *prov, const aks_policy *policy);
 void bench_destroy(const char *prog, aks_provider *prov, aks_sandbox *sb);
+/* Attaches to the existing environment `id` (an attach-only provider's: close the handle
+ * after, nothing to destroy). Exits on failure. */
+aks_sandbox *bench_attach(const char *prog, aks_provider *prov, const char *id);
 /* Prints "<prog>: <what>: <error>", frees the error and exits 1. */
 void bench_die(const char *prog, const char *what, aks_error *err) __attribute__((noreturn));
 /* A runtime over the configuration `yaml`, written in a new temporary directory beside its
