@@ -124,6 +124,7 @@ show_failures() { # build dir
 slow_tests="tests/integration/queue-fleet.test tests/integration/test_docker_agent
 tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
 tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/daytona/daytona-cli.test
+tests/integration/ec2_ssm/ec2_ssm-cli.test
 tests/integration/configure.test tests/integration/test_docker
 tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
 plugins/kubernetes/contract-agent.test tests/plugins/contract-kubernetes.test
@@ -149,7 +150,8 @@ MAKE
 
 # What the sanitizer suite leaves out, because it would only repeat it, to keep the CI run
 # within its hour: configure's switches and the official E2B and Daytona SDKs against the
-# fake services (no compiled code of ours); the suites that run again under gVisor what the
+# fake services and the official AWS SDK against the fake AWS endpoints (no compiled code of
+# ours); the suites that run again under gVisor what the
 # same suite just ran under runc (the host's code is the same; gVisor's own branches in it
 # are the runsc cases of test_docker and test_docker_agent, which stay); e2b-cli.test and
 # daytona-cli.test (the plugins' code runs under the sanitizers in their contract suites,
@@ -160,6 +162,7 @@ MAKE
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
+tests/integration/ec2_ssm/aws-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...

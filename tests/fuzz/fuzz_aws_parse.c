@@ -1,7 +1,8 @@
 /*
  * Fuzz target: what libaks-aws reads from outside (plugins/common/aws_*.c): STS's XML
  * answers (credentials and errors), the JSON protocol's error answers, AWS's times, and the
- * shared credentials and config files' ini dialect. Checks: nothing is read past what was
+ * shared credentials and config files' ini dialect; and the sizes ec2_ssm reads at the start
+ * of a command's output (plugins/ec2_ssm/ec2_ssm_script.c). Checks: nothing is read past what was
  * given (the sanitizers), credentials read are complete or nothing, a refused ini names its
  * line and keeps nothing, and every error code and message is printable.
  */
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "aws_internal.h"
+#include "ec2_ssm_internal.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -54,6 +56,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else {
 		CHECK(ini.items == NULL && (rc != AKS_ECONFIG || bad > 0));
 	}
+
+	uint64_t out_bytes = 0, err_bytes = 0;
+	size_t skip = 0;
+	if (ssm_sizes_parse(text, size, &out_bytes, &err_bytes, &skip))
+		CHECK(skip > 0 && skip <= size && text[skip - 1] == '\n');
+	CHECK(ssm_char_count(text, size) <= size);
 
 	char *s = malloc(size + 1);
 	if (s) {
