@@ -319,7 +319,9 @@ fi
 # figures (the fake's `sh -c` of the script runs inside it; a script that outlasts it costs
 # another read and another 50 ms). The ratio is given as measured, and again above the waits,
 # with the reads per command the fake recorded (the SDK's requests carry its User-Agent, the
-# plugin's none). Two rounds each, alternated, as for e2b.
+# plugin's none). Both run the same script on the instance: the SDK sends the one the plugin
+# sent for `true` (the plugin's measuring wrapper around it, docs/plugins/ec2_ssm.md). Two
+# rounds each, alternated, as for e2b.
 if [ -e "$B/tests/bench/bench_ec2_ssm" ]; then
 	echo
 	echo "ec2_ssm: the plugin against the official AWS SDK for JavaScript, both against the fake AWS service"
@@ -332,7 +334,12 @@ if [ -e "$B/tests/bench/bench_ec2_ssm" ]; then
 		n=${BENCH_EC2_SSM_ITER:-50}
 		for round in 1 2; do
 			"$(real_binary "$B/tests/bench/bench_ec2_ssm")" -n "$n" | tee -a "$T/ec2_ssm.txt"
-			BENCH_EC2_SSM_ITER=$n bash "$S/tests/integration/run-node.sh" ec2_ssm \
+			# the SDK sends the very script the plugin sent for `true` (its wrapper with it)
+			script=$(python3 -c '
+import json, sys
+last = [json.loads(l) for l in open(sys.argv[1]) if "AmazonSSM.SendCommand" in l][-1]
+print(last["body"]["Parameters"]["commands"][0])' "$FAKE_RECORD")
+			BENCH_EC2_SSM_SCRIPT=$script BENCH_EC2_SSM_ITER=$n bash "$S/tests/integration/run-node.sh" ec2_ssm \
 				ec2_ssm_bench.mjs @aws-sdk/client-ssm | grep '^ec2_ssm-sdk' | tee -a "$T/ec2_ssm.txt"
 		done
 		python3 - "$T/ec2_ssm.txt" "$FAKE_RECORD" <<'PY'

@@ -7,7 +7,9 @@
 // block names (so every read 50 ms after the last); an invocation SSM does not know yet
 // (InvocationDoesNotExist) is pending. run.sh starts the fake, runs both in the same run and
 // prints the ratio. Prints "ec2_ssm-sdk command median <ms> ms p90 <ms> ms".
-// BENCH_EC2_SSM_ITER samples (default 50).
+// BENCH_EC2_SSM_ITER samples (default 50). BENCH_EC2_SSM_SCRIPT: the script to send instead of
+// `true` (run.sh passes the one the plugin sent for `true`, its measuring wrapper included, so
+// both sides run the same script on the instance).
 import { SSMClient, SendCommandCommand, GetCommandInvocationCommand } from '@aws-sdk/client-ssm';
 
 const INSTANCE = 'i-0123456789abcdef0'; // the instance fake-aws.sh registers
@@ -53,10 +55,11 @@ async function run(command) {
 	}
 }
 
+const script = process.env.BENCH_EC2_SSM_SCRIPT || 'true';
 const cmd = [];
 for (let i = 0; i <= n; i++) { // the first untimed, as in bench_ec2_ssm
 	const t0 = now();
-	const inv = await run('true');
+	const inv = await run(script);
 	const t1 = now();
 	if (inv.Status !== 'Success' || inv.ResponseCode !== 0)
 		throw new Error(`true ended ${inv.Status} with ${inv.ResponseCode}`);
