@@ -248,7 +248,8 @@ static size_t on_header(char *data, size_t size, size_t nmemb, void *ctx)
 	return n;
 }
 
-static void set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime)
+/* false when the request cannot be made as asked: a libcurl that cannot sign (before 7.75) */
+static bool set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime)
 {
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
 	curl_easy_setopt(e, CURLOPT_SHARE, c->share);
@@ -270,9 +271,14 @@ static void set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime
 	if (c->ca_file)
 		curl_easy_setopt(e, CURLOPT_CAINFO, c->ca_file);
 	if (r->aws_sigv4) { /* libcurl signs the request, its custom headers included */
-		curl_easy_setopt(e, CURLOPT_AWS_SIGV4, r->aws_sigv4);
+#if LIBCURL_VERSION_NUM >= 0x074b00
+		if (curl_easy_setopt(e, CURLOPT_AWS_SIGV4, r->aws_sigv4) != CURLE_OK)
+			return false; /* never sent unsigned */
 		curl_easy_setopt(e, CURLOPT_USERNAME, r->aws_key_id);
 		curl_easy_setopt(e, CURLOPT_PASSWORD, r->aws_secret);
+#else
+		return false;
+#endif
 	}
 	if (strcmp(r->method, "GET") == 0) {
 		curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
@@ -284,6 +290,7 @@ static void set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime
 		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
 		                 (curl_off_t)(r->body ? r->body_len : 0));
 	}
+	return true;
 }
 
 /* One try: AKS_OK with r->result and r->status set, or the call's end. */
@@ -314,7 +321,13 @@ static int send_once(aks_cloud *c, aks_cloud_req *r, const aks_call *call, aks_e
 			goto out;
 		}
 	}
-	set_options(c, e, r, mime);
+	if (!set_options(c, e, r, mime)) {
+		rc = host->error_set(err, AKS_ERROR,
+		                     "%s: cannot %s: this libcurl cannot sign AWS requests "
+		                     "(CURLOPT_AWS_SIGV4 needs libcurl 7.75 or later)",
+		                     c->who, r->what);
+		goto out;
+	}
 	if (curl_multi_add_handle(multi, e) != CURLM_OK) {
 		rc = host->error_set(err, AKS_ERROR, "libcurl refused a request");
 		goto out;

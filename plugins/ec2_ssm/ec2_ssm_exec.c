@@ -20,7 +20,8 @@
 /* The first wait before reading a command's state; it doubles up to poll_interval (most
  * commands end within a second, so a fixed second is what most of them would wait). */
 #define FIRST_POLL_MS 100
-/* CancelCommand after the deadline gets this long of its own. */
+/* CancelCommand after the deadline gets this long of its own; SSM's own executionTimeout is
+ * the deadline plus this, the backstop should the cancel never arrive (a host that died). */
 #define CANCEL_BUDGET_MS 5000
 
 static bool add_str(json_object *o, const char *key, const char *v)
@@ -204,7 +205,8 @@ static int run_script(aks_sandbox_impl *sb, const char *script, const aks_call *
 	char *line = as ? ssm_measured_script(as) : NULL;
 	free(as);
 	double timeout = call && call->timeout > 0 ? call->timeout : 3600;
-	json_object *body = line ? send_body(sb->id, line, (long)ceil(timeout)) : NULL;
+	json_object *body =
+	    line ? send_body(sb->id, line, (long)ceil(timeout) + CANCEL_BUDGET_MS / 1000) : NULL;
 	free(line);
 	if (!body)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
