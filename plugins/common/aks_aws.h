@@ -1,6 +1,6 @@
 /*
  * plugins/common/aks_aws.h - what the providers and brokers that talk to AWS share (ec2_ssm;
- * sqs and dynamodb next): credentials resolved as the AWS SDKs resolve them, kept fresh;
+ * sqs, dynamodb): credentials resolved as the AWS SDKs resolve them, kept fresh;
  * requests signed with Signature Version 4 by libcurl (CURLOPT_AWS_SIGV4) and sent through
  * the cloud client (aks_cloud.h) under the call's deadline; the AWS JSON protocol's answers
  * and errors read in one place; STS's AssumeRole and AssumeRoleWithWebIdentity (XML answers,
@@ -104,6 +104,8 @@ typedef struct aks_aws_service {
 	const char *service;    /* the signing name: "ssm", "sts" (static) */
 	const char *region;     /* borrowed */
 	const char *endpoint;   /* borrowed: "https://ssm.us-east-1.amazonaws.com" */
+	/* the AWS JSON protocol's version: "1.0" (SQS, DynamoDB) or "1.1" (SSM); NULL: 1.1 */
+	const char *json_version;
 } aks_aws_service;
 
 /* An AWS error answer, as the service worded it. */
@@ -120,7 +122,7 @@ typedef struct aks_aws_fault {
 int aks_aws_endpoint(const aks_host_api *host, const char *who, const char *service,
                      const char *region, const char *configured, char **out, aks_error **err);
 
-/* POSTs body (a JSON object) to s as the AWS JSON 1.1 protocol's operation target
+/* POSTs body (a JSON object) to s as the AWS JSON protocol's (json_version) operation target
  * ("AmazonSSM.SendCommand"), signed. A 2xx answer: AKS_OK with its JSON object in *out.
  * An AWS error answer: fault filled, and the error "<who>: <what>: <code>: <message>":
  * AKS_EPROVISION; credentials the service refused (UnrecognizedClientException,

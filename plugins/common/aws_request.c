@@ -125,9 +125,20 @@ bool aks_aws_fault_is_auth(const char *code)
 
 static bool is_throttle(const aks_aws_fault *f)
 {
-	return strcmp(f->code, "ThrottlingException") == 0 || strcmp(f->code, "Throttling") == 0 ||
-	       strcmp(f->code, "TooManyRequestsException") == 0 ||
-	       strcmp(f->code, "RequestLimitExceeded") == 0;
+	/* SQS answers RequestThrottled (and KmsThrottled); DynamoDB a table's or an account's
+	 * ProvisionedThroughputExceededException. */
+	static const char *const codes[] = {"ThrottlingException",
+	                                    "Throttling",
+	                                    "TooManyRequestsException",
+	                                    "RequestLimitExceeded",
+	                                    "RequestThrottled",
+	                                    "KmsThrottled",
+	                                    "ProvisionedThroughputExceededException",
+	                                    NULL};
+	for (int i = 0; codes[i]; i++)
+		if (strcmp(f->code, codes[i]) == 0)
+			return true;
+	return false;
 }
 
 /* ---- times ---- */
@@ -155,9 +166,12 @@ int64_t aks_aws_parse_time(const char *s)
 
 /* The request's headers: the protocol's, and the session token of temporary credentials
  * (which libcurl signs with the rest). */
-static bool json_headers(struct curl_slist **h, const char *target, const aks_aws_creds *cr)
+static bool json_headers(struct curl_slist **h, const char *version, const char *target,
+                         const aks_aws_creds *cr)
 {
-	return aks_cloud_header_add(h, "Content-Type", "application/x-amz-json-1.1") &&
+	char type[48];
+	snprintf(type, sizeof(type), "application/x-amz-json-%s", version ? version : "1.1");
+	return aks_cloud_header_add(h, "Content-Type", type) &&
 	       aks_cloud_header_add(h, "X-Amz-Target", target) &&
 	       (!cr->token || aks_cloud_header_add(h, "X-Amz-Security-Token", cr->token));
 }
@@ -207,7 +221,7 @@ int aks_aws_json_call(aks_aws_service *s, const char *what, const char *target, 
 		if (rc != AKS_OK)
 			return rc;
 		struct curl_slist *h = NULL;
-		if (!json_headers(&h, target, &cr)) {
+		if (!json_headers(&h, s->json_version, target, &cr)) {
 			aks_aws_creds_clear(&cr);
 			return host->error_set(err, AKS_ENOMEM, "out of memory");
 		}

@@ -11,15 +11,30 @@
 # at exactly the version package.json pins. --needs FILE: a file of the build tree
 # the test cannot run without (e.g. core/cli/aksandbox). No node, no npm registry or
 # no FILE is a failure, never a skip.
+#
+# run-node.sh --install DIR PACKAGE... only installs (as above) and prints the
+# directory installed into (DIR/sdk of the build tree, its node_modules inside):
+# how the shell tests' starter scripts get an emulator from the npm registry
+# (tests/integration/sqs/fauxqs.sh). A failure prints why on stderr, status 1.
 set -u
+install_only=""
+if [ "${1:-}" = "--install" ]; then
+	install_only=1
+	shift
+fi
 needs=""
 if [ "${1:-}" = "--needs" ]; then
 	needs=${2:?usage: run-node.sh [--needs FILE] DIR SCRIPT.mjs PACKAGE...}
 	shift 2
 fi
 dir=${1:?usage: run-node.sh [--needs FILE] DIR SCRIPT.mjs PACKAGE...}
-script=${2:?usage: run-node.sh [--needs FILE] DIR SCRIPT.mjs PACKAGE...}
-shift 2
+if [ -n "$install_only" ]; then
+	script=""
+	shift
+else
+	script=${2:?usage: run-node.sh [--needs FILE] DIR SCRIPT.mjs PACKAGE...}
+	shift 2
+fi
 [ $# -gt 0 ] || { echo "usage: run-node.sh [--needs FILE] DIR SCRIPT.mjs PACKAGE..." >&2; exit 2; }
 
 if [ -z "${AKS_TEST_BUILDDIR:-}" ] || [ -z "${AKS_TEST_SRCDIR:-}" ]; then
@@ -27,6 +42,10 @@ if [ -z "${AKS_TEST_BUILDDIR:-}" ] || [ -z "${AKS_TEST_SRCDIR:-}" ]; then
 	exit 1
 fi
 fail() {
+	if [ -n "$install_only" ]; then
+		printf '%s\n' "$@" >&2
+		exit 1
+	fi
 	echo "1..1"
 	echo "not ok 1 - $1"
 	shift
@@ -66,6 +85,11 @@ for pkg in "$@"; do
 	[ -n "$want" ] && [ "$want" = "$have" ] || fail "$pkg installed is '$have', not the pinned '$want'"
 	versions="$versions $pkg $have,"
 done
+
+if [ -n "$install_only" ]; then
+	echo "$D"
+	exit 0
+fi
 
 # ESM resolves packages from the script's own directory: run a copy beside
 # node_modules, with tests/integration/tap.mjs, which the scripts share.
