@@ -359,6 +359,52 @@ int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block, 
 	return AKS_OK;
 }
 
+/* The value of a schema key `key` of the given type that the block left unset, for the host
+ * to fill; NULL when the schema has no such key. AKS_ECONFIG when the block set it. */
+static int fillable(aks_config *cfg, const char *key, uint32_t type, const char *source,
+                    config_value **out, aks_error **err)
+{
+	*out = NULL;
+	for (size_t i = 0; cfg && i < cfg->count; i++) {
+		config_value *v = &cfg->values[i];
+		if (strcmp(v->key->name, key) != 0 || v->key->type != type)
+			continue;
+		if (v->explicit_value)
+			return aks__error_set(
+			    err, AKS_ECONFIG,
+			    "%s.%s is set by the host from %s: remove it from the "
+			    "block",
+			    cfg->label, key, source);
+		*out = v;
+	}
+	return AKS_OK;
+}
+
+int aks__config_fill_string(aks_config *cfg, const char *key, const char *value, const char *source,
+                            aks_error **err)
+{
+	config_value *v = NULL;
+	int rc = fillable(cfg, key, AKS_CONFIG_STRING, source, &v, err);
+	if (rc < 0 || !v || !value) /* not given: the schema's default stays */
+		return rc;
+	char *copy = value ? strdup(value) : NULL;
+	if (value && !copy)
+		return aks__error_set(err, AKS_ENOMEM, "out of memory");
+	value_clear(v);
+	v->str = copy;
+	return AKS_OK;
+}
+
+int aks__config_fill_double(aks_config *cfg, const char *key, double value, const char *source,
+                            aks_error **err)
+{
+	config_value *v = NULL;
+	int rc = fillable(cfg, key, AKS_CONFIG_DOUBLE, source, &v, err);
+	if (rc == AKS_OK && v)
+		v->number = value;
+	return rc;
+}
+
 AKS_EXPORT void aks_config_free(aks_config *cfg)
 {
 	if (!cfg)

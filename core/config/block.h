@@ -16,6 +16,15 @@
 int aks__config_build(const aks_plugin_descriptor *desc, const aks_node *block, const char *label,
                       aks_config **out, aks_error **err);
 
+/* Settings the host gives a plugin from elsewhere in the config (a transport's queue URLs,
+ * transport.h): sets `key` when the plugin's schema declares it with that type (nothing when
+ * it does not, or when value is NULL). AKS_ECONFIG, naming `source`, when the block set the key
+ * itself. */
+int aks__config_fill_string(aks_config *cfg, const char *key, const char *value, const char *source,
+                            aks_error **err);
+int aks__config_fill_double(aks_config *cfg, const char *key, double value, const char *source,
+                            aks_error **err);
+
 /* The accessors of the host services table. */
 int aks__config_string(const aks_config *cfg, const char *key, const char **out);
 int aks__config_bool(const aks_config *cfg, const char *key, bool *out);

@@ -1250,6 +1250,60 @@ static int parse_queue_plugins(aks_settings *s, const aks_node *sb, bool load, a
 	return AKS_OK;
 }
 
+/*
+ * What a transport plugin takes from outside its own block (transport.h, "Settings from the
+ * queue block"): the queue URLs of input.url and output.url, the longest policy.timeout of the
+ * profiles (0 when one has none), and the check of its max_message_bytes against
+ * inline_payload_max_bytes, here at load rather than at the first oversized message.
+ */
+/* What a message carries beside the request or record that the inline cap bounds (its
+ * attributes: the request id, an encoding marker). */
+#define TRANSPORT_ATTRIBUTE_ROOM 1024
+
+static int fill_transport_settings(aks_settings *s, const aks_node *sb, aks_error **err)
+{
+	if (!s->queue_plugin || !s->queue_block)
+		return AKS_OK;
+	const aks_node *b = aks__node_get(sb, "broker");
+	const aks_node *q = aks__node_get(b, "queue");
+	int rc = AKS_OK;
+	for (int i = 0; i < 2 && rc == AKS_OK; i++) {
+		const char *io = i ? "output" : "input";
+		const aks_node *url = aks__node_get(aks__node_get(q, io), "url");
+		char key[16], source[64];
+		snprintf(key, sizeof(key), "%s_url", io);
+		snprintf(source, sizeof(source), "sandbox.broker.queue.%s.url", io);
+		bool set = url && url->kind == AKS_NODE_SCALAR && !aks__node_is_null(url);
+		rc = aks__config_fill_string(s->queue_block, key, set ? url->value : NULL, source,
+		                             err);
+	}
+	double longest = 0;
+	bool unlimited = false;
+	for (size_t i = 0; i < s->profile_count; i++) {
+		double t = s->profiles[i]->policy.timeout;
+		unlimited = unlimited || t <= 0;
+		longest = t > longest ? t : longest;
+	}
+	if (rc == AKS_OK)
+		rc = aks__config_fill_double(s->queue_block, "longest_timeout",
+		                             unlimited ? 0 : longest,
+		                             "the profiles' policy.timeout", err);
+	int64_t max_bytes = 0;
+	if (rc == AKS_OK &&
+	    aks__config_int(s->queue_block, "max_message_bytes", &max_bytes) == AKS_OK &&
+	    s->broker.inline_payload_max_bytes + TRANSPORT_ATTRIBUTE_ROOM > max_bytes) {
+		const aks_node *n = aks__node_get(b, "inline_payload_max_bytes");
+		return fail(err, n ? n : q, "sandbox.broker.inline_payload_max_bytes",
+		            "%lld leaves no room in a %s message: the transport carries at most "
+		            "max_message_bytes=%lld bytes, of which %d are kept for attributes; "
+		            "lower it to %lld or less",
+		            (long long)s->broker.inline_payload_max_bytes, s->queue_desc->name,
+		            (long long)max_bytes, TRANSPORT_ATTRIBUTE_ROOM,
+		            (long long)(max_bytes - TRANSPORT_ATTRIBUTE_ROOM));
+	}
+	return rc;
+}
+
 /* ---- the whole block ---- */
 
 static const char *const sandbox_keys[] = {"enabled",
@@ -1351,6 +1405,8 @@ int aks__settings_from_tree(const aks_node *root, const char *file, aks_settings
 		if (rc == AKS_OK)
 			rc = add_profile(s, p, err);
 	}
+	if (rc == AKS_OK)
+		rc = fill_transport_settings(s, sb, err);
 	if (rc < 0) {
 		aks_settings_free(s);
 		return rc;

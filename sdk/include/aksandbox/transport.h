@@ -23,6 +23,22 @@
  * it is still working on it with in_progress); past it the message may be
  * redelivered and in flight elsewhere, and a late settle may settle that copy.
  *
+ * Settings from the queue block. A transport's config is its own block
+ * (`sandbox.broker.queue.<name>`); a few settings live elsewhere, and the host
+ * gives them to a transport whose config schema declares the key (with that
+ * type), refusing a block that sets one itself:
+ *  - `input_url`, `output_url` (string): the queue block's `input.url` and
+ *    `output.url` (the original's sqs settings); unset there, the key keeps its
+ *    schema default;
+ *  - `longest_timeout` (number): the longest `policy.timeout` of the config's
+ *    profiles in seconds, 0 when a profile has none: what the transport's ack
+ *    wait must outlast (the worker also calls in_progress every second while
+ *    a request runs);
+ *  - `max_message_bytes` (integer, the transport's own key): the largest
+ *    message it carries; the host checks at load that
+ *    `sandbox.broker.inline_payload_max_bytes` leaves 1 KiB of it for
+ *    attributes, and refuses the config otherwise.
+ *
  * Threading: send may be called from any thread. A consumer belongs to the
  * thread that opened it: fetch, ack, nack, dead_letter and consumer_close are
  * called from that thread only. Consumers of one transport run in parallel.

@@ -1,0 +1,438 @@
+/*
+ * plugins/sqs/sqs_consumer.c - consumers of the sqs transport: ReceiveMessage (long polling),
+ * and settling a message with DeleteMessage (ack, dead_letter) or ChangeMessageVisibility
+ * (nack, in_progress, close).
+ *
+ * One message of a group at a time. A FIFO queue never hands out a group's next message while
+ * one is in flight, but one ReceiveMessage may return several messages of the same group at
+ * once, in order. The contract allows the host at most one in flight per group, so a
+ * consumer holds the later ones back (they stay invisible to every other consumer, their
+ * visibility kept up) and hands each out once its predecessor is settled. A nack lets the
+ * group's held messages go with it, so the nacked one comes back first; SQS counts their
+ * receive again, as it does for every message a closing consumer lets go.
+ *
+ * Visibility is the ack wait: ReceiveMessage asks for visibility_timeout, and in_progress
+ * restores it once half of it has passed (the worker calls in_progress every second; SQS
+ * bills every request, so most of those calls send nothing).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aks_json.h"
+#include "sqs_internal.h"
+
+struct aks_consumer {
+	aks_transport_impl *t;
+	int qi;
+	sqs_msg *inflight; /* handed to the host, not settled yet */
+	sqs_msg *held;     /* received, waiting for their group's message in flight; in order */
+};
+
+static int oom(aks_consumer *c, aks_error **err)
+{
+	return c->t->host->error_set(err, AKS_ENOMEM, "out of memory");
+}
+
+int sqs_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **out, aks_error **err)
+{
+	*out = NULL;
+	int qi = sqs_queue_index(queue);
+	if (qi < 0)
+		return t->host->error_set(err, AKS_EINVAL, SQS_NAME ": no queue '%s'",
+		                          queue ? queue : "(null)");
+	int rc = sqs_ready(t, qi, NULL, err);
+	if (rc != AKS_OK)
+		return rc;
+	aks_consumer *c = calloc(1, sizeof(*c));
+	if (!c)
+		return t->host->error_set(err, AKS_ENOMEM, "out of memory");
+	c->t = t;
+	c->qi = qi;
+	*out = c;
+	return AKS_OK;
+}
+
+static bool same_group(const sqs_msg *a, const sqs_msg *b)
+{
+	return a->sqs_group && b->sqs_group && strcmp(a->sqs_group, b->sqs_group) == 0;
+}
+
+/* Whether a message of m's group is in flight with the host. */
+static bool group_busy(const aks_consumer *c, const sqs_msg *m)
+{
+	for (const sqs_msg *p = c->inflight; p; p = p->next)
+		if (same_group(p, m))
+			return true;
+	return false;
+}
+
+/* Unlinks m from *list; false when it is not there. */
+static bool unlink_msg(sqs_msg **list, sqs_msg *m)
+{
+	for (sqs_msg **p = list; *p; p = &(*p)->next)
+		if (*p == m) {
+			*p = m->next;
+			m->next = NULL;
+			return true;
+		}
+	return false;
+}
+
+static void append(sqs_msg **list, sqs_msg *m)
+{
+	while (*list)
+		list = &(*list)->next;
+	m->next = NULL;
+	*list = m;
+}
+
+/* ChangeMessageVisibility of m to `seconds` from now. */
+static int set_visibility(aks_consumer *c, sqs_msg *m, int seconds, aks_error **err)
+{
+	aks_transport_impl *t = c->t;
+	json_object *body = json_object_new_object(), *out = NULL;
+	if (!body ||
+	    json_object_object_add(body, "ReceiptHandle", json_object_new_string(m->receipt)) ||
+	    json_object_object_add(body, "VisibilityTimeout", json_object_new_int(seconds))) {
+		json_object_put(body);
+		return oom(c, err);
+	}
+	aks_call call;
+	sqs_request_call(t, NULL, 0, &call);
+	int64_t sent = t->host->now_ms();
+	aks_aws_fault fault;
+	int rc = sqs_call(t, c->qi, "change a message's visibility", "ChangeMessageVisibility",
+	                  body, AKS_CLOUD_RETRY_SAFE, &call, &out, &fault, err);
+	json_object_put(body);
+	json_object_put(out);
+	if (rc == AKS_OK)
+		m->visible_at_ms = sent + (int64_t)seconds * 1000;
+	return rc;
+}
+
+/* Restores m's visibility once half of it has passed. */
+static int keep_invisible(aks_consumer *c, sqs_msg *m, aks_error **err)
+{
+	int64_t half = (int64_t)c->t->visibility_s * 500;
+	if (m->visible_at_ms - c->t->host->now_ms() > half)
+		return AKS_OK;
+	return set_visibility(c, m, c->t->visibility_s, err);
+}
+
+/* Lets m go (visible again at once), best effort, and frees it. */
+static void release(aks_consumer *c, sqs_msg *m)
+{
+	aks_error *e = NULL;
+	if (set_visibility(c, m, 0, &e) != AKS_OK)
+		c->t->host->log(AKS_LOG_WARNING, SQS_NAME,
+		                "could not hand message %s back (it comes back when its visibility "
+		                "runs out): %s",
+		                m->message_id ? m->message_id : "?", c->t->host->error_message(e));
+	c->t->host->error_free(e);
+	sqs_msg_free(m);
+}
+
+/* A message that cannot be ours (sqs_decode refused it) would block its group for good:
+ * it is deleted, loudly. */
+static void drop_foreign(aks_consumer *c, json_object *m, const char *why)
+{
+	aks_transport_impl *t = c->t;
+	const char *id = aks__jstr(m, "MessageId"), *receipt = aks__jstr(m, "ReceiptHandle");
+	t->host->log(AKS_LOG_ERROR, SQS_NAME,
+	             "deleting message %s of the %s queue: it is not one this transport sent (%s)",
+	             id ? id : "?", t->q[c->qi].name, why);
+	if (!receipt)
+		return;
+	json_object *body = json_object_new_object(), *out = NULL;
+	if (!body ||
+	    json_object_object_add(body, "ReceiptHandle", json_object_new_string(receipt))) {
+		json_object_put(body);
+		return;
+	}
+	aks_call call;
+	sqs_request_call(t, NULL, 0, &call);
+	aks_aws_fault fault;
+	aks_error *e = NULL;
+	sqs_call(t, c->qi, "delete a message", "DeleteMessage", body, AKS_CLOUD_RETRY_SAFE, &call,
+	         &out, &fault, &e);
+	t->host->error_free(e);
+	json_object_put(body);
+	json_object_put(out);
+}
+
+static json_object *receive_request(aks_consumer *c, size_t max, int wait_s)
+{
+	json_object *body = json_object_new_object(), *sys = json_object_new_array(),
+	            *names = json_object_new_array();
+	bool ok = body && sys && names;
+	static const char *const wanted[] = {"ApproximateReceiveCount", "MessageGroupId",
+	                                     "MessageDeduplicationId", NULL};
+	for (int i = 0; ok && wanted[i]; i++)
+		ok = json_object_array_add(sys, json_object_new_string(wanted[i])) == 0;
+	ok = ok && json_object_array_add(names, json_object_new_string("All")) == 0;
+	if (ok) {
+		ok = !json_object_object_add(body, "MessageSystemAttributeNames", sys);
+		sys = NULL;
+	}
+	if (ok) {
+		ok = !json_object_object_add(body, "MessageAttributeNames", names);
+		names = NULL;
+	}
+	ok = ok &&
+	     !json_object_object_add(body, "MaxNumberOfMessages", json_object_new_int((int)max)) &&
+	     !json_object_object_add(body, "WaitTimeSeconds", json_object_new_int(wait_s)) &&
+	     !json_object_object_add(body, "VisibilityTimeout",
+	                             json_object_new_int(c->t->visibility_s));
+	json_object_put(sys);
+	json_object_put(names);
+	if (!ok) {
+		json_object_put(body);
+		return NULL;
+	}
+	return body;
+}
+
+/* One ReceiveMessage: each message handed out (while out has room and its group is free) or
+ * held back. */
+static int receive(aks_consumer *c, aks_message **out, size_t max, size_t *n, int wait_s,
+                   const aks_call *call, aks_error **err)
+{
+	aks_transport_impl *t = c->t;
+	size_t want = max - *n;
+	json_object *body = receive_request(c, want > SQS_MAX_BATCH ? SQS_MAX_BATCH : want, wait_s);
+	if (!body)
+		return oom(c, err);
+	aks_call rcall;
+	sqs_request_call(t, call, (int64_t)wait_s * 1000, &rcall);
+	int64_t sent = t->host->now_ms();
+	json_object *answer = NULL;
+	aks_aws_fault fault;
+	/* sent again only when it never left: a lost answer's messages come back after their
+	 * visibility runs out, counted once more */
+	int rc = sqs_call(t, c->qi, "receive messages", "ReceiveMessage", body,
+	                  AKS_CLOUD_RETRY_UNSENT, &rcall, &answer, &fault, err);
+	json_object_put(body);
+	if (rc != AKS_OK)
+		return rc;
+	json_object *list = aks__jget(answer, "Messages");
+	size_t count =
+	    json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+	for (size_t i = 0; i < count; i++) {
+		json_object *jm = json_object_array_get_idx(list, i);
+		sqs_msg *m = NULL;
+		aks_error *e = NULL;
+		int d = sqs_decode(t->host, jm, &m, &e);
+		if (d == AKS_EBROKER)
+			drop_foreign(c, jm, t->host->error_message(e));
+		t->host->error_free(e);
+		if (d == AKS_ENOMEM) {
+			rc = oom(c, err);
+			break;
+		}
+		if (d != AKS_OK)
+			continue;
+		m->visible_at_ms = sent + (int64_t)t->visibility_s * 1000;
+		if (*n < max && !group_busy(c, m)) {
+			append(&c->inflight, m);
+			out[(*n)++] = &m->m;
+		} else {
+			append(&c->held, m);
+		}
+	}
+	json_object_put(answer);
+	return rc;
+}
+
+int sqs_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t wait_ms,
+              const aks_call *call, aks_error **err)
+{
+	aks_transport_impl *t = c->t;
+	*n = 0;
+	if (max == 0)
+		return t->host->error_set(err, AKS_EINVAL, SQS_NAME ": fetch of no messages");
+	/* held messages first: those whose group has nothing in flight now */
+	for (sqs_msg **p = &c->held; *p && *n < max;) {
+		sqs_msg *m = *p;
+		if (group_busy(c, m)) {
+			p = &m->next;
+			continue;
+		}
+		*p = m->next;
+		aks_error *e = NULL;
+		if (keep_invisible(c, m, &e) != AKS_OK)
+			t->host->log(AKS_LOG_WARNING, SQS_NAME,
+			             "could not extend the visibility of held message %s: %s",
+			             m->message_id ? m->message_id : "?",
+			             t->host->error_message(e));
+		t->host->error_free(e);
+		append(&c->inflight, m);
+		out[(*n)++] = &m->m;
+	}
+	if (*n == max)
+		return AKS_OK;
+	/* SQS waits in whole seconds: a shorter wait polls once, then sleeps out the rest */
+	int wait_s = *n > 0 || wait_ms <= 0             ? 0
+	             : wait_ms >= SQS_MAX_WAIT_S * 1000 ? SQS_MAX_WAIT_S
+	                                                : (int)(wait_ms / 1000);
+	int64_t start = t->host->now_ms();
+	int rc = receive(c, out, max, n, wait_s, call, err);
+	if (rc == AKS_ECANCELLED) {
+		if (err && *err) {
+			t->host->error_free(*err);
+			*err = NULL;
+		}
+		return AKS_OK; /* early, with what it has */
+	}
+	if (rc == AKS_OK && *n == 0 && wait_s == 0 && wait_ms > 0) {
+		int64_t left = wait_ms - (t->host->now_ms() - start);
+		aks_error *e = NULL;
+		if (left > 0)
+			aks_cloud_pause(&t->cloud, call, (long)left, &e);
+		t->host->error_free(e);
+	}
+	return rc;
+}
+
+/* Takes m off the in-flight list: AKS_EINVAL when it is not this consumer's. */
+static int take(aks_consumer *c, aks_message *msg, sqs_msg **out, aks_error **err)
+{
+	sqs_msg *m = (sqs_msg *)msg;
+	if (!msg || !unlink_msg(&c->inflight, m))
+		return c->t->host->error_set(err, AKS_EINVAL,
+		                             SQS_NAME ": settling a message this consumer does not "
+		                                      "hold");
+	*out = m;
+	return AKS_OK;
+}
+
+static int delete_msg(aks_consumer *c, sqs_msg *m, aks_error **err)
+{
+	aks_transport_impl *t = c->t;
+	json_object *body = json_object_new_object(), *out = NULL;
+	if (!body ||
+	    json_object_object_add(body, "ReceiptHandle", json_object_new_string(m->receipt))) {
+		json_object_put(body);
+		return oom(c, err);
+	}
+	aks_call call;
+	sqs_request_call(t, NULL, 0, &call);
+	aks_aws_fault fault;
+	aks_error *e = NULL;
+	int rc = sqs_call(t, c->qi, "delete a message", "DeleteMessage", body, AKS_CLOUD_RETRY_SAFE,
+	                  &call, &out, &fault, &e);
+	json_object_put(body);
+	json_object_put(out);
+	if (rc != AKS_OK && (strcmp(fault.code, "ReceiptHandleIsInvalid") == 0 ||
+	                     strcmp(fault.code, "InvalidParameterValue") == 0)) {
+		t->host->error_free(e);
+		return t->host->error_set(err, AKS_EBROKER,
+		                          SQS_NAME
+		                          ": message %s was settled after its visibility "
+		                          "ran out (visibility_timeout %d s): it may be delivered "
+		                          "again",
+		                          m->message_id ? m->message_id : "?", t->visibility_s);
+	}
+	if (rc != AKS_OK) {
+		if (err && !*err)
+			*err = e;
+		else
+			t->host->error_free(e);
+	}
+	return rc;
+}
+
+int sqs_ack(aks_consumer *c, aks_message *msg, aks_error **err)
+{
+	sqs_msg *m = NULL;
+	int rc = take(c, msg, &m, err);
+	if (rc != AKS_OK)
+		return rc;
+	rc = delete_msg(c, m, err);
+	sqs_msg_free(m);
+	return rc;
+}
+
+int sqs_dead_letter(aks_consumer *c, aks_message *msg, aks_error **err)
+{
+	sqs_msg *m = NULL;
+	int rc = take(c, msg, &m, err);
+	if (rc != AKS_OK)
+		return rc;
+	/* the host has recorded the permanent failure; SQS's own dead-letter queue (a redrive
+	 * policy on the queue) is for messages a worker never settles */
+	c->t->host->log(AKS_LOG_WARNING, SQS_NAME,
+	                "message %s failed for good after %u deliveries: deleted from the %s "
+	                "queue",
+	                m->message_id ? m->message_id : "?", m->m.receive_count,
+	                c->t->q[c->qi].name);
+	rc = delete_msg(c, m, err);
+	sqs_msg_free(m);
+	return rc;
+}
+
+int sqs_nack(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err)
+{
+	sqs_msg *m = NULL;
+	int rc = take(c, msg, &m, err);
+	if (rc != AKS_OK)
+		return rc;
+	if (!(delay_s > 0))
+		delay_s = c->t->retry_backoff;
+	double d = ceil(delay_s);
+	int seconds = d > SQS_MAX_VISIBILITY ? SQS_MAX_VISIBILITY : (int)d;
+	rc = set_visibility(c, m, seconds, err);
+	/* the group's held messages go too, so that this one, the oldest, comes back first */
+	for (sqs_msg **p = &c->held; *p;) {
+		sqs_msg *h = *p;
+		if (same_group(h, m)) {
+			*p = h->next;
+			release(c, h);
+		} else {
+			p = &h->next;
+		}
+	}
+	sqs_msg_free(m);
+	return rc;
+}
+
+int sqs_in_progress(aks_consumer *c, aks_message *msg, aks_error **err)
+{
+	sqs_msg *m = (sqs_msg *)msg;
+	bool mine = false;
+	for (sqs_msg *p = c->inflight; p && !mine; p = p->next)
+		mine = p == m;
+	if (!mine)
+		return c->t->host->error_set(err, AKS_EINVAL,
+		                             SQS_NAME ": in_progress of a message this consumer "
+		                                      "does not hold");
+	int rc = keep_invisible(c, m, err);
+	/* held messages wait behind it: keep them invisible too */
+	for (sqs_msg *h = c->held; h && rc == AKS_OK; h = h->next) {
+		aks_error *e = NULL;
+		if (keep_invisible(c, h, &e) != AKS_OK)
+			c->t->host->log(AKS_LOG_WARNING, SQS_NAME,
+			                "could not extend the visibility of held message %s: %s",
+			                h->message_id ? h->message_id : "?",
+			                c->t->host->error_message(e));
+		c->t->host->error_free(e);
+	}
+	return rc;
+}
+
+void sqs_consumer_close(aks_consumer *c)
+{
+	if (!c)
+		return;
+	/* unsettled and held messages are let go at once rather than after their visibility */
+	for (sqs_msg *m = c->inflight, *next; m; m = next) {
+		next = m->next;
+		release(c, m);
+	}
+	for (sqs_msg *m = c->held, *next; m; m = next) {
+		next = m->next;
+		release(c, m);
+	}
+	free(c);
+}
