@@ -192,23 +192,6 @@ bool ddb_pk_is_namespace(const unsigned char *pk, size_t len)
 	return pk && len >= 1 && len <= 256 && !memchr(pk, '\0', len);
 }
 
-size_t ddb_query_prefix_len(const char *prefix, size_t len)
-{
-	/* Walk back over continuation bytes (at most 3) to the last lead byte; if the sequence
-	 * it starts is longer than what is left, it was cut: leave it out. */
-	size_t i = len, back = 0;
-	while (i > 0 && back < 3 && ((unsigned char)prefix[i - 1] & 0xC0) == 0x80)
-		i--, back++;
-	if (i == 0)
-		return len;
-	unsigned char lead = (unsigned char)prefix[i - 1];
-	size_t need = lead >= 0xF0 && lead <= 0xF4   ? 4
-	              : lead >= 0xE0 && lead <= 0xEF ? 3
-	              : lead >= 0xC2 && lead <= 0xDF ? 2
-	                                             : 0;
-	return need && back + 1 < need ? i - 1 : len;
-}
-
 size_t ddb_record_size(size_t ns_len, size_t key_len, size_t val_len, bool expiring)
 {
 	/* Each attribute counts its name's bytes and its value's; a number at most 21 bytes. */

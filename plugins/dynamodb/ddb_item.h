@@ -79,12 +79,6 @@ bool ddb_expired(int64_t expires_at, int64_t now_ms);
  * no NUL (a lock's partition starts with one). */
 bool ddb_pk_is_namespace(const unsigned char *pk, size_t len);
 
-/* How much of prefix[0..len) a Query's begins_with may carry: all of it but a trailing
- * incomplete UTF-8 sequence. DynamoDB compares binary prefixes byte by byte, but dynalite
- * compares them as decoded UTF-8 text, where a cut sequence never matches the whole one;
- * the store checks every key byte by byte after the Query anyway. */
-size_t ddb_query_prefix_len(const char *prefix, size_t len);
-
 /* The size DynamoDB counts for a record item (attribute names, key and value bytes, the
  * version token and a time to live), rounded up; compared with DDB_ITEM_MAX before a
  * write. */

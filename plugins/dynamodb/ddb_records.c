@@ -266,17 +266,17 @@ static json_object *next_start(json_object *out)
 	return k ? json_object_get(k) : NULL;
 }
 
-static json_object *query_body(const char *ns, const char *prefix, size_t qlen)
+static json_object *query_body(const char *ns, const char *prefix, size_t plen)
 {
 	json_object *b = json_object_new_object(), *names = json_object_new_object(),
 	            *values = json_object_new_object();
 	bool ok = ddb_put(names, "#pk", json_object_new_string(DDB_PK)) &&
 	          ddb_put(values, ":ns", ddb_attr_b(ns, strlen(ns)));
-	if (qlen)
+	if (plen)
 		ok = ok && ddb_put(names, "#sk", json_object_new_string(DDB_SK)) &&
-		     ddb_put(values, ":p", ddb_attr_b(prefix, qlen));
+		     ddb_put(values, ":p", ddb_attr_b(prefix, plen));
 	ok = ok && ddb_put(b, "KeyConditionExpression",
-	                   json_object_new_string(qlen ? "#pk = :ns AND begins_with(#sk, :p)"
+	                   json_object_new_string(plen ? "#pk = :ns AND begins_with(#sk, :p)"
 	                                               : "#pk = :ns"));
 	ok = ddb_put(b, "ExpressionAttributeNames", names) && ok;
 	ok = ddb_put(b, "ExpressionAttributeValues", values) && ok;
@@ -289,7 +289,8 @@ static json_object *query_body(const char *ns, const char *prefix, size_t qlen)
 }
 
 /* Whether the item read is a live record of the scan: a key (1 to 256 bytes, no NUL) that
- * starts with prefix byte for byte, not expired. */
+ * starts with prefix byte for byte (checked again: the Query's begins_with is the service's,
+ * or an emulator's), not expired. */
 static bool in_scan(const ddb_record *r, const char *prefix, size_t plen, int64_t now_ms)
 {
 	return r->sk_len >= plen && r->sk_len >= 1 && r->sk_len <= AKS_STORE_NAME_MAX &&
@@ -300,11 +301,11 @@ static bool in_scan(const ddb_record *r, const char *prefix, size_t plen, int64_
 int ddb_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_store_record_fn fn,
              void *ctx, aks_error **err)
 {
-	size_t plen = strlen(prefix), qlen = ddb_query_prefix_len(prefix, plen);
+	size_t plen = strlen(prefix);
 	json_object *start = NULL;
 	int rc = AKS_OK, skipped = 0;
 	do {
-		json_object *body = query_body(ns, prefix, qlen), *out = NULL;
+		json_object *body = query_body(ns, prefix, plen), *out = NULL;
 		if (!body || !add_start(body, &start)) {
 			json_object_put(body);
 			rc = oom(s, err);

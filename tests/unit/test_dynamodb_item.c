@@ -3,8 +3,7 @@
  * (plugins/dynamodb/ddb_item.c): names and records as binary attributes and back (NUL,
  * 0xFF and invalid UTF-8 kept exactly), lock partitions apart from every namespace, the
  * time-to-live rule every read applies (an item past its expires_at is absent, whatever
- * DynamoDB has not deleted yet), the Query prefix that survives dynalite's text comparison,
- * and the item size checked against DynamoDB's 400 KB.
+ * DynamoDB has not deleted yet), and the item size checked against DynamoDB's 400 KB.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -168,22 +167,6 @@ static void expired_items_are_absent(void **state)
 	}
 }
 
-static void query_prefix_drops_a_cut_character(void **state)
-{
-	(void)state;
-	assert_int_equal(ddb_query_prefix_len("", 0), 0);
-	assert_int_equal(ddb_query_prefix_len("abc", 3), 3);
-	assert_int_equal(ddb_query_prefix_len("a\xc3\xa9", 3), 3); /* é whole */
-	assert_int_equal(ddb_query_prefix_len("a\xc3", 2), 1);     /* é cut */
-	assert_int_equal(ddb_query_prefix_len("a\xe2\x82", 3), 1); /* € cut */
-	assert_int_equal(ddb_query_prefix_len("a\xe2\x82\xac", 4), 4);
-	assert_int_equal(ddb_query_prefix_len("\xf0\x9f\x98", 3), 0);
-	assert_int_equal(ddb_query_prefix_len("\xf0\x9f\x98\x80", 4), 4);
-	/* bytes that start nothing are left as they are (they compare as themselves) */
-	assert_int_equal(ddb_query_prefix_len("a\xff", 2), 2);
-	assert_int_equal(ddb_query_prefix_len("a\x80", 2), 2);
-}
-
 static void item_size_against_the_limit(void **state)
 {
 	(void)state;
@@ -230,7 +213,6 @@ int main(void)
 	    cmocka_unit_test(empty_value_round_trips),
 	    cmocka_unit_test(items_of_others_are_refused),
 	    cmocka_unit_test(expired_items_are_absent),
-	    cmocka_unit_test(query_prefix_drops_a_cut_character),
 	    cmocka_unit_test(item_size_against_the_limit),
 	    cmocka_unit_test(tokens_are_random_hex),
 	    cmocka_unit_test(numbers_and_strings),
