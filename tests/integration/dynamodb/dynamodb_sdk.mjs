@@ -12,7 +12,8 @@
 //    operation table driven as the host drives it) and the SDK reads the items where and as
 //    the docs say; items the SDK writes in that layout with a past expires_at are absent to
 //    every read of the store (get, scan, namespaces, update).
-// Prints TAP. Run by dynamodb-sdk.test (which starts dynalite and says where in
+// Last, two aksandbox processes keep a session in the table (sandbox.state_store). Prints TAP.
+// Run by dynamodb-sdk.test (which starts dynalite and says where in
 // DYNAMODB_ENDPOINT) through run-node.sh.
 import {
 	DynamoDBClient, CreateTableCommand, DescribeTableCommand, UpdateTimeToLiveCommand,
@@ -20,7 +21,7 @@ import {
 	DeleteItemCommand, QueryCommand, ScanCommand, waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Tap, sleep } from './tap.mjs';
@@ -287,6 +288,30 @@ try {
 	t.check('put_expiring with a 1 s TTL: absent to get 2 s later, though dynalite keeps the item',
 		r.status === 3 && !!(await ddb.send(new GetItemCommand({ TableName: S,
 			Key: { pk: { B: bytes('queue') }, sk: { B: bytes('short') } } }))).Item);
+
+	// sandbox.state_store: two aksandbox processes share a session kept in the table.
+	const cli = join(tmp, 'config.yaml');
+	writeFileSync(cli, `sandbox:\n  enabled: true\n  state_store:\n    type: dynamodb\n` +
+		`    dynamodb: {table_name: aks-state, endpoint_url: "${endpoint}", auto_provision: true}\n` +
+		'  default_profile: local\n  profiles:\n    local:\n      type: local_subprocess\n' +
+		'      local_subprocess: {}\n');
+	const cliEnv = { ...env, AKS_PLUGIN_SYSTEM_DIR: '', AKS_STATE_DIR: join(tmp, 'state'),
+		AKS_PLUGIN_PATH: `${join(B, 'plugins/dynamodb/.libs')}:${join(B, 'plugins/local_subprocess/.libs')}` };
+	const aks = (...args) => spawnSync(join(B, 'core/cli/aksandbox'), ['-c', cli, ...args], { env: cliEnv, encoding: 'utf8' });
+	const w = aks('run', '--persist', '--', 'sh', '-c', 'echo kept > f');
+	const rd = aks('run', '--persist', '--', 'cat', 'f');
+	t.check('state_store: a second aksandbox process finds the session the first kept in the table',
+		w.status === 0 && rd.status === 0 && rd.stdout.trim() === 'kept', `${w.stderr}${rd.stderr}`);
+	const sess = (await ddb.send(new GetItemCommand({ TableName: 'aks-state', ConsistentRead: true,
+		Key: { pk: { B: bytes('cli') }, sk: { B: bytes('session:default:local') } } }))).Item;
+	let rec0 = {};
+	try { rec0 = JSON.parse(Buffer.from(sess?.val?.B ?? []).toString()); } catch { /* checked below */ }
+	t.check('state_store: the session record is the item (cli, session:default:local), its JSON in val',
+		rec0.sandbox_session_id === 'default:local' && rec0.provider_type === 'local_subprocess',
+		JSON.stringify(sess));
+	const gone = aks('tool', 'destroy_sandbox_session', '{"sandbox_session_id": "default:local"}');
+	t.check('state_store: destroying the session removes its sandbox',
+		gone.status === 0 && !!rec0.sandbox_id && !existsSync(rec0.sandbox_id), gone.stdout + gone.stderr);
 
 	// Prefixes: byte for byte, whatever dynalite's Query returned.
 	for (const k of ['\xff\x01', '\xfe\x01', '\xc3\xa9t\xc3\xa9'])
