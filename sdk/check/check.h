@@ -35,6 +35,7 @@ struct aks_check_state {
 	const aks_plugin *plugin; /* set by check_plugin_loads */
 	aks_config *config;       /* set by check_provider_opens */
 	aks_provider *provider;   /* set by check_provider_opens */
+	double ack_wait;          /* --ack-wait: the transport's ack wait, seconds; 0 unknown */
 };
 
 extern struct aks_check_state aks_check;
@@ -76,6 +77,27 @@ void aks_check_store_expiring_records(void);
 void aks_check_store_reopens(void);
 /* Closes the store if a check failed before store_reopens. */
 void aks_check_store_close(void);
+
+/* The transport contract (checks_transport.c), for plugins of kind AKS_PLUGIN_TRANSPORT. */
+void aks_check_transport_opens(void);
+void aks_check_transport_queues(void);
+void aks_check_transport_round_trip(void);
+void aks_check_transport_no_group(void);
+void aks_check_transport_fetch_waits(void);
+void aks_check_transport_cancellation(void);
+void aks_check_transport_nack_redelivers(void);
+void aks_check_transport_close_redelivers(void);
+void aks_check_transport_ack_wait_redelivers(void);
+void aks_check_transport_in_progress(void);
+void aks_check_transport_group_fifo(void);
+void aks_check_transport_groups_in_parallel(void);
+void aks_check_transport_dedup(void);
+void aks_check_transport_dead_letter(void);
+void aks_check_transport_reopens(void);
+/* The transport suite's teardown: stops its threads and closes its consumers. */
+void aks_check_transport_teardown(void);
+/* Closes the transport if a check failed before transport_reopens. */
+void aks_check_transport_close(void);
 
 /* ---- helpers (scratch.c) ----
  * Objects a check creates are tracked so that the check's teardown releases

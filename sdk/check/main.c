@@ -1,7 +1,7 @@
 /*
- * sdk/check/main.c - aksandbox-plugin-check [--json] PLUGIN.so [config.yaml]
+ * sdk/check/main.c - aksandbox-plugin-check [--json] [--ack-wait S] PLUGIN.so [config.yaml]
  *
- * Runs the contract suite of the plugin's kind (provider or store) against one plugin
+ * Runs the contract suite of the plugin's kind (provider, store or transport) against one plugin
  * file and exits with 0 when no check failed, 1 when any did, 2 on a usage error. The
  * report is TAP, or one JSON document with --json (harness.h).
  */
@@ -61,18 +61,45 @@ static const struct aks_check_case store_checks[] = {
     CHECK(store_reopens),
 };
 
-_Static_assert(sizeof(store_checks) <= sizeof(provider_checks), "proofs[] holds either suite");
+static const struct aks_check_case transport_checks[] = {
+    GATE(plugin_loads),
+    CHECK(exports_only_entry),
+    CHECK(unknown_config_key_is_refused),
+    GATE(transport_opens),
+    CHECK(transport_queues),
+    CHECK(transport_round_trip),
+    CHECK(transport_no_group),
+    CHECK(transport_fetch_waits),
+    CHECK(transport_cancellation),
+    CHECK(transport_nack_redelivers),
+    CHECK(transport_close_redelivers),
+    CHECK(transport_ack_wait_redelivers),
+    CHECK(transport_in_progress),
+    CHECK(transport_group_fifo),
+    CHECK(transport_groups_in_parallel),
+    CHECK(transport_dedup),
+    CHECK(transport_dead_letter),
+    CHECK(transport_reopens),
+};
+
+_Static_assert(sizeof(store_checks) <= sizeof(provider_checks) &&
+                   sizeof(transport_checks) <= sizeof(provider_checks),
+               "proofs[] holds any suite");
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: aksandbox-plugin-check [--json] [--record] PLUGIN.so [config.yaml]\n"
+	fprintf(f, "usage: aksandbox-plugin-check [--json] [--record] [--ack-wait SECONDS]\n"
+	           "                              PLUGIN.so [config.yaml]\n"
 	           "\n"
-	           "Runs the aksandbox contract suite of PLUGIN.so's kind (provider or store)\n"
-	           "against it, configured with the plugin's block from config.yaml (a whole\n"
-	           "config.yaml or the bare block), or with its defaults. Prints TAP, or one\n"
-	           "JSON document with --json. With --record, a provider's results become this\n"
-	           "machine's proof of what that instance enforces, which `aksandbox check`\n"
-	           "reports. Exits 0 when no check fails.\n");
+	           "Runs the aksandbox contract suite of PLUGIN.so's kind (provider, store or\n"
+	           "transport) against it, configured with the plugin's block from config.yaml\n"
+	           "(a whole config.yaml or the bare block), or with its defaults. Prints TAP,\n"
+	           "or one JSON document with --json. With --record, a provider's results become\n"
+	           "this machine's proof of what that instance enforces, which `aksandbox check`\n"
+	           "reports. --ack-wait gives a transport's configured ack wait (visibility\n"
+	           "timeout), which its redelivery and in_progress checks wait out; without it\n"
+	           "they are not verified. A transport's queues must be reserved for testing:\n"
+	           "the suite acks messages it did not send. Exits 0 when no check fails.\n");
 }
 
 /* Records the run's results as the proof of a new instance of the checked configuration
@@ -130,7 +157,16 @@ int main(int argc, char **argv)
 			format = AKS_CHECK_JSON;
 		else if (strcmp(argv[first], "--record") == 0)
 			save = true;
-		else
+		else if (strcmp(argv[first], "--ack-wait") == 0 && first + 1 < argc) {
+			char *end = NULL;
+			aks_check.ack_wait = strtod(argv[++first], &end);
+			if (!*argv[first] || *end || !(aks_check.ack_wait > 0) ||
+			    aks_check.ack_wait > 3600) {
+				fprintf(stderr, "aksandbox-plugin-check: --ack-wait takes seconds, "
+				                "more than 0 and at most 3600\n");
+				return 2;
+			}
+		} else
 			break;
 	}
 	int left = argc - first;
@@ -155,20 +191,26 @@ int main(int argc, char **argv)
 	aks_error *err = NULL;
 	aks_check.kind = AKS_PLUGIN_PROVIDER;
 	if (aks_plugin_load(path, 0, &peek, &err) == AKS_OK &&
-	    aks_plugin_get_descriptor(peek)->kind == AKS_PLUGIN_STORE)
-		aks_check.kind = AKS_PLUGIN_STORE;
+	    (aks_plugin_get_descriptor(peek)->kind == AKS_PLUGIN_STORE ||
+	     aks_plugin_get_descriptor(peek)->kind == AKS_PLUGIN_TRANSPORT))
+		aks_check.kind = (int)aks_plugin_get_descriptor(peek)->kind;
 	aks_error_free(err);
 
 	bool store = aks_check.kind == AKS_PLUGIN_STORE;
+	bool transport = aks_check.kind == AKS_PLUGIN_TRANSPORT;
 	int proofs[sizeof(provider_checks) / sizeof(*provider_checks)];
-	size_t failed = store ? aks_check_run("aksandbox-plugin-check (store)", path, store_checks,
-	                                      sizeof(store_checks) / sizeof(*store_checks),
-	                                      aks_check_teardown, format, proofs)
-	                      : aks_check_run("aksandbox-plugin-check", path, provider_checks,
-	                                      sizeof(provider_checks) / sizeof(*provider_checks),
-	                                      aks_check_teardown, format, proofs);
+	size_t failed =
+	    transport ? aks_check_run("aksandbox-plugin-check (transport)", path, transport_checks,
+	                              sizeof(transport_checks) / sizeof(*transport_checks),
+	                              aks_check_transport_teardown, format, proofs)
+	    : store   ? aks_check_run("aksandbox-plugin-check (store)", path, store_checks,
+	                              sizeof(store_checks) / sizeof(*store_checks),
+	                              aks_check_teardown, format, proofs)
+	              : aks_check_run("aksandbox-plugin-check", path, provider_checks,
+	                              sizeof(provider_checks) / sizeof(*provider_checks),
+	                              aks_check_teardown, format, proofs);
 	int recorded = AKS_OK;
-	if (save && !store)
+	if (save && !store && !transport)
 		recorded = record(provider_checks, proofs,
 		                  sizeof(provider_checks) / sizeof(*provider_checks));
 
@@ -176,6 +218,7 @@ int main(int argc, char **argv)
 	if (aks_check.provider)
 		aks_provider_close(aks_check.provider);
 	aks_check_store_close();
+	aks_check_transport_close();
 	aks_config_free(aks_check.config);
 	return failed || recorded != AKS_OK ? 1 : 0;
 }
