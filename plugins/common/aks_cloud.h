@@ -2,10 +2,10 @@
  * plugins/common/aks_cloud.h - the HTTP client of the providers that drive a cloud service's
  * REST API with libcurl (e2b, daytona): each request on a multi handle, so it is bounded by
  * the call's deadline and wakes on its cancellation; sent again with backoff after a failure
- * that its kind allows (never a command twice); one connection, TLS session and name cache
- * per provider instance; transport failures worded in one place. Each provider judges the
- * answers (statuses, bodies) itself: their wording is the service's. Part of libaks-http
- * (cloud_http.c); its users link libcurl.
+ * that its kind allows (never a command twice); connections kept between requests, one TLS
+ * session and name cache per provider instance; transport failures worded in one place. Each
+ * provider judges the answers (statuses, bodies) itself: their wording is the service's. Part of
+ * libaks-http (cloud_http.c); its users link libcurl.
  *
  * Secrets (API keys, tokens) live only in a request's header list, which
  * aks_cloud_headers_free wipes; no message ever quotes a header.
@@ -24,14 +24,24 @@
 
 #include "aks_buf.h"
 
+/* The most multi handles (and their connections) an instance keeps between requests: as
+ * many requests as run at once at most reuse a connection each. */
+#define AKS_CLOUD_IDLE_MAX 8
+
 /* One provider instance's client. */
 typedef struct aks_cloud {
 	const aks_host_api *host;
 	const char *who; /* the provider's name, for messages: "e2b" (static) */
 	char *ca_file;   /* NULL: libcurl's default bundle */
 	long connect_timeout_ms;
-	CURLSH *share; /* connections, TLS sessions and names of the instance's requests */
+	CURLSH *share; /* TLS sessions and names of the instance's requests */
 	pthread_mutex_t locks[CURL_LOCK_DATA_LAST];
+	/* Connections live in multi handles, each used by one request at a time and kept here
+	 * between requests: libcurl does not support a connection cache shared by concurrent
+	 * threads (curl_share_setopt, CURL_LOCK_DATA_CONNECT). */
+	pthread_mutex_t idle_lock;
+	CURLM *idle[AKS_CLOUD_IDLE_MAX];
+	size_t idle_count;
 	bool curl_held;
 	bool locks_made;
 } aks_cloud;

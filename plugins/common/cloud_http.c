@@ -51,6 +51,8 @@ int aks_cloud_init(aks_cloud *c, const aks_host_api *host, const char *who, cons
 	c->connect_timeout_ms = connect_timeout_ms;
 	for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 		pthread_mutex_init(&c->locks[i], NULL);
+	pthread_mutex_init(&c->idle_lock, NULL);
+	c->idle_count = 0;
 	c->locks_made = true;
 	if (ca_file && !(c->ca_file = strdup(ca_file)))
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
@@ -61,7 +63,6 @@ int aks_cloud_init(aks_cloud *c, const aks_host_api *host, const char *who, cons
 	curl_share_setopt(c->share, CURLSHOPT_LOCKFUNC, share_lock);
 	curl_share_setopt(c->share, CURLSHOPT_UNLOCKFUNC, share_unlock);
 	curl_share_setopt(c->share, CURLSHOPT_USERDATA, c);
-	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT);
 	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_SSL_SESSION);
 	curl_share_setopt(c->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS);
 	return AKS_OK;
@@ -105,9 +106,14 @@ void aks_cloud_fini(aks_cloud *c)
 	if (c->share)
 		curl_share_cleanup(c->share);
 	c->share = NULL;
-	if (c->locks_made)
+	if (c->locks_made) {
+		for (size_t i = 0; i < c->idle_count; i++)
+			curl_multi_cleanup(c->idle[i]);
+		c->idle_count = 0;
+		pthread_mutex_destroy(&c->idle_lock);
 		for (int i = 0; i < CURL_LOCK_DATA_LAST; i++)
 			pthread_mutex_destroy(&c->locks[i]);
+	}
 	c->locks_made = false;
 	if (c->curl_held)
 		aks_ctr_curl_release();
@@ -293,6 +299,32 @@ static bool set_options(aks_cloud *c, CURL *e, aks_cloud_req *r, curl_mime *mime
 	return true;
 }
 
+/* A multi handle for one request: an idle one (with the connections its last requests left
+ * open), else a new one. */
+static CURLM *multi_take(aks_cloud *c)
+{
+	CURLM *m = NULL;
+	pthread_mutex_lock(&c->idle_lock);
+	if (c->idle_count > 0)
+		m = c->idle[--c->idle_count];
+	pthread_mutex_unlock(&c->idle_lock);
+	return m ? m : curl_multi_init();
+}
+
+/* Keeps m (and its connections) for the next request, or cleans it up when enough are kept. */
+static void multi_put(aks_cloud *c, CURLM *m)
+{
+	if (!m)
+		return;
+	pthread_mutex_lock(&c->idle_lock);
+	bool kept = c->idle_count < AKS_CLOUD_IDLE_MAX;
+	if (kept)
+		c->idle[c->idle_count++] = m;
+	pthread_mutex_unlock(&c->idle_lock);
+	if (!kept)
+		curl_multi_cleanup(m);
+}
+
 /* One try: AKS_OK with r->result and r->status set, or the call's end. */
 static int send_once(aks_cloud *c, aks_cloud_req *r, const aks_call *call, aks_error **err)
 {
@@ -303,7 +335,7 @@ static int send_once(aks_cloud *c, aks_cloud_req *r, const aks_call *call, aks_e
 	r->retry_after_s = 0;
 	r->captured[0] = '\0';
 	aks__buf_truncate(&r->resp, 0);
-	CURLM *multi = curl_multi_init();
+	CURLM *multi = multi_take(c);
 	CURL *e = curl_easy_init();
 	int rc = AKS_OK;
 	curl_mime *mime = NULL;
@@ -341,8 +373,7 @@ out:
 	if (e)
 		curl_easy_cleanup(e);
 	curl_mime_free(mime);
-	if (multi)
-		curl_multi_cleanup(multi);
+	multi_put(c, multi);
 	return rc;
 }
 
