@@ -134,8 +134,10 @@ void aks_check_descriptor_is_valid(void)
 		aks_check_fail("descriptor struct_version %u, struct_size %u: rebuild against the "
 		               "current SDK",
 		               d->struct_version, d->struct_size);
-	if (d->kind != AKS_PLUGIN_PROVIDER && d->kind != AKS_PLUGIN_STORE)
-		aks_check_fail("descriptor kind is %u: the suite checks providers and stores",
+	if (d->kind != AKS_PLUGIN_PROVIDER && d->kind != AKS_PLUGIN_STORE &&
+	    d->kind != AKS_PLUGIN_TRANSPORT)
+		aks_check_fail("descriptor kind is %u: the suite checks providers, stores and "
+		               "transports",
 		               d->kind);
 	expected_name(aks_plugin_get_file(plugin), want, sizeof(want));
 	if (!d->name || strcmp(d->name, want) != 0)

@@ -64,6 +64,7 @@ static const struct aks_check_case store_checks[] = {
 static const struct aks_check_case transport_checks[] = {
     GATE(plugin_loads),
     CHECK(exports_only_entry),
+    CHECK(descriptor_is_valid),
     CHECK(unknown_config_key_is_refused),
     GATE(transport_opens),
     CHECK(transport_queues),
