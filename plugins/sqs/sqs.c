@@ -370,6 +370,9 @@ static int visibility(aks_transport_impl *t, const aks_config *cfg, aks_error **
 			                       "(SQS's bounds), not %g",
 			                       SQS_MAX_VISIBILITY, set);
 		t->visibility_s = (int)ceil(set);
+		char limit[64] = "a profile has none";
+		if (longest > 0)
+			snprintf(limit, sizeof(limit), "%g s", longest);
 		if (longest <= 0 || set < longest)
 			host->log(
 			    AKS_LOG_WARNING, SQS_NAME,
@@ -377,7 +380,7 @@ static int visibility(aks_transport_impl *t, const aks_config *cfg, aks_error **
 			    "(%s): a request that outlives it stays invisible only through the "
 			    "worker's heartbeat, and runs twice if that worker stalls; size it "
 			    "above the longest timeout",
-			    t->visibility_s, longest > 0 ? "see the profiles" : "unlimited");
+			    t->visibility_s, limit);
 		return AKS_OK;
 	}
 	double v = longest > 0 ? longest + 60 : SQS_MAX_VISIBILITY;

@@ -89,7 +89,8 @@ static void append(sqs_msg **list, sqs_msg *m)
 }
 
 /* ChangeMessageVisibility of m to `seconds` from now. */
-static int set_visibility(aks_consumer *c, sqs_msg *m, int seconds, aks_error **err)
+static int set_visibility(aks_consumer *c, sqs_msg *m, int seconds, aks_aws_fault *fault,
+                          aks_error **err)
 {
 	aks_transport_impl *t = c->t;
 	json_object *body = json_object_new_object(), *out = NULL;
@@ -102,9 +103,9 @@ static int set_visibility(aks_consumer *c, sqs_msg *m, int seconds, aks_error **
 	aks_call call;
 	sqs_request_call(t, NULL, 0, &call);
 	int64_t sent = t->host->now_ms();
-	aks_aws_fault fault;
+	aks_aws_fault local;
 	int rc = sqs_call(t, c->qi, "change a message's visibility", "ChangeMessageVisibility",
-	                  body, AKS_CLOUD_RETRY_SAFE, &call, &out, &fault, err);
+	                  body, AKS_CLOUD_RETRY_SAFE, &call, &out, fault ? fault : &local, err);
 	json_object_put(body);
 	json_object_put(out);
 	if (rc == AKS_OK)
@@ -118,14 +119,17 @@ static int keep_invisible(aks_consumer *c, sqs_msg *m, aks_error **err)
 	int64_t half = (int64_t)c->t->visibility_s * 500;
 	if (m->visible_at_ms - c->t->host->now_ms() > half)
 		return AKS_OK;
-	return set_visibility(c, m, c->t->visibility_s, err);
+	return set_visibility(c, m, c->t->visibility_s, NULL, err);
 }
 
 /* Lets m go (visible again at once), best effort, and frees it. */
 static void release(aks_consumer *c, sqs_msg *m)
 {
 	aks_error *e = NULL;
-	if (set_visibility(c, m, 0, &e) != AKS_OK)
+	aks_aws_fault fault;
+	/* MessageNotInflight: its visibility ran out already, it is back on the queue */
+	if (set_visibility(c, m, 0, &fault, &e) != AKS_OK &&
+	    strcmp(fault.code, "MessageNotInflight") != 0)
 		c->t->host->log(AKS_LOG_WARNING, SQS_NAME,
 		                "could not hand message %s back (it comes back when its visibility "
 		                "runs out): %s",
@@ -382,7 +386,7 @@ int sqs_nack(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err)
 		delay_s = c->t->retry_backoff;
 	double d = ceil(delay_s);
 	int seconds = d > SQS_MAX_VISIBILITY ? SQS_MAX_VISIBILITY : (int)d;
-	rc = set_visibility(c, m, seconds, err);
+	rc = set_visibility(c, m, seconds, NULL, err);
 	/* the group's held messages go too, so that this one, the oldest, comes back first */
 	for (sqs_msg **p = &c->held; *p;) {
 		sqs_msg *h = *p;
