@@ -212,6 +212,8 @@ own_libs() {
 	e2b) echo "libc6 libcurl libjson-c" ;;
 	daytona) echo "libc6 libcurl libjson-c" ;;
 	ec2_ssm) echo "libc6 libcurl libjson-c libxml2" ;;
+	sqs) echo "libc6 libcurl libjson-c libxml2" ;;
+	dynamodb) echo "libc6 libcurl libjson-c libxml2" ;;
 	*) echo "UNKNOWN" ;;
 	esac
 }
