@@ -26,8 +26,7 @@
 struct aks_consumer {
 	aks_transport_impl *t;
 	int qi;
-	sqs_msg *inflight; /* handed to the host, not settled yet */
-	sqs_msg *held;     /* received, waiting for their group's message in flight; in order */
+	sqs_lists lists; /* in flight with the host, and held back (sqs_hold.c) */
 };
 
 static int oom(aks_consumer *c, aks_error **err)
@@ -52,40 +51,6 @@ int sqs_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **o
 	c->qi = qi;
 	*out = c;
 	return AKS_OK;
-}
-
-static bool same_group(const sqs_msg *a, const sqs_msg *b)
-{
-	return a->sqs_group && b->sqs_group && strcmp(a->sqs_group, b->sqs_group) == 0;
-}
-
-/* Whether a message of m's group is in flight with the host. */
-static bool group_busy(const aks_consumer *c, const sqs_msg *m)
-{
-	for (const sqs_msg *p = c->inflight; p; p = p->next)
-		if (same_group(p, m))
-			return true;
-	return false;
-}
-
-/* Unlinks m from *list; false when it is not there. */
-static bool unlink_msg(sqs_msg **list, sqs_msg *m)
-{
-	for (sqs_msg **p = list; *p; p = &(*p)->next)
-		if (*p == m) {
-			*p = m->next;
-			m->next = NULL;
-			return true;
-		}
-	return false;
-}
-
-static void append(sqs_msg **list, sqs_msg *m)
-{
-	while (*list)
-		list = &(*list)->next;
-	m->next = NULL;
-	*list = m;
 }
 
 /* ChangeMessageVisibility of m to `seconds` from now. */
@@ -238,12 +203,7 @@ static int receive(aks_consumer *c, aks_message **out, size_t max, size_t *n, in
 		if (d != AKS_OK)
 			continue;
 		m->visible_at_ms = sent + (int64_t)t->visibility_s * 1000;
-		if (*n < max && !group_busy(c, m)) {
-			append(&c->inflight, m);
-			out[(*n)++] = &m->m;
-		} else {
-			append(&c->held, m);
-		}
+		sqs_hand_out_or_hold(&c->lists, m, out, max, n);
 	}
 	json_object_put(answer);
 	return rc;
@@ -256,14 +216,11 @@ int sqs_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t
 	*n = 0;
 	if (max == 0)
 		return t->host->error_set(err, AKS_EINVAL, SQS_NAME ": fetch of no messages");
-	/* held messages first: those whose group has nothing in flight now */
-	for (sqs_msg **p = &c->held; *p && *n < max;) {
-		sqs_msg *m = *p;
-		if (group_busy(c, m)) {
-			p = &m->next;
-			continue;
-		}
-		*p = m->next;
+	/* held messages first: those whose group has nothing in flight now, their visibility
+	 * topped up as they start */
+	sqs_hand_out_held(&c->lists, out, max, n);
+	for (size_t i = 0; i < *n; i++) {
+		sqs_msg *m = (sqs_msg *)out[i];
 		aks_error *e = NULL;
 		if (keep_invisible(c, m, &e) != AKS_OK)
 			t->host->log(AKS_LOG_WARNING, SQS_NAME,
@@ -271,8 +228,6 @@ int sqs_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t
 			             m->message_id ? m->message_id : "?",
 			             t->host->error_message(e));
 		t->host->error_free(e);
-		append(&c->inflight, m);
-		out[(*n)++] = &m->m;
 	}
 	if (*n == max)
 		return AKS_OK;
@@ -302,8 +257,8 @@ int sqs_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t
 /* Takes m off the in-flight list: AKS_EINVAL when it is not this consumer's. */
 static int take(aks_consumer *c, aks_message *msg, sqs_msg **out, aks_error **err)
 {
-	sqs_msg *m = (sqs_msg *)msg;
-	if (!msg || !unlink_msg(&c->inflight, m))
+	sqs_msg *m = msg ? sqs_settle(&c->lists, msg) : NULL;
+	if (!m)
 		return c->t->host->error_set(err, AKS_EINVAL,
 		                             SQS_NAME ": settling a message this consumer does not "
 		                                      "hold");
@@ -388,14 +343,9 @@ int sqs_nack(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err)
 	int seconds = d > SQS_MAX_VISIBILITY ? SQS_MAX_VISIBILITY : (int)d;
 	rc = set_visibility(c, m, seconds, NULL, err);
 	/* the group's held messages go too, so that this one, the oldest, comes back first */
-	for (sqs_msg **p = &c->held; *p;) {
-		sqs_msg *h = *p;
-		if (same_group(h, m)) {
-			*p = h->next;
-			release(c, h);
-		} else {
-			p = &h->next;
-		}
+	for (sqs_msg *h = sqs_release_group(&c->lists, m), *next; h; h = next) {
+		next = h->next;
+		release(c, h);
 	}
 	sqs_msg_free(m);
 	return rc;
@@ -404,16 +354,13 @@ int sqs_nack(aks_consumer *c, aks_message *msg, double delay_s, aks_error **err)
 int sqs_in_progress(aks_consumer *c, aks_message *msg, aks_error **err)
 {
 	sqs_msg *m = (sqs_msg *)msg;
-	bool mine = false;
-	for (sqs_msg *p = c->inflight; p && !mine; p = p->next)
-		mine = p == m;
-	if (!mine)
+	if (!sqs_holds(&c->lists, msg))
 		return c->t->host->error_set(err, AKS_EINVAL,
 		                             SQS_NAME ": in_progress of a message this consumer "
 		                                      "does not hold");
 	int rc = keep_invisible(c, m, err);
 	/* held messages wait behind it: keep them invisible too */
-	for (sqs_msg *h = c->held; h && rc == AKS_OK; h = h->next) {
+	for (sqs_msg *h = c->lists.held; h && rc == AKS_OK; h = h->next) {
 		aks_error *e = NULL;
 		if (keep_invisible(c, h, &e) != AKS_OK)
 			c->t->host->log(AKS_LOG_WARNING, SQS_NAME,
@@ -430,11 +377,11 @@ void sqs_consumer_close(aks_consumer *c)
 	if (!c)
 		return;
 	/* unsettled and held messages are let go at once rather than after their visibility */
-	for (sqs_msg *m = c->inflight, *next; m; m = next) {
+	for (sqs_msg *m = c->lists.inflight, *next; m; m = next) {
 		next = m->next;
 		release(c, m);
 	}
-	for (sqs_msg *m = c->held, *next; m; m = next) {
+	for (sqs_msg *m = c->lists.held, *next; m; m = next) {
 		next = m->next;
 		release(c, m);
 	}

@@ -131,6 +131,28 @@ typedef struct sqs_msg {
 	struct sqs_msg *next;
 } sqs_msg;
 
+/* ---- sqs_hold.c ---- */
+
+/* A consumer's messages: handed to the host and not settled yet, and received but held back
+ * until their group's message in flight is settled (in the order SQS gave them). */
+typedef struct sqs_lists {
+	sqs_msg *inflight;
+	sqs_msg *held;
+} sqs_lists;
+
+/* Whether a message of m's group is in flight with the host. */
+bool sqs_group_busy(const sqs_lists *l, const sqs_msg *m);
+/* Hands held messages whose group is free to the host, in order, into out[*n..max). */
+void sqs_hand_out_held(sqs_lists *l, aks_message **out, size_t max, size_t *n);
+/* A message just received: to the host when out has room and its group is free, else held. */
+void sqs_hand_out_or_hold(sqs_lists *l, sqs_msg *m, aks_message **out, size_t max, size_t *n);
+/* Takes msg off the in-flight list (NULL: the consumer does not hold it). */
+sqs_msg *sqs_settle(sqs_lists *l, aks_message *msg);
+/* Whether msg is in flight with the host from this consumer. */
+bool sqs_holds(const sqs_lists *l, const aks_message *msg);
+/* Takes the held messages of m's group off the held list, in order (a list; NULL: none). */
+sqs_msg *sqs_release_group(sqs_lists *l, const sqs_msg *m);
+
 /* One message of a ReceiveMessage answer (an element of Messages) as the host will see it:
  * AKS_OK with *out; AKS_EBROKER with the reason when the answer is not what SQS sends (no
  * receipt handle, a body marked base64 that is not). */

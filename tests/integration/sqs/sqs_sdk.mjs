@@ -116,7 +116,7 @@ try {
 	await send(q, 'a3', 'A', 'a3');
 	// AWS documents that one receive returns as many messages of one group as it can, in
 	// order; fauxqs 1.9.2 returns one per group. The consumer's holding back of a group's later
-	// messages is therefore unit-tested (tests/unit/test_sqs: the documented behaviour), and
+	// messages is therefore unit-tested (tests/unit/test_sqs_codec: the documented behaviour), and
 	// this check notices the day the emulator changes.
 	const batch = await receive(q, { MaxNumberOfMessages: 10 });
 	tap.check('the emulator differs from AWS: one message of a group per receive (AWS may ' +
