@@ -32,64 +32,12 @@ int64_t ddb_now_ms(void)
 
 void ddb_client_free(aks_store_impl *s)
 {
-	for (ddb_conn *c = s->idle, *next; c; c = next) {
-		next = c->next;
-		aks_cloud_fini(&c->cloud);
-		free(c);
-	}
-	s->idle = NULL;
-	s->n_open = 0;
 	aks_aws_source_free(s->source);
 	s->source = NULL;
 	aks_aws_env_free(&s->env);
 	free(s->endpoint);
 	s->endpoint = NULL;
 	s->aws_ready = s->table_ready = false;
-}
-
-/* ---- the pool of clients ---- */
-
-/* An idle client, a new one while fewer than pool_size are open, else the first one given
- * back (each request holds one for at most request_timeout). */
-static int conn_get(aks_store_impl *s, ddb_conn **out, aks_error **err)
-{
-	pthread_mutex_lock(&s->pool_mu);
-	while (!s->idle && s->n_open >= s->pool_max)
-		pthread_cond_wait(&s->pool_cv, &s->pool_mu);
-	ddb_conn *c = s->idle;
-	if (c)
-		s->idle = c->next;
-	else
-		s->n_open++;
-	pthread_mutex_unlock(&s->pool_mu);
-	if (!c) {
-		int rc = AKS_ENOMEM;
-		if (!(c = calloc(1, sizeof(*c))) ||
-		    (rc = aks_cloud_init(&c->cloud, s->host, DDB_NAME, s->cloud.ca_file,
-		                         s->cloud.connect_timeout_ms, err)) != AKS_OK) {
-			if (c)
-				aks_cloud_fini(&c->cloud);
-			else
-				s->host->error_set(err, AKS_ENOMEM, "out of memory");
-			free(c);
-			pthread_mutex_lock(&s->pool_mu);
-			s->n_open--;
-			pthread_cond_signal(&s->pool_cv);
-			pthread_mutex_unlock(&s->pool_mu);
-			return rc;
-		}
-	}
-	*out = c;
-	return AKS_OK;
-}
-
-static void conn_put(aks_store_impl *s, ddb_conn *c)
-{
-	pthread_mutex_lock(&s->pool_mu);
-	c->next = s->idle;
-	s->idle = c;
-	pthread_cond_signal(&s->pool_cv);
-	pthread_mutex_unlock(&s->pool_mu);
 }
 
 /* ---- one request ---- */
@@ -119,15 +67,8 @@ static int send_op(aks_store_impl *s, const char *op, const char *what, json_obj
 	aks_error *e = NULL;
 	*out = NULL;
 	memset(fault, 0, sizeof(*fault));
-	ddb_conn *conn = NULL;
-	int rc = conn_get(s, &conn, err);
-	if (rc != AKS_OK)
-		return rc;
-	aks_aws_service svc = s->svc;
-	svc.cloud = &conn->cloud;
-	rc =
-	    aks_aws_json_call(&svc, what, target, body, AKS_CLOUD_RETRY_SAFE, &own, out, fault, &e);
-	conn_put(s, conn);
+	int rc = aks_aws_json_call(&s->svc, what, target, body, AKS_CLOUD_RETRY_SAFE, &own, out,
+	                           fault, &e);
 	if (rc == AKS_OK)
 		return AKS_OK;
 	if (expected_fault && strcmp(fault->code, expected_fault) == 0) {

@@ -30,16 +30,9 @@ struct aks_store_lock {
 	struct aks_store_lock *next;
 };
 
-/* An HTTP client of the pool: used by one request at a time (libcurl's shared connection
- * cache is not safe across threads at once, so each has its own). */
-typedef struct ddb_conn {
-	aks_cloud cloud;
-	struct ddb_conn *next;
-} ddb_conn;
-
 struct aks_store_impl {
 	const aks_host_api *host;
-	aks_cloud cloud; /* the credential source's (its fetches are serialised by the source) */
+	aks_cloud cloud; /* every request's: it keeps a connection per request in flight */
 	char *table;
 	char *region_setting;   /* the block's region (NULL: the default chain's) */
 	char *endpoint_setting; /* the block's endpoint_url */
@@ -54,13 +47,7 @@ struct aks_store_impl {
 	aks_aws_env env;
 	char *endpoint;
 	aks_aws_source *source;
-	aks_aws_service svc; /* the template of each request's (its cloud: a ddb_conn's) */
-
-	/* The request clients: idle ones, and how many are open (idle or in use). */
-	pthread_mutex_t pool_mu;
-	pthread_cond_t pool_cv;
-	ddb_conn *idle;
-	int n_open, pool_max;
+	aks_aws_service svc;
 
 	/* Locks held, and the thread that renews their leases. */
 	pthread_mutex_t lk_mu;
@@ -88,7 +75,7 @@ struct aks_store_impl {
 int ddb_request(aks_store_impl *s, const char *op, const char *what, json_object *body,
                 const char *expected_fault, const aks_call *call, json_object **out,
                 aks_error **err);
-/* Frees what the set-up made and the pool's clients (fini, when no request runs). */
+/* Frees what the set-up made (fini, when no request runs). */
 void ddb_client_free(aks_store_impl *s);
 
 /* The wall clock in ms: DynamoDB's TTL and the leases are epoch times, shared across hosts. */

@@ -35,9 +35,6 @@ static const aks_config_key ddb_config_keys[] = {
                    "seconds a lock outlives a holder that stopped renewing it (it died)"),
     AKS_CONFIG_KEY("request_timeout", AKS_CONFIG_DOUBLE, false, "10",
                    "seconds one request may take, its retries included"),
-    AKS_CONFIG_KEY("pool_size", AKS_CONFIG_INT, false, "16",
-                   "most requests in flight at once, each on a connection of its own (1 to "
-                   "1024)"),
     AKS_CONFIG_KEY("ttl", AKS_CONFIG_INT, false, "0",
                    "accepted for the reference's response_store blocks; the host passes "
                    "each expiring record's time to live"),
@@ -56,8 +53,6 @@ static void ddb_fini(aks_store_impl *s)
 	free(s->region_setting);
 	free(s->endpoint_setting);
 	pthread_mutex_destroy(&s->setup_mu);
-	pthread_mutex_destroy(&s->pool_mu);
-	pthread_cond_destroy(&s->pool_cv);
 	pthread_mutex_destroy(&s->lk_mu);
 	pthread_cond_destroy(&s->lk_cv);
 	free(s);
@@ -68,9 +63,7 @@ static int read_config(aks_store_impl *s, const aks_config *cfg, aks_error **err
 	const aks_host_api *host = s->host;
 	const char *table = NULL;
 	double lease = 30, timeout = 10;
-	int64_t pool = 16;
 	host->config_string(cfg, "table_name", &table);
-	host->config_int(cfg, "pool_size", &pool);
 	host->config_bool(cfg, "auto_provision", &s->auto_provision);
 	host->config_double(cfg, "lock_lease", &lease);
 	host->config_double(cfg, "request_timeout", &timeout);
@@ -93,11 +86,6 @@ static int read_config(aks_store_impl *s, const aks_config *cfg, aks_error **err
 		return host->error_set(
 		    err, AKS_ECONFIG,
 		    DDB_NAME ".request_timeout: %g is not from 0.1 to 3600 seconds", timeout);
-	if (pool < 1 || pool > 1024)
-		return host->error_set(err, AKS_ECONFIG,
-		                       DDB_NAME ".pool_size: %lld is not from 1 to 1024",
-		                       (long long)pool);
-	s->pool_max = (int)pool;
 	s->lease_ms = (int64_t)(lease * 1000);
 	s->request_timeout_s = timeout;
 	if (!(s->table = strdup(table)) ||
@@ -122,8 +110,6 @@ static int ddb_init(const aks_host_api *host, const aks_config *cfg, aks_store_i
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the renewal thread's timed waits */
 	pthread_mutex_init(&s->setup_mu, NULL);
-	pthread_mutex_init(&s->pool_mu, NULL);
-	pthread_cond_init(&s->pool_cv, NULL);
 	pthread_mutex_init(&s->lk_mu, NULL);
 	pthread_cond_init(&s->lk_cv, &ca);
 	pthread_condattr_destroy(&ca);
