@@ -2,16 +2,21 @@
 # tests/integration/dynamodb/dynalite.sh - a private, throwaway DynamoDB emulator for the
 # dynamodb store's tests, or to try the store by hand: dynalite (written by others, from the
 # npm registry, pinned in package-lock.json and installed into the build tree by
-# run-node.sh --install), in memory.
+# run-node.sh --install), in memory unless DYNALITE_ON_DISK=1 (below).
 #
-#   dynalite.sh start DIR   starts one (its pid and log in DIR, created) on a free loopback
-#                           port; prints its endpoint URL once it answers
-#   dynalite.sh stop DIR    stops it and waits for it to exit
+#   dynalite.sh start DIR [PORT]   starts one (its pid and log in DIR, created) on a free
+#                                  loopback port, or on PORT when given (to restart it at
+#                                  the endpoint its clients already have); prints its
+#                                  endpoint URL once it answers
+#   dynalite.sh stop DIR           stops it and waits for it to exit
+#
+# With DYNALITE_ON_DISK=1 its tables live on disk in DIR/db instead of in memory, so a
+# start after a stop (or a SIGKILL) finds them again: a service outage, not a new service.
 #
 # Needs AKS_TEST_BUILDDIR and AKS_TEST_SRCDIR (make check sets them). No node, npm, registry
 # or emulator is a failure, saying so, never a skip.
 set -eu
-usage() { echo "usage: $0 start DIR | stop DIR" >&2; exit 2; }
+usage() { echo "usage: $0 start DIR [PORT] | stop DIR" >&2; exit 2; }
 [ $# -ge 2 ] || usage
 cmd=$1 dir=$2
 S=${AKS_TEST_SRCDIR:?AKS_TEST_SRCDIR is not set}
@@ -24,8 +29,11 @@ start)
 		{ echo "$0: cannot install dynalite from the npm registry" >&2; exit 1; }
 	mkdir -p "$dir"
 	rm -f "$dir/port"
+	data=
+	[ "${DYNALITE_ON_DISK:-}" = 1 ] && data=$dir/db
+	# the log is appended to: a restart keeps what the first run said
 	node "$S/tests/integration/dynamodb/dynalite-server.mjs" "$D/node_modules/dynalite" \
-		"$dir/port" >"$dir/dynalite.log" 2>&1 &
+		"$dir/port" "${3:-0}" $data >>"$dir/dynalite.log" 2>&1 &
 	echo $! >"$dir/dynalite.pid"
 	i=0
 	until [ -s "$dir/port" ]; do

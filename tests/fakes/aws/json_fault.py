@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-# tests/integration/dynamodb/fault-server.py MODE PORT_FILE LOG - a DynamoDB endpoint that
-# fails every request the way DynamoDB does, for dynamodb-errors.test (dynalite accepts any
-# signature and never throttles). It listens on a free loopback port, writes the port to
-# PORT_FILE, and appends one line per request to LOG: the X-Amz-Target and whether the
-# request was signed (an Authorization header with a SigV4 credential scope). MODE:
+# tests/fakes/aws/json_fault.py SERVICE MODE PORT_FILE LOG - an endpoint of an AWS JSON protocol
+# service (SERVICE: dynamodb or sqs) that fails every request the way the service does, for
+# the plugins' error tests (dynamodb-errors.test, sqs-errors.test: the emulators they run
+# against, dynalite and fauxqs, accept any signature and never throttle). It listens on a free
+# loopback port, writes the port to PORT_FILE, and appends one line per request to LOG: the
+# X-Amz-Target and whether the request was signed for SERVICE (an Authorization header with
+# its SigV4 credential scope). MODE:
 #   auth      400 UnrecognizedClientException (the credentials are not valid)
 #   expired   400 ExpiredTokenException (a session token that ran out)
-#   throttle  400 ProvisionedThroughputExceededException (every time)
+#   throttle  400, the service's throttling error (every time)
 #   hang      reads the request and never answers
 import http.server
 import json
@@ -14,12 +16,18 @@ import os
 import sys
 import time
 
-mode, port_file, log = sys.argv[1], sys.argv[2], sys.argv[3]
+service, mode, port_file, log = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+# each service's error namespace (the __type prefix its JSON errors carry) and throttling error
+namespace = {"dynamodb": "com.amazonaws.dynamodb.v20120810#", "sqs": "com.amazonaws.sqs#"}[service]
+throttle = {
+    "dynamodb": ("ProvisionedThroughputExceededException",
+                 "The level of configured provisioned throughput for the table was exceeded."),
+    "sqs": ("RequestThrottled", "Request is throttled."),
+}[service]
 faults = {
     "auth": ("UnrecognizedClientException", "The security token included in the request is invalid."),
     "expired": ("ExpiredTokenException", "The security token included in the request is expired"),
-    "throttle": ("ProvisionedThroughputExceededException",
-                 "The level of configured provisioned throughput for the table was exceeded."),
+    "throttle": throttle,
 }
 
 
@@ -29,12 +37,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         auth = self.headers.get("Authorization", "")
         with open(log, "a") as f:
             f.write("%s signed=%s bytes=%d\n" % (self.headers.get("X-Amz-Target", "-"),
-                                                 "/dynamodb/aws4_request" in auth, len(body)))
+                                                 "/%s/aws4_request" % service in auth,
+                                                 len(body)))
         if mode == "hang":
             time.sleep(60)
             return
         code, message = faults[mode]
-        out = json.dumps({"__type": "com.amazonaws.dynamodb.v20120810#" + code,
+        out = json.dumps({"__type": namespace + code,
                           "message": message}).encode()
         self.send_response(400)
         self.send_header("Content-Type", "application/x-amz-json-1.0")
