@@ -66,6 +66,11 @@ typedef struct aks_strv {
 
 /* Appends a copy of s: AKS_OK, or AKS_ENOMEM (the list is unchanged). */
 int aks__strv_push(aks_strv *l, const char *s);
+/* Appends s itself (malloc'd; the list owns it now): AKS_OK, or AKS_ENOMEM when s is NULL (a
+ * failed copy) or the list cannot grow, s then freed and the list unchanged. */
+int aks__strv_take(aks_strv *l, char *s);
+/* Sorts the list (strcmp order) and drops repeated strings, freeing them. */
+void aks__strv_sort_unique(aks_strv *l);
 
 /* Frees a NULL-terminated vector of malloc'd strings and the vector itself; NULL is fine. */
 void aks__strv_free(char **v);

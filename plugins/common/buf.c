@@ -113,18 +113,47 @@ void aks__buf_free(aks_buf *b)
 
 int aks__strv_push(aks_strv *l, const char *s)
 {
+	return aks__strv_take(l, strdup(s));
+}
+
+int aks__strv_take(aks_strv *l, char *s)
+{
+	if (!s)
+		return AKS_ENOMEM;
 	if (l->n + 1 >= l->cap) {
 		size_t cap = l->cap ? l->cap * 2 : 16;
 		char **p = realloc(l->v, cap * sizeof(*p));
-		if (!p)
+		if (!p) {
+			free(s);
 			return AKS_ENOMEM;
+		}
 		l->v = p;
 		l->cap = cap;
 	}
-	if (!(l->v[l->n] = strdup(s)))
-		return AKS_ENOMEM;
+	l->v[l->n] = s;
 	l->v[++l->n] = NULL;
 	return AKS_OK;
+}
+
+static int strv_cmp(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void aks__strv_sort_unique(aks_strv *l)
+{
+	if (l->n < 2)
+		return;
+	qsort(l->v, l->n, sizeof(*l->v), strv_cmp);
+	size_t k = 1;
+	for (size_t i = 1; i < l->n; i++) {
+		if (strcmp(l->v[i], l->v[k - 1]) == 0)
+			free(l->v[i]);
+		else
+			l->v[k++] = l->v[i];
+	}
+	l->n = k;
+	l->v[k] = NULL;
 }
 
 void aks__strv_free(char **v)

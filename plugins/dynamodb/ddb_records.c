@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aks_buf.h"
 #include "aks_json.h"
 #include "aks_text.h"
 #include "ddb_internal.h"
@@ -346,58 +347,6 @@ int ddb_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_store_re
 	return rc;
 }
 
-typedef struct name_vec {
-	char **v;
-	size_t n, cap;
-} name_vec;
-
-static bool vec_push(name_vec *nv, char *p)
-{
-	if (!p)
-		return false;
-	if (nv->n == nv->cap) {
-		size_t cap = nv->cap ? nv->cap * 2 : 64;
-		char **q = realloc(nv->v, cap * sizeof(*q));
-		if (!q) {
-			free(p);
-			return false;
-		}
-		nv->v = q;
-		nv->cap = cap;
-	}
-	nv->v[nv->n++] = p;
-	return true;
-}
-
-static void vec_free(name_vec *nv)
-{
-	for (size_t i = 0; i < nv->n; i++)
-		free(nv->v[i]);
-	free(nv->v);
-	memset(nv, 0, sizeof(*nv));
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Sorted, duplicates dropped: a namespace's partition holds many records. */
-static void sort_unique(name_vec *nv)
-{
-	if (nv->n < 2)
-		return;
-	qsort(nv->v, nv->n, sizeof(*nv->v), cmp_str);
-	size_t k = 1;
-	for (size_t i = 1; i < nv->n; i++) {
-		if (strcmp(nv->v[i], nv->v[k - 1]) == 0)
-			free(nv->v[i]);
-		else
-			nv->v[k++] = nv->v[i];
-	}
-	nv->n = k;
-}
-
 static json_object *namespaces_body(void)
 {
 	json_object *b = json_tokener_parse("{\"ProjectionExpression\": \"#pk, #e\", "
@@ -409,7 +358,7 @@ static json_object *namespaces_body(void)
 
 /* Every partition key of the table (a Scan that reads only the keys and expiries): the
  * namespaces with at least one live record. */
-static int list_namespaces(aks_store_impl *s, name_vec *names, aks_error **err)
+static int list_namespaces(aks_store_impl *s, aks_strv *names, aks_error **err)
 {
 	json_object *start = NULL;
 	int rc = AKS_OK;
@@ -436,7 +385,8 @@ static int list_namespaces(aks_store_impl *s, name_vec *names, aks_error **err)
 				rc = oom(s, err);
 			else if (got == 0 && ddb_pk_is_namespace(r.pk, r.pk_len) &&
 			         !ddb_expired(r.expires_at, now) &&
-			         !vec_push(names, strndup((const char *)r.pk, r.pk_len)))
+			         aks__strv_take(names, strndup((const char *)r.pk, r.pk_len)) !=
+			             AKS_OK)
 				rc = oom(s, err);
 			ddb_record_clear(&r);
 		}
@@ -449,12 +399,12 @@ static int list_namespaces(aks_store_impl *s, name_vec *names, aks_error **err)
 
 int ddb_namespaces(aks_store_impl *s, aks_store_name_fn fn, void *ctx, aks_error **err)
 {
-	name_vec names = {0};
+	aks_strv names = {0};
 	int rc = list_namespaces(s, &names, err);
 	if (rc == AKS_OK)
-		sort_unique(&names);
+		aks__strv_sort_unique(&names); /* a namespace's partition holds many records */
 	for (size_t i = 0; rc == AKS_OK && i < names.n; i++)
 		rc = fn(ctx, names.v[i]);
-	vec_free(&names);
+	aks__strv_free(names.v);
 	return rc;
 }

@@ -136,8 +136,6 @@ bool rd_key_parse(const aks_store_impl *s, const char *name, size_t len, char **
 /* Random bytes as lowercase hex: 16 bytes, 32 characters and a NUL. */
 int rd_token(char out[33]);
 
-/* Sorts and drops duplicates (SCAN may return a key more than once). */
-void rd_sort_unique(char **v, size_t *n);
 
 /* ---- locks (rd_lock.c) ---- */
 

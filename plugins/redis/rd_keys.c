@@ -92,23 +92,3 @@ int rd_token(char out[33])
 	out[32] = '\0';
 	return 0;
 }
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-void rd_sort_unique(char **v, size_t *n)
-{
-	if (*n < 2)
-		return;
-	qsort(v, *n, sizeof(*v), cmp_str);
-	size_t k = 1;
-	for (size_t i = 1; i < *n; i++) {
-		if (strcmp(v[i], v[k - 1]) == 0)
-			free(v[i]);
-		else
-			v[k++] = v[i];
-	}
-	*n = k;
-}

@@ -154,19 +154,14 @@ static int rd_init(const aks_host_api *host, const aks_config *cfg, aks_store_im
 	if (!s)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	s->host = host;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the renewal thread's timed waits */
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
-	pthread_mutex_init(&s->lk_mu, NULL);
-	pthread_cond_init(&s->lk_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	int rc = read_config(s, cfg, err);
 	if (rc < 0) {
 		rd_fini(s);
 		return rc;
 	}
+	rd_lock_init(s);
 	/* Connect lazily: a host that never touches its state needs no server. */
 	*out = s;
 	return AKS_OK;
@@ -184,8 +179,6 @@ static void rd_fini(aks_store_impl *s)
 	free(s->idle);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
-	pthread_mutex_destroy(&s->lk_mu);
-	pthread_cond_destroy(&s->lk_cv);
 	free(s);
 }
 
@@ -486,40 +479,9 @@ static int rd_put_expiring(aks_store_impl *s, const char *ns, const char *key, c
 
 /* ---- scan and namespaces ---- */
 
-typedef struct name_vec {
-	char **v;
-	size_t n, cap;
-} name_vec;
-
-static bool vec_push(name_vec *nv, char *p)
-{
-	if (!p)
-		return false;
-	if (nv->n == nv->cap) {
-		size_t cap = nv->cap ? nv->cap * 2 : 64;
-		char **q = realloc(nv->v, cap * sizeof(*q));
-		if (!q) {
-			free(p);
-			return false;
-		}
-		nv->v = q;
-		nv->cap = cap;
-	}
-	nv->v[nv->n++] = p;
-	return true;
-}
-
-static void vec_free(name_vec *nv)
-{
-	for (size_t i = 0; i < nv->n; i++)
-		free(nv->v[i]);
-	free(nv->v);
-	memset(nv, 0, sizeof(*nv));
-}
-
 /* Every key matching `pattern` that starts with `head`, de-duplicated, into *out. */
 static int scan_keys(aks_store_impl *s, const char *pattern, size_t plen, const char *head,
-                     size_t hlen, name_vec *out, aks_error **err)
+                     size_t hlen, aks_strv *out, aks_error **err)
 {
 	char cursor[32] = "0";
 	redisContext *c = NULL;
@@ -551,14 +513,14 @@ static int scan_keys(aks_store_impl *s, const char *pattern, size_t plen, const 
 			if (e->type != REDIS_REPLY_STRING || e->len < hlen ||
 			    memcmp(e->str, head, hlen) || memchr(e->str, '\0', e->len))
 				continue;
-			if (!vec_push(out, strndup(e->str, e->len)))
+			if (aks__strv_take(out, strndup(e->str, e->len)) != AKS_OK)
 				rc = oom(s, err);
 		}
 		freeReplyObject(r);
 	} while (rc == AKS_OK && strcmp(cursor, "0") != 0);
 	rd_pool_put(s, c, rc < 0);
 	if (rc == AKS_OK)
-		rd_sort_unique(out->v, &out->n);
+		aks__strv_sort_unique(out); /* SCAN may return a key more than once */
 	return rc;
 }
 
@@ -571,7 +533,7 @@ static int rd_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_st
 	if (!head.failed)
 		rd_glob_escape(&pat, head.data, head.len);
 	aks__buf_append(&pat, "*", 1);
-	name_vec keys = {0};
+	aks_strv keys = {0};
 	int rc = head.failed || pat.failed
 	             ? oom(s, err)
 	             : scan_keys(s, pat.data, pat.len, head.data, head.len, &keys, err);
@@ -603,7 +565,7 @@ static int rd_scan(aks_store_impl *s, const char *ns, const char *prefix, aks_st
 		}
 		freeReplyObject(r);
 	}
-	vec_free(&keys);
+	aks__strv_free(keys.v);
 	aks__buf_free(&head);
 	return rc;
 }
@@ -616,7 +578,7 @@ static int rd_namespaces(aks_store_impl *s, aks_store_name_fn fn, void *ctx, aks
 	if (!head.failed)
 		rd_glob_escape(&pat, s->prefix, s->prefix_len);
 	aks__buf_puts(&pat, "r:*");
-	name_vec keys = {0}, names = {0};
+	aks_strv keys = {0}, names = {0};
 	int rc = head.failed || pat.failed
 	             ? oom(s, err)
 	             : scan_keys(s, pat.data, pat.len, head.data, head.len, &keys, err);
@@ -627,15 +589,15 @@ static int rd_namespaces(aks_store_impl *s, aks_store_name_fn fn, void *ctx, aks
 		const char *key = NULL;
 		if (!rd_key_parse(s, keys.v[i], strlen(keys.v[i]), &ns, &key))
 			continue; /* not a record of ours (or no memory: then it is missed) */
-		if (!vec_push(&names, ns))
+		if (aks__strv_take(&names, ns) != AKS_OK)
 			rc = oom(s, err);
 	}
-	vec_free(&keys);
+	aks__strv_free(keys.v);
 	if (rc == AKS_OK)
-		rd_sort_unique(names.v, &names.n);
+		aks__strv_sort_unique(&names);
 	for (size_t i = 0; rc == AKS_OK && i < names.n; i++)
 		rc = fn(ctx, names.v[i]);
-	vec_free(&names);
+	aks__strv_free(names.v);
 	return rc;
 }
 

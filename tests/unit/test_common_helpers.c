@@ -266,6 +266,33 @@ static void test_strv_dup(void **state)
 	aks__strv_free(c);
 }
 
+/* take owns what it is given, also when it fails; sort_unique leaves each string once, in
+ * order, the list still NULL-terminated (the stores list names a SCAN repeats). */
+static void test_strv_take_sort_unique(void **state)
+{
+	(void)state;
+	aks_strv l = {NULL, 0, 0};
+	const char *in[] = {"b", "a", "c", "a", "b", "b", "d", "a"};
+	for (size_t i = 0; i < sizeof(in) / sizeof(*in); i++)
+		assert_int_equal(aks__strv_take(&l, strdup(in[i])), AKS_OK);
+	assert_int_equal(aks__strv_take(&l, NULL), AKS_ENOMEM); /* a failed copy */
+	assert_int_equal(l.n, 8);
+	aks__strv_sort_unique(&l);
+	assert_int_equal(l.n, 4);
+	const char *want[] = {"a", "b", "c", "d"};
+	for (size_t i = 0; i < 4; i++)
+		assert_string_equal(l.v[i], want[i]);
+	assert_null(l.v[4]);
+	aks__strv_free(l.v);
+	aks_strv one = {NULL, 0, 0};
+	aks__strv_sort_unique(&one); /* empty: nothing to do */
+	assert_int_equal(aks__strv_take(&one, strdup("x")), AKS_OK);
+	aks__strv_sort_unique(&one);
+	assert_int_equal(one.n, 1);
+	assert_null(one.v[1]);
+	aks__strv_free(one.v);
+}
+
 /* ---- base64 ---- */
 
 static void expect_decodes(const char *text, unsigned flags, const void *want, size_t want_len)
@@ -600,6 +627,7 @@ int main(void)
 	    cmocka_unit_test(test_buf_realloc_failure),
 	    cmocka_unit_test(test_strv_push_free),
 	    cmocka_unit_test(test_strv_dup),
+	    cmocka_unit_test(test_strv_take_sort_unique),
 	    cmocka_unit_test(test_base64_std),
 	    cmocka_unit_test(test_base64_url_nopad),
 	    cmocka_unit_test(test_base64_loose),
