@@ -121,7 +121,8 @@ show_failures() { # build dir
 # starts them in order, $test_jobs at a time, so the slowest go first and none starts late
 # and runs alone at the end. Slowest by the durations a reference tree's last run measured,
 # then by the list below (the slowest in CI, slowest first), then the rest in TESTS order.
-slow_tests="tests/integration/queue-fleet.test tests/integration/test_docker_agent
+slow_tests="tests/integration/queue-fleet.test tests/integration/queue-fleet-aws.test
+tests/integration/test_docker_agent
 tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
 tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/daytona/daytona-cli.test
 tests/integration/ec2_ssm/ec2_ssm-cli.test
@@ -158,13 +159,17 @@ MAKE
 # e2b-tls.test and examples.test; the cli tests' own cost is the fakes' sandboxes);
 # runner-rejects.test (its
 # minutes are the cpu checks' measured busy loops; the runner's code runs under the
-# sanitizers in every contract suite). The plain suite runs them all.
+# sanitizers in every contract suite); sqs-sdk.test and dynamodb-sdk.test (they drive the
+# emulators with the official AWS SDK in JavaScript: no compiled code of ours; the plugins'
+# compiled code runs under the sanitizers in sqs-contract.test, dynamodb-contract.test,
+# dynamodb-errors.test and queue-fleet-aws.test). The plain suite runs them all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
 tests/integration/ec2_ssm/aws-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
-tests/integration/egress-runsc.test tests/security/probes-runsc.test"
+tests/integration/egress-runsc.test tests/security/probes-runsc.test
+tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	dir=$1 ref=$2 leave_out=$(echo $3); shift 3 # one space between names
 	mkdir -p "$dir"
@@ -182,12 +187,53 @@ step "source format (contrib/format.sh --check: .clang-format, clang-format 14)"
 format_result=pass
 "$top/contrib/format.sh" --check || { format_result=fail; status=1; }
 
+# The sanitizer and fuzzing trees are pure CPU work that needs nothing of the plain suite: they
+# build in the background, one compiler at a time (-j1) at the lowest priority (nice 19),
+# while `make check` below mostly waits on containers, pods and timers (a third of two cores
+# busy). One job, not -j2: a second always-runnable compiler would make every busy loop the
+# cpu checks measure wait for a CPU (the runner then says NOT VERIFIED); at nice 19 the
+# tests' own processes keep their timing. Each phase waits for its tree; a failed build
+# fails the run with its log shown, and the phase then builds again in the foreground (as
+# without this), reporting the errors there.
+mkdir -p _build-asan _build-fuzz
+rm -f _build-asan/background-build.* _build-fuzz/background-build.*
+(
+	# the sanitizer tree first: its phase comes first
+	( cd _build-asan &&
+	  { [ -f Makefile ] || nice -n 19 ../configure --quiet --enable-sanitizers >/dev/null; } &&
+	  nice -n 19 make -j1 >/dev/null && nice -n 19 make -j1 check TESTS= >/dev/null
+	) >_build-asan/background-build.log 2>&1
+	echo $? >_build-asan/background-build.rc
+	( cd _build-fuzz &&
+	  { [ -f Makefile ] || nice -n 19 ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
+	  nice -n 19 make -j1 fuzz-build >/dev/null
+	) >_build-fuzz/background-build.log 2>&1
+	echo $? >_build-fuzz/background-build.rc
+) &
+bg_builds=$!
+bg_wait() { # build dir: waits for its background build; shows its log and fails the run if it failed
+	waited=$(date +%s)
+	while [ ! -f "$1/background-build.rc" ] && kill -0 "$bg_builds" 2>/dev/null &&
+	      [ "$(ps -o stat= -p "$bg_builds" 2>/dev/null | cut -c1)" != Z ]; do
+		sleep 2
+	done
+	if [ "$(cat "$1/background-build.rc" 2>/dev/null)" = 0 ]; then
+		printf 'the background build of %s: done (waited %d s for it)\n' "$1" $(($(date +%s) - waited))
+	else
+		status=1
+		printf 'FAIL: the background build of %s failed (exit %s); its log, %s/background-build.log:\n' \
+			"$1" "$(cat "$1/background-build.rc" 2>/dev/null || echo none)" "$1"
+		tail -40 "$1/background-build.log"
+	fi
+}
+
 step "make check"
 run_suite _build _build ""
 step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
 ( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
 cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
+bg_wait _build-asan
 run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
 
 # Nothing after this needs a container or a pod: an idle cluster (apiserver, etcd, kubelet)
@@ -204,6 +250,8 @@ distcheck_result=pass
 
 step "fuzzing (libFuzzer, bounded time per target)"
 fuzz_result=pass
+bg_wait _build-fuzz
+wait "$bg_builds"
 mkdir -p _build-fuzz
 ( cd _build-fuzz &&
   { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
