@@ -4,7 +4,7 @@
  *   ddb_client.c   AWS set up at first use (region, endpoint, credentials), the table checked
  *                  (and created with auto_provision), one request with its errors worded
  *   ddb_records.c  update, get, scan, namespaces, put_expiring
- *   ddb_lock.c     named locks as leased items, renewed by a thread while held
+ *   ddb_lock.c     named locks as leased items, renewed while held (aks_lease.h)
  *   ddb_item.c     the table layout, pure (ddb_item.h)
  * Layout, semantics and limits: docs/plugins/dynamodb.md.
  */
@@ -19,15 +19,16 @@
 
 #include "aks_aws.h"
 #include "aks_cloud.h"
+#include "aks_lease.h"
 #include "ddb_item.h"
 
 #define DDB_NAME "dynamodb"
 
-/* One lock held by this process: renewed by the renewal thread until unlock. */
+/* One lock held by this process: renewed by the lease keeper until unlock. */
 struct aks_store_lock {
 	char *ns, *key;
 	char owner[33]; /* random hex: proves ownership to the conditional writes */
-	struct aks_store_lock *next;
+	aks_lease_entry lease;
 };
 
 struct aks_store_impl {
@@ -49,12 +50,9 @@ struct aks_store_impl {
 	aks_aws_source *source;
 	aks_aws_service svc;
 
-	/* Locks held, and the thread that renews their leases. */
-	pthread_mutex_t lk_mu;
-	pthread_cond_t lk_cv;
-	struct aks_store_lock *held;
-	bool renewer_started, stopping;
-	pthread_t renewer;
+	/* Locks held, and the thread that renews their leases (ddb_lock_init, after the
+	 * config: it needs lease_ms). */
+	aks_lease_keeper leases;
 };
 
 /* ---- requests (ddb_client.c) ---- */
@@ -86,7 +84,9 @@ int64_t ddb_now_ms(void);
 int ddb_lock(aks_store_impl *s, const char *ns, const char *key, const aks_call *call,
              aks_store_lock **out, aks_error **err);
 void ddb_unlock(aks_store_impl *s, aks_store_lock *lk);
-/* Stops the renewal thread (fini). */
+/* Sets up the lease keeper (init, once lease_ms is read). */
+void ddb_lock_init(aks_store_impl *s);
+/* Stops the renewal thread and frees the keeper (fini; also after a failed init). */
 void ddb_lock_stop(aks_store_impl *s);
 
 /* ---- records (ddb_records.c) ---- */

@@ -12,13 +12,10 @@
  * never taken from its new holder. Leases compare wall clocks of different hosts: keep them
  * in sync (NTP), far closer than the lease.
  */
-#include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "aks_text.h"
 #include "ddb_internal.h"
@@ -26,8 +23,6 @@
 #define DDB_POLL_FIRST_MS 10
 #define DDB_POLL_MAX_MS   200
 #define CONDITION_FAILED  "ConditionalCheckFailedException"
-
-static void *renewer_main(void *arg);
 
 static void free_lock(aks_store_lock *lk)
 {
@@ -104,37 +99,13 @@ static json_object *owned_body(aks_store_impl *s, const aks_store_lock *lk, bool
 	return b;
 }
 
-/* Adds a taken lock to the renewal table, starting the renewal thread on first use. */
+/* Adds a taken lock to the lease keeper, which starts renewing on first use. */
 static int track(aks_store_impl *s, aks_store_lock *lk, aks_error **err)
 {
-	int rc = AKS_OK;
-	pthread_mutex_lock(&s->lk_mu);
-	if (!s->renewer_started) {
-		if (pthread_create(&s->renewer, NULL, renewer_main, s) == 0)
-			s->renewer_started = true;
-		else
-			rc = s->host->error_set(err, AKS_ENOMEM,
-			                        DDB_NAME
-			                        " store: cannot start the lease renewal thread");
-	}
-	if (rc == AKS_OK) {
-		lk->next = s->held;
-		s->held = lk;
-	}
-	pthread_mutex_unlock(&s->lk_mu);
-	return rc;
-}
-
-static void untrack(aks_store_impl *s, aks_store_lock *lk)
-{
-	pthread_mutex_lock(&s->lk_mu);
-	for (aks_store_lock **p = &s->held; *p; p = &(*p)->next) {
-		if (*p == lk) {
-			*p = lk->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->lk_mu);
+	if (aks_lease_track(&s->leases, &lk->lease, lk) == 0)
+		return AKS_OK;
+	return s->host->error_set(err, AKS_ENOMEM,
+	                          DDB_NAME " store: cannot start the lease renewal thread");
 }
 
 static void release_item(aks_store_impl *s, aks_store_lock *lk)
@@ -231,7 +202,7 @@ void ddb_unlock(aks_store_impl *s, aks_store_lock *lk)
 {
 	if (!lk)
 		return;
-	untrack(s, lk);
+	aks_lease_untrack(&s->leases, &lk->lease);
 	release_item(s, lk);
 	free_lock(lk);
 }
@@ -265,67 +236,49 @@ static void renew_one(aks_store_impl *s, const aks_store_lock *lk)
 	s->host->error_free(err);
 }
 
-static void *renewer_main(void *arg)
+/* A copy of the lock's names: the holder may unlock it during a renewal pass. */
+static void *copy_lock(const void *lock)
 {
-	aks_store_impl *s = arg;
-	/* The host's signals are for its own threads. */
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	int64_t every = s->lease_ms / 3 > 0 ? s->lease_ms / 3 : 1;
-	pthread_mutex_lock(&s->lk_mu);
-	while (!s->stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += every / 1000;
-		until.tv_nsec += (every % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		int e = 0;
-		while (!s->stopping && e != ETIMEDOUT)
-			e = pthread_cond_timedwait(&s->lk_cv, &s->lk_mu, &until);
-		if (s->stopping)
-			break;
-		/* Copies, so no request is made under lk_mu (lock and unlock take it). */
-		size_t n = 0;
-		for (aks_store_lock *lk = s->held; lk; lk = lk->next)
-			n++;
-		aks_store_lock *v = n ? calloc(n, sizeof(*v)) : NULL;
-		size_t k = 0;
-		for (aks_store_lock *lk = s->held; v && lk; lk = lk->next, k++) {
-			v[k].ns = strdup(lk->ns);
-			v[k].key = strdup(lk->key);
-			memcpy(v[k].owner, lk->owner, sizeof(v[k].owner));
-		}
-		pthread_mutex_unlock(&s->lk_mu);
-		for (size_t i = 0; i < k; i++) {
-			if (v[i].ns && v[i].key)
-				renew_one(s, &v[i]);
-			else
-				s->host->log(AKS_LOG_WARNING, DDB_NAME,
-				             "out of memory renewing lock leases");
-			free(v[i].ns);
-			free(v[i].key);
-		}
-		if (n && !v)
+	const aks_store_lock *lk = lock;
+	aks_store_lock *c = calloc(1, sizeof(*c));
+	if (!c || !(c->ns = strdup(lk->ns)) || !(c->key = strdup(lk->key))) {
+		free_lock(c);
+		return NULL;
+	}
+	memcpy(c->owner, lk->owner, sizeof(c->owner));
+	return c;
+}
+
+/* The keeper's pass: each lock on its own, so one whose copy is missing holds up no other. */
+static void renew(void *ctx, void *const *copies, size_t n)
+{
+	aks_store_impl *s = ctx;
+	if (!copies) {
+		s->host->log(AKS_LOG_WARNING, DDB_NAME, "out of memory renewing lock leases");
+		return;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (copies[i])
+			renew_one(s, copies[i]);
+		else
 			s->host->log(AKS_LOG_WARNING, DDB_NAME,
 			             "out of memory renewing lock leases");
-		free(v);
-		pthread_mutex_lock(&s->lk_mu);
 	}
-	pthread_mutex_unlock(&s->lk_mu);
-	return NULL;
+}
+
+static void free_copy(void *copy)
+{
+	free_lock(copy);
+}
+
+static const aks_lease_ops lease_ops = {copy_lock, free_copy, renew};
+
+void ddb_lock_init(aks_store_impl *s)
+{
+	aks_lease_init(&s->leases, s->lease_ms, &lease_ops, s);
 }
 
 void ddb_lock_stop(aks_store_impl *s)
 {
-	pthread_mutex_lock(&s->lk_mu);
-	s->stopping = true;
-	bool started = s->renewer_started;
-	pthread_cond_broadcast(&s->lk_cv);
-	pthread_mutex_unlock(&s->lk_mu);
-	if (started)
-		pthread_join(s->renewer, NULL);
+	aks_lease_fini(&s->leases);
 }

@@ -53,8 +53,6 @@ static void ddb_fini(aks_store_impl *s)
 	free(s->region_setting);
 	free(s->endpoint_setting);
 	pthread_mutex_destroy(&s->setup_mu);
-	pthread_mutex_destroy(&s->lk_mu);
-	pthread_cond_destroy(&s->lk_cv);
 	free(s);
 }
 
@@ -106,18 +104,13 @@ static int ddb_init(const aks_host_api *host, const aks_config *cfg, aks_store_i
 	if (!s)
 		return host->error_set(err, AKS_ENOMEM, "out of memory");
 	s->host = host;
-	pthread_condattr_t ca;
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* the renewal thread's timed waits */
 	pthread_mutex_init(&s->setup_mu, NULL);
-	pthread_mutex_init(&s->lk_mu, NULL);
-	pthread_cond_init(&s->lk_cv, &ca);
-	pthread_condattr_destroy(&ca);
 	int rc = read_config(s, cfg, err);
 	if (rc < 0) {
 		ddb_fini(s);
 		return rc;
 	}
+	ddb_lock_init(s);
 	*out = s;
 	return AKS_OK;
 }

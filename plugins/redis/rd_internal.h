@@ -3,8 +3,8 @@
  * the connection pool with its one-reconnect rule, key names, and the lock table.
  *
  * Files: redis.c (descriptor, config, records), rd_conn.c (address, connections, pool,
- * commands), rd_keys.c (key names and glob patterns), rd_lock.c (leased locks and their
- * renewal thread). Layout and semantics: docs/plugins/redis.md.
+ * commands), rd_keys.c (key names and glob patterns), rd_lock.c (leased locks, renewed by
+ * plugins/common/aks_lease.h). Layout and semantics: docs/plugins/redis.md.
  */
 #ifndef AKS_REDIS_INTERNAL_H
 #define AKS_REDIS_INTERNAL_H
@@ -21,6 +21,7 @@
 #include <aksandbox/store.h>
 
 #include "aks_buf.h"
+#include "aks_lease.h"
 
 /* The same sources build redis.so and valkey.so (Valkey speaks Redis's protocol); each
  * declares the name its file and its config block have. */
@@ -51,12 +52,12 @@ void rd_target_free(rd_target *t);
 
 typedef struct rd_tls rd_tls; /* the TLS context (hiredis_ssl builds only) */
 
-/* One lock held by this process: renewed by the renewal thread until unlock. */
+/* One lock held by this process: renewed by the lease keeper until unlock. */
 struct aks_store_lock {
 	char *key; /* the full Redis key name */
 	size_t key_len;
 	char token[33]; /* random hex, proves ownership to the scripts */
-	struct aks_store_lock *next;
+	aks_lease_entry lease;
 };
 
 struct aks_store_impl {
@@ -75,12 +76,9 @@ struct aks_store_impl {
 	redisContext **idle;
 	int n_idle, n_open, pool_max;
 
-	/* Locks held, and the thread that renews their leases. */
-	pthread_mutex_t lk_mu;
-	pthread_cond_t lk_cv;
-	struct aks_store_lock *held;
-	bool renewer_started, stopping;
-	pthread_t renewer;
+	/* Locks held, and the thread that renews their leases (rd_lock_init, after the
+	 * config: it needs lease_ms). */
+	aks_lease_keeper leases;
 };
 
 /* ---- connections (rd_conn.c) ---- */
@@ -136,13 +134,14 @@ bool rd_key_parse(const aks_store_impl *s, const char *name, size_t len, char **
 /* Random bytes as lowercase hex: 16 bytes, 32 characters and a NUL. */
 int rd_token(char out[33]);
 
-
 /* ---- locks (rd_lock.c) ---- */
 
 int rd_lock(aks_store_impl *s, const char *ns, const char *key, const aks_call *call,
             aks_store_lock **out, aks_error **err);
 void rd_unlock(aks_store_impl *s, aks_store_lock *lk);
-/* Stops the renewal thread (fini). */
+/* Sets up the lease keeper (init, once lease_ms is read). */
+void rd_lock_init(aks_store_impl *s);
+/* Stops the renewal thread and frees the keeper (fini; also after a failed init). */
 void rd_lock_stop(aks_store_impl *s);
 
 #endif /* AKS_REDIS_INTERNAL_H */

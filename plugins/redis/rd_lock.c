@@ -8,12 +8,10 @@
  * renewing, so its lock frees itself one lease later. Unlock deletes the key only if the
  * token is still ours (a lock lost to an expired lease is never taken from its new holder).
  */
-#include <errno.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "rd_internal.h"
 
@@ -30,8 +28,6 @@ static const char renew_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
                                 "return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0";
 static const char release_lua[] = "if redis.call('GET', KEYS[1]) == ARGV[1] then "
                                   "return redis.call('DEL', KEYS[1]) end return 0";
-
-static void *renewer_main(void *arg);
 
 /* EVAL script 1 key token [lease]. */
 static void script_argv(const char *script, const aks_store_lock *lk, const char *lease,
@@ -56,37 +52,13 @@ static void free_lock(aks_store_lock *lk)
 	free(lk);
 }
 
-/* Adds a taken lock to the renewal table, starting the renewal thread on first use. */
+/* Adds a taken lock to the lease keeper, which starts renewing on first use. */
 static int track(aks_store_impl *s, aks_store_lock *lk, aks_error **err)
 {
-	int rc = AKS_OK;
-	pthread_mutex_lock(&s->lk_mu);
-	if (!s->renewer_started) {
-		if (pthread_create(&s->renewer, NULL, renewer_main, s) == 0)
-			s->renewer_started = true;
-		else
-			rc = s->host->error_set(err, AKS_ENOMEM,
-			                        RD_NAME
-			                        " store: cannot start the lease renewal thread");
-	}
-	if (rc == AKS_OK) {
-		lk->next = s->held;
-		s->held = lk;
-	}
-	pthread_mutex_unlock(&s->lk_mu);
-	return rc;
-}
-
-static void untrack(aks_store_impl *s, aks_store_lock *lk)
-{
-	pthread_mutex_lock(&s->lk_mu);
-	for (aks_store_lock **p = &s->held; *p; p = &(*p)->next) {
-		if (*p == lk) {
-			*p = lk->next;
-			break;
-		}
-	}
-	pthread_mutex_unlock(&s->lk_mu);
+	if (aks_lease_track(&s->leases, &lk->lease, lk) == 0)
+		return AKS_OK;
+	return s->host->error_set(err, AKS_ENOMEM,
+	                          RD_NAME " store: cannot start the lease renewal thread");
 }
 
 static void release_key(aks_store_impl *s, aks_store_lock *lk)
@@ -185,21 +157,34 @@ void rd_unlock(aks_store_impl *s, aks_store_lock *lk)
 {
 	if (!lk)
 		return;
-	untrack(s, lk);
+	aks_lease_untrack(&s->leases, &lk->lease);
 	release_key(s, lk);
 	free_lock(lk);
 }
 
 /* ---- renewal ---- */
 
+/* What renewing a lock needs, copied: the holder may unlock it during a renewal pass. */
 typedef struct renewal {
-	char *key;
 	size_t key_len;
 	char token[33];
+	char key[]; /* NUL-terminated */
 } renewal;
 
-/* Renews every lock in one pipelined round trip. */
-static void renew_all(aks_store_impl *s, renewal *v, size_t n)
+static void *copy_lock(const void *lock)
+{
+	const aks_store_lock *lk = lock;
+	renewal *r = malloc(sizeof(*r) + lk->key_len + 1);
+	if (!r)
+		return NULL;
+	r->key_len = lk->key_len;
+	memcpy(r->token, lk->token, sizeof(r->token));
+	memcpy(r->key, lk->key, lk->key_len + 1);
+	return r;
+}
+
+/* Renews every lock (v: renewal copies) in one pipelined round trip. */
+static void renew_all(aks_store_impl *s, void *const *v, size_t n)
 {
 	char lease[32];
 	snprintf(lease, sizeof(lease), "%lld", (long long)s->lease_ms);
@@ -212,8 +197,9 @@ static void renew_all(aks_store_impl *s, renewal *v, size_t n)
 		rd_sigguard g;
 		rd_sig_block(&g);
 		for (size_t i = 0; i < n; i++) {
-			const char *argv[6] = {"EVAL", renew_lua, "1", v[i].key, v[i].token, lease};
-			size_t lens[6] = {4, strlen(renew_lua), 1, v[i].key_len, 32, strlen(lease)};
+			const renewal *lk = v[i];
+			const char *argv[6] = {"EVAL", renew_lua, "1", lk->key, lk->token, lease};
+			size_t lens[6] = {4, strlen(renew_lua), 1, lk->key_len, 32, strlen(lease)};
 			redisAppendCommandArgv(c, 6, argv, lens);
 		}
 		bool broken = false;
@@ -223,15 +209,16 @@ static void renew_all(aks_store_impl *s, renewal *v, size_t n)
 				broken = true;
 				break;
 			}
+			const renewal *lk = v[i];
 			if (r->type == REDIS_REPLY_INTEGER && r->integer == 0)
 				s->host->log(AKS_LOG_WARNING, RD_NAME,
 				             "the lease of lock %.*s ended before it was renewed: "
 				             "another process may now hold it",
-				             (int)v[i].key_len, v[i].key);
+				             (int)lk->key_len, lk->key);
 			else if (r->type == REDIS_REPLY_ERROR)
 				s->host->log(AKS_LOG_WARNING, RD_NAME,
 				             "renewing lock %.*s: " RD_SERVER " answered %s",
-				             (int)v[i].key_len, v[i].key, r->str);
+				             (int)lk->key_len, lk->key, r->str);
 			freeReplyObject(r);
 		}
 		rd_sig_restore(&g);
@@ -252,66 +239,29 @@ static void renew_all(aks_store_impl *s, renewal *v, size_t n)
 	s->host->error_free(err);
 }
 
-static void *renewer_main(void *arg)
+/* The keeper's pass, one round trip for all. A copy missing (out of memory) skips the pass,
+ * silently as before the keeper: the next one, a third of a lease later, tries again. */
+static void renew(void *ctx, void *const *copies, size_t n)
 {
-	aks_store_impl *s = arg;
-	/* The host's signals are for its own threads. */
-	sigset_t all;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, NULL);
-	int64_t every = s->lease_ms / 3 > 0 ? s->lease_ms / 3 : 1;
-	pthread_mutex_lock(&s->lk_mu);
-	while (!s->stopping) {
-		struct timespec until;
-		clock_gettime(CLOCK_MONOTONIC, &until);
-		until.tv_sec += every / 1000;
-		until.tv_nsec += (every % 1000) * 1000000L;
-		if (until.tv_nsec >= 1000000000L) {
-			until.tv_sec++;
-			until.tv_nsec -= 1000000000L;
-		}
-		int e = 0;
-		while (!s->stopping && e != ETIMEDOUT)
-			e = pthread_cond_timedwait(&s->lk_cv, &s->lk_mu, &until);
-		if (s->stopping)
-			break;
-		size_t n = 0;
-		for (aks_store_lock *lk = s->held; lk; lk = lk->next)
-			n++;
-		renewal *v = n ? calloc(n, sizeof(*v)) : NULL;
-		size_t k = 0;
-		for (aks_store_lock *lk = s->held; v && lk; lk = lk->next, k++) {
-			v[k].key = malloc(lk->key_len + 1);
-			if (v[k].key)
-				memcpy(v[k].key, lk->key, lk->key_len + 1);
-			v[k].key_len = lk->key_len;
-			memcpy(v[k].token, lk->token, sizeof(v[k].token));
-		}
-		pthread_mutex_unlock(&s->lk_mu);
-		if (n && !v)
-			s->host->log(AKS_LOG_WARNING, RD_NAME,
-			             "out of memory renewing lock leases");
-		bool ok = true;
-		for (size_t i = 0; i < k; i++)
-			ok = ok && v[i].key;
-		if (k && ok)
-			renew_all(s, v, k);
-		for (size_t i = 0; i < k; i++)
-			free(v[i].key);
-		free(v);
-		pthread_mutex_lock(&s->lk_mu);
+	aks_store_impl *s = ctx;
+	if (!copies) {
+		s->host->log(AKS_LOG_WARNING, RD_NAME, "out of memory renewing lock leases");
+		return;
 	}
-	pthread_mutex_unlock(&s->lk_mu);
-	return NULL;
+	for (size_t i = 0; i < n; i++)
+		if (!copies[i])
+			return;
+	renew_all(s, copies, n);
+}
+
+static const aks_lease_ops lease_ops = {copy_lock, free, renew};
+
+void rd_lock_init(aks_store_impl *s)
+{
+	aks_lease_init(&s->leases, s->lease_ms, &lease_ops, s);
 }
 
 void rd_lock_stop(aks_store_impl *s)
 {
-	pthread_mutex_lock(&s->lk_mu);
-	s->stopping = true;
-	bool started = s->renewer_started;
-	pthread_cond_broadcast(&s->lk_cv);
-	pthread_mutex_unlock(&s->lk_mu);
-	if (started)
-		pthread_join(s->renewer, NULL);
+	aks_lease_fini(&s->leases);
 }
