@@ -1,9 +1,11 @@
 /*
  * plugins/common/text.c - printable text from untrusted bytes (aks_text.h).
  */
+#include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/random.h>
 
 #include "aks_text.h"
 
@@ -62,4 +64,32 @@ size_t aks__text_printable(char *dst, size_t cap, const void *src, size_t len)
 	}
 	dst[o] = '\0';
 	return o;
+}
+
+bool aks__random_hex(char *out, size_t nbytes)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char raw[64];
+	size_t done = 0;
+	out[0] = '\0';
+	while (done < nbytes) {
+		size_t want = nbytes - done < sizeof(raw) ? nbytes - done : sizeof(raw), got = 0;
+		while (got < want) {
+			ssize_t r = getrandom(raw + got, want - got, 0);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				out[0] = '\0';
+				return false;
+			}
+			got += (size_t)r;
+		}
+		for (size_t i = 0; i < want; i++) {
+			out[2 * (done + i)] = hex[raw[i] >> 4];
+			out[2 * (done + i) + 1] = hex[raw[i] & 15];
+		}
+		done += want;
+	}
+	out[2 * nbytes] = '\0';
+	return true;
 }

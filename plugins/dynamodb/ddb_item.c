@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "aks_base64.h"
+#include "aks_text.h"
 #include "ddb_item.h"
 
 json_object *ddb_attr_b(const void *data, size_t len)
@@ -204,21 +204,5 @@ size_t ddb_record_size(size_t ns_len, size_t key_len, size_t val_len, bool expir
 
 int ddb_token(char out[33])
 {
-	unsigned char raw[16];
-	size_t got = 0;
-	while (got < sizeof(raw)) {
-		ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[32] = '\0';
-	return 0;
+	return aks__random_hex(out, 16) ? 0 : -1;
 }

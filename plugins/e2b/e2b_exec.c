@@ -16,11 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 #include "aks_base64.h"
 #include "aks_json.h"
 #include "aks_killscript.h"
+#include "aks_text.h"
 #include "e2b_internal.h"
 #include "e2b_wire.h"
 
@@ -156,12 +156,7 @@ static bool sink_events(void *ctx, const char *data, size_t len)
 /* 32 random hex digits: a run's marker. false when the kernel has no randomness to give. */
 static bool random_marker(char out[33])
 {
-	unsigned char bytes[16];
-	if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
-		return false;
-	for (size_t i = 0; i < sizeof(bytes); i++)
-		snprintf(out + 2 * i, 3, "%02x", bytes[i]);
-	return true;
+	return aks__random_hex(out, 16);
 }
 
 /* The Start request's body: one envelope holding the StartRequest; the marker (NULL: none)

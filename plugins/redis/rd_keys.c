@@ -9,8 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
+#include "aks_text.h"
 #include "rd_internal.h"
 
 void rd_key_ns(const aks_store_impl *s, char kind, const char *ns, aks_buf *b)
@@ -74,21 +74,5 @@ bool rd_key_parse(const aks_store_impl *s, const char *name, size_t len, char **
 
 int rd_token(char out[33])
 {
-	unsigned char raw[16];
-	size_t got = 0;
-	while (got < sizeof(raw)) {
-		ssize_t r = getrandom(raw + got, sizeof(raw) - got, 0);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			return -1;
-		got += (size_t)r;
-	}
-	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < sizeof(raw); i++) {
-		out[2 * i] = hex[raw[i] >> 4];
-		out[2 * i + 1] = hex[raw[i] & 15];
-	}
-	out[32] = '\0';
-	return 0;
+	return aks__random_hex(out, 16) ? 0 : -1;
 }

@@ -15,10 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
 
 #include "aks_base64.h"
 #include "aks_json.h"
+#include "aks_text.h"
 #include "sqs_internal.h"
 
 /* The code point at s[0..len) and its length in *n; -1 when the bytes are not UTF-8 (an
@@ -209,13 +209,10 @@ int sqs_encode(const aks_host_api *host, const aks_message *msg, json_object *re
 		    !put_attr(attrs, SQS_ATTR_GROUP, msg->group_id))
 			return oom(host, err);
 	} else {
-		unsigned char r[16];
-		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		memcpy(id, "aks-none-", 9);
+		if (!aks__random_hex(id + 9, 16))
 			return host->error_set(err, AKS_EIO,
 			                       SQS_NAME ": no random bytes for a group");
-		int k = snprintf(id, sizeof(id), "aks-none-");
-		for (size_t i = 0; i < sizeof(r); i++)
-			k += snprintf(id + k, sizeof(id) - (size_t)k, "%02x", r[i]);
 		if (!put_attr(attrs, SQS_ATTR_NOGROUP, "1"))
 			return oom(host, err);
 	}
@@ -226,13 +223,10 @@ int sqs_encode(const aks_host_api *host, const aks_message *msg, json_object *re
 	if (msg->dedup_id) {
 		sqs_id_for(msg->dedup_id, id, sizeof(id));
 	} else {
-		unsigned char r[16];
-		if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r))
+		memcpy(id, "aks-once-", 9);
+		if (!aks__random_hex(id + 9, 16))
 			return host->error_set(err, AKS_EIO,
 			                       SQS_NAME ": no random bytes for an id");
-		int k = snprintf(id, sizeof(id), "aks-once-");
-		for (size_t i = 0; i < sizeof(r); i++)
-			k += snprintf(id + k, sizeof(id) - (size_t)k, "%02x", r[i]);
 	}
 	if (!put_str(req, "MessageDeduplicationId", id))
 		return oom(host, err);
