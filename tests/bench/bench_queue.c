@@ -1,13 +1,17 @@
 /*
- * tests/bench/bench_queue.c - what the queue broker costs (flavor: queue, nats + redis, a
- * fleet of `aksandbox worker` processes) against the same executions in process (flavor:
- * thread).
+ * tests/bench/bench_queue.c - what the queue broker costs (flavor: queue, nats + redis or
+ * sqs + dynamodb, a fleet of `aksandbox worker` processes) against the same executions in
+ * process (flavor: thread).
  *
- *   bench_queue [-n CALLS] [-c CALLERS] [-s SESSIONS] [-l LATENCY_CALLS] [-p POLL]
- *               AKSANDBOX DIR
+ *   bench_queue [-b nats|aws] [-n CALLS] [-c CALLERS] [-s SESSIONS] [-l LATENCY_CALLS]
+ *               [-p POLL] [-x COMMAND] AKSANDBOX DIR
  *
- * It starts a private nats-server (JetStream) and redis-server through
- * tests/integration/{nats,redis}-server.sh, then:
+ * -b picks the transport and the response store: nats (the default) starts a private
+ * nats-server (JetStream) and redis-server through tests/integration/{nats,redis}-server.sh;
+ * aws starts the emulators fauxqs (SQS) and dynalite (DynamoDB) from the npm registry through
+ * tests/integration/sqs/fauxqs.sh and tests/integration/dynamodb/dynalite.sh, with test
+ * credentials in the environment (which the workers inherit) and none of this host's AWS
+ * settings. Then:
  * 1. Throughput: CALLERS threads of this process share one runtime and call
  *    run_command {"command": "true"} (or -x COMMAND, e.g. "sleep 0.2") CALLS times in all, spread
  * over SESSIONS sessions (each caller has its own sessions, so no caller waits for another's
@@ -16,9 +20,9 @@
  *    from the first call to the last answer, and the ratio to the thread broker.
  * 2. Added latency: one caller, sequential, LATENCY_CALLS calls on one session, the queue
  *    (1 worker) and the thread broker interleaved; medians and p90s, and the difference:
- *    what one call pays for the trip through nats, a worker and redis. The agent reads the
- *    response store every POLL seconds (wait_poll_interval), which bounds that figure
- *    from below: it is printed with it.
+ *    what one call pays for the trip through the transport, a worker and the store. The
+ *    agent reads the response store every POLL seconds (wait_poll_interval), which bounds
+ *    that figure from below: it is printed with it.
  * Sessions' sandboxes (local_subprocess) and all state live under DIR, removed at the end.
  * Needs AKS_TEST_SRCDIR and AKS_PLUGIN_PATH (make bench sets both). Nothing is asserted
  * beyond every call succeeding: this prints what it measured.
@@ -44,7 +48,21 @@
 #define MAX_WORKERS          4
 #define CONSUMERS_PER_WORKER 2
 
-static char dir[2048], src[2048], nats_url[256], redis_url[2300], aksandbox[2048];
+/* A transport and a response store, each a private server started (and stopped) by its
+ * script under tests/integration, in DIR/<subdirectory>. */
+struct backend {
+	const char *name;  /* -b */
+	const char *label; /* what the figures are of */
+	const char *transport_script, *transport_sub;
+	const char *store_script, *store_sub;
+};
+static const struct backend backends[] = {
+    {"nats", "nats + redis", "nats-server.sh", "nats", "redis-server.sh", "redis"},
+    {"aws", "sqs + dynamodb", "sqs/fauxqs.sh", "fauxqs", "dynamodb/dynalite.sh", "dynalite"},
+};
+static const struct backend *backend = &backends[0];
+
+static char dir[2048], src[2048], transport_url[256], store_url[2300], aksandbox[2048];
 
 /* ---- servers and worker processes ----------------------------------------------------- */
 
@@ -52,8 +70,8 @@ static char dir[2048], src[2048], nats_url[256], redis_url[2300], aksandbox[2048
 static int server(const char *script, const char *cmd, const char *sub, char *out, size_t size)
 {
 	char line[8192];
-	snprintf(line, sizeof(line), "'%s/tests/integration/%s' %s '%s/%s'", src, script, cmd, dir,
-	         sub);
+	snprintf(line, sizeof(line), "sh '%s/tests/integration/%s' %s '%s/%s'", src, script, cmd,
+	         dir, sub);
 	FILE *f = popen(line, "r");
 	if (!f)
 		return -1;
@@ -128,8 +146,72 @@ static void stop_workers(void)
 static void cleanup(void)
 {
 	stop_workers();
-	server("nats-server.sh", "stop", "nats", NULL, 0);
-	server("redis-server.sh", "stop", "redis", NULL, 0);
+	server(backend->transport_script, "stop", backend->transport_sub, NULL, 0);
+	server(backend->store_script, "stop", backend->store_sub, NULL, 0);
+}
+
+/* -b aws: the emulators' credentials (SigV4 needs some; neither emulator checks them), and
+ * no AWS_* setting of this host (a profile, an endpoint, a region), which the plugins would
+ * otherwise pick up. The workers inherit this environment. */
+static void aws_environment(void)
+{
+	extern char **environ;
+	for (bool again = true; again;) {
+		again = false;
+		for (char **e = environ; *e; e++) {
+			if (strncmp(*e, "AWS_", 4) != 0)
+				continue;
+			char name[256];
+			snprintf(name, sizeof(name), "%.*s", (int)strcspn(*e, "="), *e);
+			unsetenv(name); /* environ changed under us: scan it again */
+			again = true;
+			break;
+		}
+	}
+	char none[2100];
+	snprintf(none, sizeof(none), "%s/no-aws-files", dir);
+	setenv("AWS_ACCESS_KEY_ID", "test", 1);
+	setenv("AWS_SECRET_ACCESS_KEY", "test", 1);
+	setenv("AWS_EC2_METADATA_DISABLED", "true", 1);
+	setenv("AWS_CONFIG_FILE", none, 1);
+	setenv("AWS_SHARED_CREDENTIALS_FILE", none, 1);
+}
+
+/* The broker block's queue and response_store for the backend (after its servers started). */
+static void backend_blocks(char *out, size_t size)
+{
+	if (strcmp(backend->name, "nats") == 0) {
+		snprintf(out, size,
+		         "    queue:\n"
+		         "      type: nats\n"
+		         "      input: {no_of_consumers: %d}\n"
+		         "      output: {no_of_consumers: 1}\n"
+		         "      nats: {url: \"%s\", auto_provision: true, partitions: 64, "
+		         "ack_wait: 60}\n"
+		         "    response_store:\n"
+		         "      type: redis\n"
+		         "      redis: {url: \"%s\"}\n",
+		         CONSUMERS_PER_WORKER, transport_url, store_url);
+		return;
+	}
+	/* fauxqs names a queue by the URL it gives it (its host, the endpoint's port); the
+	 * visibility timeout is the ack wait, 60 s as nats's. */
+	const char *colon = strrchr(transport_url, ':');
+	const char *port = colon ? colon + 1 : "";
+	snprintf(out, size,
+	         "    queue:\n"
+	         "      type: sqs\n"
+	         "      input: {url: \"http://sqs.us-east-1.localhost:%s/000000000000/"
+	         "aks-bench-in.fifo\", no_of_consumers: %d}\n"
+	         "      output: {url: \"http://sqs.us-east-1.localhost:%s/000000000000/"
+	         "aks-bench-out.fifo\", no_of_consumers: 1}\n"
+	         "      sqs: {endpoint_url: \"%s\", region: us-east-1, auto_provision: true, "
+	         "visibility_timeout: 60}\n"
+	         "    response_store:\n"
+	         "      type: dynamodb\n"
+	         "      dynamodb: {table_name: aks-bench, endpoint_url: \"%s\", region: us-east-1, "
+	         "auto_provision: true}\n",
+	         port, CONSUMERS_PER_WORKER, port, transport_url, store_url);
 }
 
 /* ---- runtimes ------------------------------------------------------------------------- */
@@ -297,8 +379,8 @@ static double throughput(struct host *h, char **sessions, int nsessions, int cal
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: " PROG " [-n CALLS] [-c CALLERS] [-s SESSIONS] [-l LATENCY_CALLS] "
-	                "[-p POLL] [-x COMMAND] AKSANDBOX DIR\n");
+	fprintf(stderr, "usage: " PROG " [-b nats|aws] [-n CALLS] [-c CALLERS] [-s SESSIONS] "
+	                "[-l LATENCY_CALLS] [-p POLL] [-x COMMAND] AKSANDBOX DIR\n");
 	exit(2);
 }
 
@@ -306,8 +388,16 @@ int main(int argc, char **argv)
 {
 	int calls = 400, callers = 8, nsessions = 32, lat = 100, opt;
 	double poll = 0.002;
-	while ((opt = getopt(argc, argv, "n:c:s:l:p:x:")) != -1) {
+	while ((opt = getopt(argc, argv, "b:n:c:s:l:p:x:")) != -1) {
 		switch (opt) {
+		case 'b':
+			backend = NULL;
+			for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++)
+				if (strcmp(optarg, backends[i].name) == 0)
+					backend = &backends[i];
+			if (!backend)
+				usage();
+			break;
 		case 'n':
 			calls = atoi(optarg);
 			break;
@@ -337,7 +427,8 @@ int main(int argc, char **argv)
 		usage();
 	nsessions -= nsessions % callers; /* the same number of sessions per caller */
 	snprintf(aksandbox, sizeof(aksandbox), "%s", argv[optind]);
-	snprintf(dir, sizeof(dir), "%s/queue-bench", argv[optind + 1]);
+	/* one directory per backend: run.sh runs both in the same DIR */
+	snprintf(dir, sizeof(dir), "%s/queue-bench-%s", argv[optind + 1], backend->name);
 	snprintf(src, sizeof(src), "%s",
 	         getenv("AKS_TEST_SRCDIR") ? getenv("AKS_TEST_SRCDIR") : ".");
 	if (mkdir(dir, 0700) < 0) {
@@ -347,29 +438,29 @@ int main(int argc, char **argv)
 	char owner[32];
 	snprintf(owner, sizeof(owner), "%d", (int)getpid());
 	setenv("NATS_SERVER_OWNER", owner, 1); /* no nats-server outlives this process */
-	if (server("nats-server.sh", "start", "nats", nats_url, sizeof(nats_url)) < 0 ||
-	    server("redis-server.sh", "start", "redis", redis_url, sizeof(redis_url)) < 0) {
-		fprintf(stderr, PROG ": cannot start nats-server and redis-server (install them: "
-		                     "contrib/install-deps.sh)\n");
+	if (strcmp(backend->name, "aws") == 0)
+		aws_environment();
+	if (server(backend->transport_script, "start", backend->transport_sub, transport_url,
+	           sizeof(transport_url)) < 0 ||
+	    server(backend->store_script, "start", backend->store_sub, store_url,
+	           sizeof(store_url)) < 0) {
+		fprintf(stderr,
+		        PROG ": cannot start the servers of %s (%s, %s: see above; "
+		             "contrib/install-deps.sh installs what they need)\n",
+		        backend->label, backend->transport_script, backend->store_script);
 		cleanup();
 		return 1;
 	}
 	atexit(cleanup);
 
-	char broker[4096];
+	char blocks[8192], broker[8400];
+	backend_blocks(blocks, sizeof(blocks));
 	snprintf(broker, sizeof(broker),
 	         "    flavor: queue\n"
 	         "    wait_timeout: 60\n"
 	         "    wait_poll_interval: %g\n"
-	         "    queue:\n"
-	         "      type: nats\n"
-	         "      input: {no_of_consumers: %d}\n"
-	         "      output: {no_of_consumers: 1}\n"
-	         "      nats: {url: \"%s\", auto_provision: true, partitions: 64, ack_wait: 60}\n"
-	         "    response_store:\n"
-	         "      type: redis\n"
-	         "      redis: {url: \"%s\"}\n",
-	         poll, CONSUMERS_PER_WORKER, nats_url, redis_url);
+	         "%s",
+	         poll, blocks);
 	write_config("queue", broker);
 	write_config("thread", "    flavor: thread\n");
 
@@ -385,7 +476,7 @@ int main(int argc, char **argv)
 		run_true(&queue, qs[i]);
 	}
 
-	printf("Queue broker (nats-server %s, redis-server %s)\n", nats_url, redis_url);
+	printf("Queue broker over %s (%s, %s)\n", backend->label, transport_url, store_url);
 	printf("Throughput: run_command %s, %d calls from %d caller threads over %d sessions "
 	       "(executions/s)\n",
 	       throughput_command, calls, callers, nsessions);
@@ -411,6 +502,12 @@ int main(int argc, char **argv)
 
 	/* Latency with one worker, as a single agent sees it. */
 	stop_workers();
+	/* A stopped worker's cancelled long poll may still be waiting at fauxqs, which does not
+	 * notice the closed connection: a message sent within that wait (a fetch slice, 1 s) is
+	 * handed to the dead poll and stays invisible for the visibility timeout (60 s here).
+	 * Past the slice, no such poll is left. */
+	if (strcmp(backend->name, "aws") == 0)
+		usleep(1500 * 1000);
 	start_worker();
 	int64_t *tq = calloc((size_t)lat, sizeof(int64_t)),
 	        *tt = calloc((size_t)lat, sizeof(int64_t));
@@ -436,7 +533,7 @@ int main(int argc, char **argv)
 	       bench_percentile_ms(tt, (size_t)lat, 0.9));
 	printf("  %-46s %8.3f %8.3f\n", "queue, 1 worker process", mq,
 	       bench_percentile_ms(tq, (size_t)lat, 0.9));
-	printf("  added per call: %.3f ms (ratio %.2fx; the agent polls redis every %g ms)\n",
+	printf("  added per call: %.3f ms (ratio %.2fx; the agent polls the store every %g ms)\n",
 	       mq - mt, mq / mt, poll * 1000.0);
 	free(tq);
 	free(tt);

@@ -199,16 +199,56 @@ fi
 # The queue broker (when the nats and redis plugins were built): run_command true through a
 # fleet of 1, 2 and 4 `aksandbox worker` processes against the thread broker, and the
 # latency one call adds, over a private nats-server and redis-server it starts
-# (tests/bench/bench_queue.c).
+# (tests/bench/bench_queue.c); and, when the sqs and dynamodb plugins were built too, the
+# same over sqs + dynamodb against the emulators fauxqs and dynalite (bench_queue -b aws), in
+# this run, so that the two backends' figures and their ratios compare like with like.
 if [ -e "$B/tests/bench/bench_queue" ]; then
-	echo
-	"$(real_binary "$B/tests/bench/bench_queue")" -n "${BENCH_QUEUE_CALLS:-400}" \
-		-l "${BENCH_QUEUE_LATENCY:-100}" "$AKS" "$T"
+	BENCH_QUEUE=$(real_binary "$B/tests/bench/bench_queue")
+	backends=nats
+	if [ -e "$B/plugins/sqs/.libs/sqs.so" ] && [ -e "$B/plugins/dynamodb/.libs/dynamodb.so" ]; then
+		backends="nats aws"
+	fi
+	# queue_bench BACKEND NAME ARGS...: one bench_queue run, its output kept in $T/queue-NAME.txt
+	# for the comparison below (printed once it ends: a pipe into tee would hide its status).
+	queue_bench() {
+		b=$1 name=$2
+		shift 2
+		echo
+		"$BENCH_QUEUE" -b "$b" "$@" "$AKS" "$T" >"$T/queue-$name.txt" ||
+			{ cat "$T/queue-$name.txt"; exit 1; }
+		cat "$T/queue-$name.txt"
+	}
+	for b in $backends; do
+		queue_bench "$b" "$b-true" -n "${BENCH_QUEUE_CALLS:-400}" -l "${BENCH_QUEUE_LATENCY:-100}"
+	done
 	# The same fleet on commands that wait rather than compute (these machines have two
 	# cores): whether sessions on different workers really run in parallel.
-	echo
-	"$(real_binary "$B/tests/bench/bench_queue")" -n "${BENCH_QUEUE_SLEEP_CALLS:-64}" -l 5 \
-		-x "sleep 0.2" "$AKS" "$T"
+	for b in $backends; do
+		queue_bench "$b" "$b-sleep" -n "${BENCH_QUEUE_SLEEP_CALLS:-64}" -l 5 -x "sleep 0.2"
+	done
+	if [ "$backends" = "nats aws" ]; then
+		echo
+		python3 - "$T" <<'PY'
+import re, sys
+t = sys.argv[1]
+def figures(name):
+    text = open("%s/queue-%s.txt" % (t, name)).read()
+    rate = {int(w): float(x) for w, x in
+            re.findall(r"queue, (\d+) worker process\S* \(\d+ consumers\)\s+([\d.]+)\s+ratio", text)}
+    added = float(re.search(r"added per call: (-?[\d.]+) ms", text).group(1))
+    return rate, added
+print("Queue broker: sqs + dynamodb against nats + redis, both measured above in this run")
+print("  %-40s %12s %12s %8s" % ("executions/s", "nats+redis", "sqs+dynamo", "aws/nats"))
+for kind, label in (("true", "run_command true"), ("sleep", "run_command sleep 0.2")):
+    (n, na), (a, aa) = figures("nats-" + kind), figures("aws-" + kind)
+    for w in sorted(n):
+        print("  %-40s %12.1f %12.1f %7.2fx" % ("%s, %d worker%s" % (label, w, "s" if w > 1 else ""),
+                                               n[w], a[w], a[w] / n[w]))
+    if kind == "true": # the latency phase always runs true; the sleep run samples it 5 times
+        print("  %-40s %12.3f %12.3f %7.2fx" % ("latency: ms added per call", na, aa,
+                                                aa / na if na > 0 else float("nan")))
+PY
+	fi
 fi
 
 # The kubernetes provider (when it was built): a command in an existing pod through the
