@@ -166,7 +166,7 @@ static json_object *receive_request(aks_consumer *c, size_t max, int wait_s)
 /* One ReceiveMessage: each message handed out (while out has room and its group is free) or
  * held back. */
 static int receive(aks_consumer *c, aks_message **out, size_t max, size_t *n, int wait_s,
-                   const aks_call *call, aks_error **err)
+                   aks_error **err)
 {
 	aks_transport_impl *t = c->t;
 	size_t want = max - *n;
@@ -174,7 +174,7 @@ static int receive(aks_consumer *c, aks_message **out, size_t max, size_t *n, in
 	if (!body)
 		return oom(c, err);
 	aks_call rcall;
-	sqs_request_call(t, call, (int64_t)wait_s * 1000, &rcall);
+	sqs_request_call(t, NULL, (int64_t)wait_s * 1000, &rcall); /* not cancellable (above) */
 	int64_t sent = t->host->now_ms();
 	json_object *answer = NULL;
 	aks_aws_fault fault;
@@ -231,26 +231,28 @@ int sqs_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t
 	}
 	if (*n == max)
 		return AKS_OK;
-	/* SQS waits in whole seconds: a shorter wait polls once, then sleeps out the rest */
-	int wait_s = *n > 0 || wait_ms <= 0             ? 0
-	             : wait_ms >= SQS_MAX_WAIT_S * 1000 ? SQS_MAX_WAIT_S
-	                                                : (int)(wait_ms / 1000);
-	int64_t start = t->host->now_ms();
-	int rc = receive(c, out, max, n, wait_s, call, err);
-	if (rc == AKS_ECANCELLED) {
-		if (err && *err) {
-			t->host->error_free(*err);
-			*err = NULL;
-		}
-		return AKS_OK; /* early, with what it has */
-	}
-	if (rc == AKS_OK && *n == 0 && wait_s == 0 && wait_ms > 0) {
-		int64_t left = wait_ms - (t->host->now_ms() - start);
-		aks_error *e = NULL;
-		if (left > 0)
+	/* A receive is never cut short: SQS may have handed it messages already, which an
+	 * aborted request would leave invisible for the whole visibility timeout. So the wait is
+	 * spent in long polls of at most a second, the cancellation looked at between them (a
+	 * stopping worker waits a second at most). SQS waits in whole seconds: a wait under one
+	 * polls once, then sleeps out the rest, which a cancellation does cut short. */
+	int64_t start = t->host->now_ms(), end = start + (wait_ms > 0 ? wait_ms : 0);
+	int rc = AKS_OK;
+	do {
+		int64_t left = end - t->host->now_ms();
+		int wait_s = *n > 0 || left < 1000 ? 0 : 1;
+		if ((rc = receive(c, out, max, n, wait_s, err)) != AKS_OK || *n > 0)
+			return rc;
+		if (call && t->host->cancelled(call))
+			return AKS_OK; /* early, with what it has: nothing */
+		left = end - t->host->now_ms();
+		if (left > 0 && left < 1000) {
+			aks_error *e = NULL;
 			aks_cloud_pause(&t->cloud, call, (long)left, &e);
-		t->host->error_free(e);
-	}
+			t->host->error_free(e);
+			return AKS_OK;
+		}
+	} while (end - t->host->now_ms() > 0);
 	return rc;
 }
 

@@ -502,12 +502,6 @@ int main(int argc, char **argv)
 
 	/* Latency with one worker, as a single agent sees it. */
 	stop_workers();
-	/* A stopped worker's cancelled long poll may still be waiting at fauxqs, which does not
-	 * notice the closed connection: a message sent within that wait (a fetch slice, 1 s) is
-	 * handed to the dead poll and stays invisible for the visibility timeout (60 s here).
-	 * Past the slice, no such poll is left. */
-	if (strcmp(backend->name, "aws") == 0)
-		usleep(1500 * 1000);
 	start_worker();
 	int64_t *tq = calloc((size_t)lat, sizeof(int64_t)),
 	        *tt = calloc((size_t)lat, sizeof(int64_t));
