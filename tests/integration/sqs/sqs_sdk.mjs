@@ -45,6 +45,9 @@ function cleanup() {
 	rmSync(T, { recursive: true, force: true });
 }
 process.on('exit', cleanup);
+// a test harness that gives up on the test stops it with a signal: clean up then too
+for (const sig of ['SIGTERM', 'SIGINT', 'SIGHUP'])
+	process.on(sig, () => process.exit(1));
 
 const started = spawnSync('sh', [FQ, 'start', `${T}/fq`], { encoding: 'utf8' });
 const endpoint = started.stdout.trim();
