@@ -461,6 +461,11 @@ static int sqs_send(aks_transport_impl *t, const char *queue, const aks_message 
 	if (qi < 0)
 		return host->error_set(err, AKS_EINVAL, SQS_NAME ": no queue '%s'",
 		                       queue ? queue : "(null)");
+	/* a call already over is not sent: a fast answer would otherwise outrun the check */
+	if (call && host->cancelled(call))
+		return host->error_set(err, AKS_ECANCELLED, SQS_NAME ": send cancelled");
+	if (call && call->deadline_ms > 0 && host->now_ms() >= call->deadline_ms)
+		return host->error_set(err, AKS_ETIMEOUT, SQS_NAME ": send: the deadline passed");
 	int rc = sqs_ready(t, qi, call, err);
 	if (rc != AKS_OK)
 		return rc;
