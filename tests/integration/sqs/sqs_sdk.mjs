@@ -264,4 +264,5 @@ try {
 } catch (e) {
 	tap.exception(e);
 }
-process.exitCode = tap.finish();
+// exit now: the worker child would keep node's event loop alive (cleanup stops it on exit)
+process.exit(tap.finish());
