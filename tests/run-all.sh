@@ -161,15 +161,19 @@ MAKE
 # minutes are the cpu checks' measured busy loops; the runner's code runs under the
 # sanitizers in every contract suite); sqs-sdk.test and dynamodb-sdk.test (they drive the
 # emulators with the official AWS SDK in JavaScript: no compiled code of ours; the plugins'
-# compiled code runs under the sanitizers in sqs-contract.test, dynamodb-contract.test,
-# dynamodb-errors.test and queue-fleet-aws.test). The plain suite runs them all.
+# compiled code runs under the sanitizers in sqs-contract.test, sqs-errors.test,
+# dynamodb-contract.test and dynamodb-errors.test); queue-fleet-aws.test (queue-fleet.test's
+# scenarios again over sqs and dynamodb: the worker's and the broker's code runs under the
+# sanitizers in queue-fleet.test, the two plugins' in their contract and error suites, and its
+# own cost is the emulators'). The plain suite runs them all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
 tests/integration/ec2_ssm/aws-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test
-tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test"
+tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test
+tests/integration/queue-fleet-aws.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	dir=$1 ref=$2 leave_out=$(echo $3); shift 3 # one space between names
 	mkdir -p "$dir"
