@@ -192,35 +192,35 @@ format_result=pass
 "$top/contrib/format.sh" --check || { format_result=fail; status=1; }
 
 # The sanitizer and fuzzing trees are pure CPU work that needs nothing of the plain suite: they
-# build in the background, one compiler at a time (-j1) at the lowest priority (nice 19),
-# while `make check` below mostly waits on containers, pods and timers (a third of two cores
-# busy). One job, not -j2: a second always-runnable compiler would make every busy loop the
-# cpu checks measure wait for a CPU (the runner then says NOT VERIFIED); at nice 19 the
-# tests' own processes keep their timing. Each phase waits for its tree; a failed build
-# fails the run with its log shown, and the phase then builds again in the foreground (as
-# without this), reporting the errors there.
-mkdir -p _build-asan _build-fuzz
-rm -f _build-asan/background-build.* _build-fuzz/background-build.*
-(
-	# the sanitizer tree first: its phase comes first
-	( cd _build-asan &&
-	  { [ -f Makefile ] || nice -n 19 ../configure --quiet --enable-sanitizers >/dev/null; } &&
-	  nice -n 19 make -j1 >/dev/null && nice -n 19 make -j1 check TESTS= >/dev/null
-	) >_build-asan/background-build.log 2>&1
-	echo $? >_build-asan/background-build.rc
-	( cd _build-fuzz &&
-	  { [ -f Makefile ] || nice -n 19 ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
-	  nice -n 19 make -j1 fuzz-build >/dev/null
-	) >_build-fuzz/background-build.log 2>&1
-	echo $? >_build-fuzz/background-build.rc
-) &
-bg_builds=$!
-bg_wait() { # build dir: waits for its background build; shows its log and fails the run if it failed
+# build in the background, one compiler at a time (-j1) at the lowest priority (nice 19). The
+# sanitizer tree builds while `make check` below mostly waits on containers, pods and timers
+# (a third of two cores busy); the fuzzing tree only after it, while valgrind and the
+# sanitizer suite run, which measure no cpu limit anyway: every always-runnable compiler
+# makes the busy loops the plain suite's cpu checks time wait for a CPU (the runner then says
+# NOT VERIFIED), so the plain suite shares the machine with one compiler only, and only as
+# long as the sanitizer tree takes. Each phase waits for its tree; a failed build fails the
+# run with its log shown, and the phase then builds again in the foreground (as without
+# this), reporting the errors there.
+bg_start() { # build dir, configure flags, make goals (one word list per make run)...
+	dir=$1 flags=$2
+	shift 2
+	mkdir -p "$dir"
+	rm -f "$dir"/background-build.*
+	(
+		( cd "$dir" &&
+		  { [ -f Makefile ] || nice -n 19 ../configure --quiet $flags >/dev/null; } &&
+		  for goals in "$@"; do nice -n 19 make -j1 $goals >/dev/null || exit 1; done
+		) >"$dir/background-build.log" 2>&1
+		echo $? >"$dir/background-build.rc"
+	) &
+}
+bg_wait() { # build dir, pid: waits for its background build; shows its log and fails the run if it failed
 	waited=$(date +%s)
-	while [ ! -f "$1/background-build.rc" ] && kill -0 "$bg_builds" 2>/dev/null &&
-	      [ "$(ps -o stat= -p "$bg_builds" 2>/dev/null | cut -c1)" != Z ]; do
+	while [ ! -f "$1/background-build.rc" ] && kill -0 "$2" 2>/dev/null &&
+	      [ "$(ps -o stat= -p "$2" 2>/dev/null | cut -c1)" != Z ]; do
 		sleep 2
 	done
+	wait "$2"
 	if [ "$(cat "$1/background-build.rc" 2>/dev/null)" = 0 ]; then
 		printf 'the background build of %s: done (waited %d s for it)\n' "$1" $(($(date +%s) - waited))
 	else
@@ -230,14 +230,18 @@ bg_wait() { # build dir: waits for its background build; shows its log and fails
 		tail -40 "$1/background-build.log"
 	fi
 }
+bg_start _build-asan --enable-sanitizers "" "check TESTS="
+bg_asan=$!
 
 step "make check"
 run_suite _build _build ""
+bg_start _build-fuzz "CC=clang --enable-fuzzing" fuzz-build
+bg_fuzz=$!
 step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
 ( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
 cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
-bg_wait _build-asan
+bg_wait _build-asan "$bg_asan"
 run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
 
 # Nothing after this needs a container or a pod: an idle cluster (apiserver, etcd, kubelet)
@@ -254,8 +258,7 @@ distcheck_result=pass
 
 step "fuzzing (libFuzzer, bounded time per target)"
 fuzz_result=pass
-bg_wait _build-fuzz
-wait "$bg_builds"
+bg_wait _build-fuzz "$bg_fuzz"
 mkdir -p _build-fuzz
 ( cd _build-fuzz &&
   { [ -f Makefile ] || ../configure --quiet CC=clang --enable-fuzzing >/dev/null; } &&
