@@ -165,7 +165,10 @@ MAKE
 # dynamodb-contract.test and dynamodb-errors.test); queue-fleet-aws.test (queue-fleet.test's
 # scenarios again over sqs and dynamodb: the worker's and the broker's code runs under the
 # sanitizers in queue-fleet.test, the two plugins' in their contract and error suites, and its
-# own cost is the emulators'). The plain suite runs them all.
+# own cost is the emulators'); queue-fleet.test itself (its minutes are its servers' and
+# workers' waits; the worker's code runs under the sanitizers in test_worker, worker-cli.test
+# and queue-config.test, the nats and redis plugins' in their contract suites and
+# test_nats_transport). The plain suite runs them all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
@@ -173,7 +176,7 @@ tests/integration/ec2_ssm/aws-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test
 tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test
-tests/integration/queue-fleet-aws.test"
+tests/integration/queue-fleet-aws.test tests/integration/queue-fleet.test"
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	dir=$1 ref=$2 leave_out=$(echo $3); shift 3 # one space between names
 	mkdir -p "$dir"
