@@ -177,6 +177,21 @@ tests/integration/docker-contract-runsc.test tests/integration/docker-contract-r
 tests/integration/egress-runsc.test tests/security/probes-runsc.test
 tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test
 tests/integration/queue-fleet-aws.test tests/integration/queue-fleet.test"
+# Everything the tests run is made before the first one starts (in a build dir). `make -j`
+# starts or queues every test whose log it can start at once, and comes back to one whose
+# prerequisites still need a recipe only when that queue is empty: a generated script, and
+# every compiled test through config.h, whose rule runs whenever config.status's stamp is
+# newer than it, as it always is after configure. So CI's slowest compiled tests started 17
+# minutes into the plain suite, after every script, and ran at its end two or three at a
+# time. Made here, with the stamp given config.h's time (what a rule run would conclude),
+# the tests start in the order given. (A tree configured again whose config.h did not change
+# keeps a config.h older than config.status: its rule runs, and only the order suffers.)
+make_tests_ready() { # tests
+	make -j"$jobs" check TESTS= >/dev/null && make -j"$jobs" $1 >/dev/null || return 1
+	if [ config.h -nt config.status ] && [ config.h -nt "$top/config.h.in" ]; then
+		touch -r config.h stamp-h1
+	fi
+}
 run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	dir=$1 ref=$2 leave_out=$(echo $3); shift 3 # one space between names
 	mkdir -p "$dir"
@@ -185,6 +200,7 @@ run_suite() { # dir, reference dir, tests to leave out, configure flags...
 	  make -j"$jobs" >/dev/null &&
 	  tests=$(for t in $(ordered_tests . "$top/$ref"); do
 	          case " $leave_out " in *" $t "*) ;; *) printf '%s ' "$t" ;; esac; done) &&
+	  make_tests_ready "$tests" &&
 	  make -j"$test_jobs" check TESTS="$tests" ) ||
 		{ status=1; show_failures "$dir"; }
 	slowest_tests "$dir"
