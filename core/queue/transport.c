@@ -161,6 +161,16 @@ int aks__consumer_in_progress(aks_queue_consumer *c, aks_message *msg, aks_error
 	return named(c->t, c->t->ops->in_progress(c->impl, msg, err), err, "in_progress");
 }
 
+int aks__transport_depth(aks_transport *t, const char *queue, uint64_t *waiting, aks_error **err)
+{
+	if (!HAS_SLOT(t->ops, depth))
+		return AKS_ECAPABILITY;
+	if (!queue_known(queue))
+		return aks__error_set(err, AKS_EINVAL, "transport '%s': no queue '%s'", t->name,
+		                      queue ? queue : "(null)");
+	return named(t, t->ops->depth(t->impl, queue, waiting, err), err, "depth");
+}
+
 void aks__consumer_close(aks_queue_consumer *c)
 {
 	if (!c)

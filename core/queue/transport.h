@@ -52,6 +52,10 @@ int aks__consumer_in_progress(aks_queue_consumer *c, aks_message *msg, aks_error
 /* NULL is a no-op. */
 void aks__consumer_close(aks_queue_consumer *c);
 
+/* How many messages wait on `queue` (<aksandbox/transport.h>: depth); AKS_ECAPABILITY (no
+ * error set) when the transport cannot say. */
+int aks__transport_depth(aks_transport *t, const char *queue, uint64_t *waiting, aks_error **err);
+
 /* The value of attribute `key` of a message, or NULL. */
 const char *aks__message_attribute(const aks_message *msg, const char *key);
 

@@ -769,6 +769,25 @@ static int mt_in_progress(aks_consumer *c, aks_message *msg, aks_error **err)
 	return rc;
 }
 
+/* Every queued message no consumer holds: sent and not fetched yet, or handed back (a nack's
+ * delay included). A walk of the list: the test topology queues a few hundred at most. */
+static int mt_depth(aks_transport_impl *t, const char *queue, uint64_t *waiting, aks_error **err)
+{
+	int qi = queue_index(queue);
+	if (qi < 0)
+		return t->host->error_set(err, AKS_EINVAL, MT_NAME ": unknown queue '%s'",
+		                          queue ? queue : "(null)");
+	uint64_t n = 0;
+	pthread_mutex_lock(&t->mu);
+	int64_t now = t->host->now_ms();
+	for (const mt_msg *m = t->q[qi].head; m; m = m->next)
+		if (!m->holder || m->lease_until <= now) /* a lapsed lease is handed back */
+			n++;
+	pthread_mutex_unlock(&t->mu);
+	*waiting = n;
+	return AKS_OK;
+}
+
 /* ---- descriptor ---------------------------------------------------------------------- */
 
 static const aks_transport_ops mt_ops = {
@@ -784,6 +803,7 @@ static const aks_transport_ops mt_ops = {
     .dead_letter = mt_dead_letter,
     .consumer_close = mt_consumer_close,
     .in_progress = mt_in_progress,
+    .depth = mt_depth,
 };
 
 static const aks_config_key mt_keys[] = {

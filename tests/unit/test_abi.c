@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include <aksandbox/aksandbox.h>
+#include <aksandbox/transport.h>
 
 #if defined(__x86_64__) || defined(__aarch64__)
 _Static_assert(offsetof(aks_plugin_descriptor, abi_major) == 8, "descriptor layout");
@@ -47,6 +48,12 @@ _Static_assert(offsetof(aks_host_api, result_add_egress_refused) == 8 + 24 * siz
 _Static_assert(offsetof(aks_host_api, result_add_unseen) == 8 + 25 * sizeof(void *),
                "host api layout");
 _Static_assert(sizeof(aks_host_api) == 8 + 26 * sizeof(void *), "host api size");
+/* 10 slots in 1.0 to 1.4; depth was appended in 1.5. */
+_Static_assert(offsetof(aks_transport_ops, in_progress) == 8 + 9 * sizeof(void *),
+               "transport ops layout");
+_Static_assert(offsetof(aks_transport_ops, depth) == 8 + 10 * sizeof(void *),
+               "transport ops layout");
+_Static_assert(sizeof(aks_transport_ops) == 8 + 11 * sizeof(void *), "transport ops size");
 #endif
 
 /* Status codes are append-only and never renumbered. */

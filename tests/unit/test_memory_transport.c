@@ -731,6 +731,51 @@ static void test_close_hands_back(void **state)
 	ops()->fini(t);
 }
 
+static uint64_t depth_of(aks_transport_impl *t, const char *queue)
+{
+	uint64_t n = 999;
+	aks_error *err = NULL;
+	if (ops()->depth(t, queue, &n, &err) != AKS_OK)
+		fail_msg("depth: %s", aks_error_message(err));
+	return n;
+}
+
+/* depth counts what waits on a queue: sent and not fetched, or handed back (a nack, a lapsed
+ * lease); not what a consumer holds, nor what was acked; each queue on its own. */
+static void test_depth(void **state)
+{
+	(void)state;
+	aks_transport_impl *t = open_t("{ack_wait: 0.3}");
+	aks_consumer *c = consumer(t, AKS_QUEUE_INPUT);
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 0);
+	send_msg(t, AKS_QUEUE_INPUT, "one", "g", NULL);
+	send_msg(t, AKS_QUEUE_INPUT, "two", "g", NULL);
+	send_msg(t, AKS_QUEUE_INPUT, "free", NULL, NULL);
+	send_msg(t, AKS_QUEUE_OUTPUT, "out", NULL, NULL);
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 3);
+	assert_int_equal(depth_of(t, AKS_QUEUE_OUTPUT), 1);
+	aks_message *m = fetch_one(c, 0);
+	assert_body(m, "one");
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 2); /* "one" is in flight */
+	aks_error *err = NULL;
+	assert_int_equal(ops()->nack(c, m, 10, &err), AKS_OK);
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 3); /* handed back, with its delay */
+	m = fetch_one(c, 0);
+	assert_body(m, "free");
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 2);
+	sleep_s(0.4); /* its lease lapses: it waits again */
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 3);
+	m = fetch_one(c, 0);
+	assert_body(m, "free");
+	ack(c, m);
+	assert_int_equal(depth_of(t, AKS_QUEUE_INPUT), 2);
+	assert_int_equal(ops()->depth(t, "no-such-queue", &(uint64_t){0}, &err), AKS_EINVAL);
+	assert_non_null(strstr(aks_error_message(err), "no-such-queue"));
+	aks_error_free(err);
+	ops()->consumer_close(c);
+	ops()->fini(t);
+}
+
 /* ---- waiting ---------------------------------------------------------------------------- */
 
 static void *cancel_later(void *p)
@@ -815,6 +860,7 @@ int main(void)
 	    cmocka_unit_test(test_dedup),
 	    cmocka_unit_test(test_dead_letter),
 	    cmocka_unit_test(test_close_hands_back),
+	    cmocka_unit_test(test_depth),
 	    cmocka_unit_test(test_fetch_wakes_and_cancels),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -128,6 +128,16 @@ typedef struct aks_transport_ops {
 	/* Optional (NULL: not supported). Still working on a fetched message:
 	 * restarts its ack wait, so a long execution is not redelivered. */
 	int (*in_progress)(aks_consumer *c, aks_message *msg, aks_error **err);
+
+#if AKS_TARGET_ABI_MINOR >= 5
+	/* Appended in ABI 1.5. Optional (NULL: not supported). How many messages wait on
+	 * `queue` (AKS_QUEUE_INPUT or AKS_QUEUE_OUTPUT): sent and not yet fetched, or handed
+	 * back, and not held by a consumer now. The service's own count where it keeps one
+	 * (NATS's pending, SQS's approximate number of visible messages); a message handed back
+	 * with a delay may count either way. For an operator's autoscaler (`aksandbox worker
+	 * --metrics`), never for a decision of the host's. Called from any thread. */
+	int (*depth)(aks_transport_impl *t, const char *queue, uint64_t *waiting, aks_error **err);
+#endif
 } aks_transport_ops;
 
 #define AKS_TRANSPORT_OPS_INIT                                                                     \

@@ -10,7 +10,7 @@
 #define AKSANDBOX_VERSION_H
 
 #define AKS_ABI_MAJOR 1
-#define AKS_ABI_MINOR 4
+#define AKS_ABI_MINOR 5
 
 /*
  * The oldest host minor a plugin is built to load on. A plugin that needs nothing of the
@@ -19,7 +19,7 @@
  * load the plugin, and the headers leave out what later minors added (in 1.1:
  * aks_call.labels and aks_provider_ops.list_sandboxes; in 1.2: aks_call.context and
  * aks_host_api.result_add_egress_refused; in 1.3: aks_call.idle_timeout; in 1.4:
- * aks_host_api.result_add_unseen), so the plugin
+ * aks_host_api.result_add_unseen; in 1.5: aks_transport_ops.depth), so the plugin
  * cannot use, by
  * mistake, what such a host does not have. Unset, it is AKS_ABI_MINOR: the plugin loads on
  * hosts of this SDK's minor and later. Hosts (programs that include aksandbox.h) always
