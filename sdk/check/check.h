@@ -89,6 +89,7 @@ void aks_check_transport_nack_redelivers(void);
 void aks_check_transport_close_redelivers(void);
 void aks_check_transport_ack_wait_redelivers(void);
 void aks_check_transport_in_progress(void);
+void aks_check_transport_depth(void);
 void aks_check_transport_group_fifo(void);
 void aks_check_transport_groups_in_parallel(void);
 void aks_check_transport_dedup(void);

@@ -568,10 +568,10 @@ void aks_check_transport_opens(void)
 	aks_check_expect("the transport's init", rc, AKS_OK, err);
 	if (!tr.impl)
 		aks_check_fail("init returned AKS_OK but no transport");
-	aks_check_note("run id %s; optional operations: dead_letter %s, in_progress %s; "
-	               "ack wait %s",
+	aks_check_note("run id %s; optional operations: dead_letter %s, in_progress %s, "
+	               "depth %s; ack wait %s",
 	               tr.run, HAS_OP(dead_letter) ? "yes" : "no",
-	               HAS_OP(in_progress) ? "yes" : "no",
+	               HAS_OP(in_progress) ? "yes" : "no", HAS_OP(depth) ? "yes" : "no",
 	               aks_check.ack_wait > 0 ? "given (--ack-wait)" : "unknown (no --ack-wait)");
 }
 
@@ -954,6 +954,93 @@ void aks_check_transport_in_progress(void)
 	settle(holder, m, "ack", 0);
 	aks_check_note("held %.1fs (ack wait %gs) with %d in_progress calls, not redelivered", hold,
 	               wait, calls);
+}
+
+/* Polls depth of `queue` until it counts `want` or `window` seconds pass (a service may count
+ * late, as SQS's approximate count does); returns the last count. */
+static uint64_t depth_reaches(const char *queue, uint64_t want, double window)
+{
+	double until = now_s() + window;
+	useconds_t pause = 10 * 1000;
+	for (;;) {
+		uint64_t n = UINT64_MAX;
+		aks_error *err = NULL;
+		aks_check_expect("depth", tr.ops->depth(tr.impl, queue, &n, &err), AKS_OK, err);
+		if (n == want || now_s() + pause / 1e6 > until)
+			return n;
+		usleep(pause);
+		if (pause < 250 * 1000)
+			pause *= 2;
+	}
+}
+
+/* Empties k's queue of what earlier runs or checks left, with fetches that do not wait. */
+static void drain(tc *k)
+{
+	size_t n = 1;
+	for (int i = 0; i < 5 && n > 0; i++)
+		timed_fetch(k, 0, NULL, &n, NULL);
+}
+
+/* depth counts what waits on a queue: 0 when empty; 3 once two messages of a group and one
+ * without are sent, the other queue's unchanged; 2 while one of them is held; 0 once all are
+ * acked. An unknown queue is an error. */
+void aks_check_transport_depth(void)
+{
+	need_transport();
+	if (!HAS_OP(depth)) {
+		aks_check_note("NOT VERIFIED: transport_depth: the transport has no depth "
+		               "(optional): a worker exports no queue depth for an autoscaler");
+		aks_check_skip();
+	}
+	uint64_t n = 0;
+	aks_error *err = NULL;
+	int rc = tr.ops->depth(tr.impl, "no-such-queue", &n, &err);
+	aks_error_free(err);
+	if (rc >= 0)
+		aks_check_fail("depth of the unknown queue 'no-such-queue' returned %d (want an "
+		               "error)",
+		               rc);
+	tc *in = open_main(AKS_QUEUE_INPUT), *out = open_main(AKS_QUEUE_OUTPUT);
+	drain(in);
+	drain(out);
+	const char *names[] = {AKS_QUEUE_INPUT, AKS_QUEUE_OUTPUT};
+	for (int i = 0; i < 2; i++)
+		if ((n = depth_reaches(names[i], 0, TC_MARGIN_S)) != 0)
+			aks_check_fail(
+			    "the empty %s queue's depth is %llu after %.0fs (want 0; the "
+			    "suite needs queues reserved for testing)",
+			    names[i], (unsigned long long)n, TC_MARGIN_S);
+	double t0 = now_s();
+	send_simple("depth", 1, "first");
+	send_simple("depth", 1, "second");
+	send_simple("depth", 0, "free");
+	if ((n = depth_reaches(AKS_QUEUE_INPUT, 3, TC_MARGIN_S)) != 3)
+		aks_check_fail(
+		    "the input queue's depth is %llu %.0fs after 3 messages were sent to "
+		    "it (want 3)",
+		    (unsigned long long)n, TC_MARGIN_S);
+	double counted = now_s() - t0;
+	if ((n = depth_reaches(AKS_QUEUE_OUTPUT, 0, 0)) != 0)
+		aks_check_fail("the output queue's depth is %llu after messages were sent to the "
+		               "input queue only (want 0: the queues are not apart)",
+		               (unsigned long long)n);
+	aks_message *held = expect_msg(in, "depth", window_s(), "a message sent");
+	double since = now_s();
+	if ((n = depth_reaches(AKS_QUEUE_INPUT, 2, held_window_s(since))) != 2)
+		aks_check_fail("the input queue's depth is %llu while one of its 3 messages is "
+		               "held (want 2)",
+		               (unsigned long long)n);
+	settle(in, held, "ack", 0);
+	for (int left = 2; left > 0; left--)
+		settle(in, expect_msg(in, "depth", window_s(), "a message sent"), "ack", 0);
+	t0 = now_s();
+	if ((n = depth_reaches(AKS_QUEUE_INPUT, 0, TC_MARGIN_S)) != 0)
+		aks_check_fail("the input queue's depth is %llu %.0fs after its messages were "
+		               "acked (want 0)",
+		               (unsigned long long)n, TC_MARGIN_S);
+	aks_check_note("3 sent counted after %.2fs, 2 with one held, 0 after the acks after %.2fs",
+	               counted, now_s() - t0);
 }
 
 /* Runs a pick on both agents at once: exactly one gets the next message of `tag`; the

@@ -76,6 +76,7 @@ static const struct aks_check_case transport_checks[] = {
     CHECK(transport_close_redelivers),
     CHECK(transport_ack_wait_redelivers),
     CHECK(transport_in_progress),
+    CHECK(transport_depth),
     CHECK(transport_group_fifo),
     CHECK(transport_groups_in_parallel),
     CHECK(transport_dedup),
