@@ -1,10 +1,11 @@
 /*
  * plugins/nats/transport.c - the nats transport: NATS JetStream through the
- * official C client (libnats). Config, connection and send; provisioning is
+ * official C client (libnats). Config, connection, send and depth; provisioning is
  * in provision.c, consumers in consumer.c. The design (one stream per queue,
  * `partitions` partition subjects each with one durable pull consumer with
  * MaxAckPending 1) is described in docs/plugins/nats.md.
  */
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -550,6 +551,80 @@ static int nt_send(aks_transport_impl *t, const char *queue, const aks_message *
 	                    connected ? "" : " (not connected: the server is unreachable)");
 }
 
+/* ---- depth ---------------------------------------------------------------------- */
+
+/* Whether `name` is the durable of one of the queue's partitions: the partition its trailing
+ * digits give is named so. */
+static bool partition_durable(const aks_transport_impl *t, const struct nt_queue *q,
+                              const char *name)
+{
+	size_t len = name ? strlen(name) : 0, digits = len;
+	while (digits > 0 && name[digits - 1] >= '0' && name[digits - 1] <= '9')
+		digits--;
+	unsigned long p = digits < len ? strtoul(name + digits, NULL, 10) : ULONG_MAX;
+	if (p >= t->partitions)
+		return false;
+	char durable[300];
+	nt_durable_name(q, (unsigned)p, durable, sizeof(durable));
+	return strcmp(durable, name) == 0;
+}
+
+/*
+ * What waits on a queue: the sum of its partitions' durables' NumPending, the messages stored
+ * and not delivered yet (those queued behind their partition's message in flight included).
+ * A message handed back (nacked, or its ack wait ran out) stays ack-pending on its durable
+ * until it is delivered again, and a durable's info does not tell it from one in flight
+ * (NumRedelivered counts messages delivered more than once and unacked, in flight or not):
+ * it is not counted, so the depth may be short by one per partition until the next pull
+ * takes it. One request lists the stream's durables.
+ */
+static int nt_depth(aks_transport_impl *t, const char *queue, uint64_t *waiting, aks_error **err)
+{
+	const aks_host_api *h = t->host;
+	int qi = nt_queue_index(queue);
+	if (qi < 0)
+		return h->error_set(err, AKS_EINVAL, NT_NAME ": unknown queue '%s'",
+		                    queue ? queue : "(null)");
+	struct nt_queue *q = &t->q[qi];
+	int rc = nt_ensure_consumers(t, q, err);
+	if (rc < 0)
+		return rc;
+	if (natsConnection_Status(t->nc) != NATS_CONN_STATUS_CONNECTED)
+		return h->error_set(
+		    err, AKS_EBROKER,
+		    NT_NAME ": not connected to the NATS server at %s (reconnecting)", t->url);
+	jsOptions jo;
+	jsOptions_Init(&jo);
+	jo.Wait = nt_request_ms(t);
+	jsConsumerInfoList *list = NULL;
+	jsErrCode code = 0;
+	natsStatus s = js_Consumers(&list, t->js, q->stream, &jo, &code);
+	if (s != NATS_OK && s != NATS_NOT_FOUND)
+		return h->error_set(err, AKS_EBROKER,
+		                    NT_NAME ": cannot list the consumers of stream %s on %s: %s",
+		                    q->stream, t->url, nt_error_text(s));
+	uint64_t n = 0;
+	unsigned found = 0;
+	for (int i = 0; list && i < list->Count; i++) {
+		const jsConsumerInfo *ci = list->List[i];
+		if (ci && partition_durable(t, q, ci->Name)) {
+			n += ci->NumPending;
+			found++;
+		}
+	}
+	jsConsumerInfoList_Destroy(list);
+	if (found != t->partitions)
+		return h->error_set(err, AKS_EBROKER,
+		                    NT_NAME
+		                    ": stream %s on %s has %u of the %u durable consumers of its "
+		                    "partitions (%s_p0 to %s_p%u): the missing ones' messages "
+		                    "cannot be counted",
+		                    q->stream, t->url, found, t->partitions, q->stream, q->stream,
+		                    t->partitions - 1);
+	*waiting = n;
+	return AKS_OK;
+}
+
 static const aks_transport_ops nt_ops = {
     .struct_version = AKS_TRANSPORT_OPS_VERSION,
     .struct_size = sizeof(aks_transport_ops),
@@ -563,6 +638,7 @@ static const aks_transport_ops nt_ops = {
     .dead_letter = nt_dead_letter,
     .consumer_close = nt_consumer_close,
     .in_progress = nt_in_progress,
+    .depth = nt_depth,
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_TRANSPORT, NT_NAME, NT_PLUGIN_VERSION, "Apache-2.0",
