@@ -1,15 +1,16 @@
 /*
  * plugins/sqs/sqs.c - the sqs transport: the queue broker's two queues as Amazon SQS FIFO
  * queues, spoken to with the AWS JSON protocol through libaks-aws (credentials as the AWS
- * SDKs' default chain finds them, requests signed by libcurl). Config, the queues and send;
- * consumers are in sqs_consumer.c, the mapping of a message in sqs_codec.c. The design is
- * described in docs/plugins/sqs.md.
+ * SDKs' default chain finds them, requests signed by libcurl). Config, the queues, send and
+ * depth; consumers are in sqs_consumer.c, the mapping of a message in sqs_codec.c. The design
+ * is described in docs/plugins/sqs.md.
  *
  * Nothing is resolved at init: the region, the credentials and each queue's existence are
  * settled at its first use (sqs_ready), so `aksandbox check` and a host that never touches the
  * queue need no AWS settings. The worker opens its consumers at start, so a missing queue
  * fails it at once with the queue's name.
  */
+#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -203,21 +204,44 @@ static int create_queue(aks_transport_impl *t, int qi, const aks_call *call, aks
 	return rc;
 }
 
+/* GetQueueAttributes of queue qi's attribute `name`: its value (SQS answers strings) in
+ * *value, malloc'd; NULL when the answer has none. */
+static int queue_attribute(aks_transport_impl *t, int qi, const char *what, const char *name,
+                           const aks_call *call, char **value, aks_aws_fault *fault,
+                           aks_error **err)
+{
+	*value = NULL;
+	*fault = (aks_aws_fault){0};
+	json_object *body = json_object_new_object(), *names = json_object_new_array(), *out = NULL;
+	bool ok = body && names && !json_object_array_add(names, json_object_new_string(name));
+	if (ok) {
+		ok = !json_object_object_add(body, "AttributeNames", names);
+		names = NULL;
+	}
+	json_object_put(names);
+	if (!ok) {
+		json_object_put(body);
+		return t->host->error_set(err, AKS_ENOMEM, "out of memory");
+	}
+	int rc = sqs_call(t, qi, what, "GetQueueAttributes", body, AKS_CLOUD_RETRY_SAFE, call, &out,
+	                  fault, err);
+	json_object_put(body);
+	const char *v = rc == AKS_OK ? aks__jstr(aks__jget(out, "Attributes"), name) : NULL;
+	if (v && !(*value = strdup(v)))
+		rc = t->host->error_set(err, AKS_ENOMEM, "out of memory");
+	json_object_put(out);
+	return rc;
+}
+
 /* The queue exists and is FIFO (or is created, with auto_provision). */
 static int check_queue(aks_transport_impl *t, int qi, const aks_call *call, aks_error **err)
 {
 	struct sqs_queue *q = &t->q[qi];
-	json_object *body = json_object_new_object(), *names = json_object_new_array(), *out = NULL;
-	if (!body || !names || json_object_array_add(names, json_object_new_string("FifoQueue")) ||
-	    json_object_object_add(body, "AttributeNames", names)) {
-		json_object_put(body);
-		return t->host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
 	aks_aws_fault fault;
 	aks_error *e = NULL;
-	int rc = sqs_call(t, qi, "read the queue's attributes", "GetQueueAttributes", body,
-	                  AKS_CLOUD_RETRY_SAFE, call, &out, &fault, &e);
-	json_object_put(body);
+	char *fifo = NULL;
+	int rc = queue_attribute(t, qi, "read the queue's attributes", "FifoQueue", call, &fifo,
+	                         &fault, &e);
 	if (rc != AKS_OK && is_missing_queue(&fault)) {
 		t->host->error_free(e);
 		e = NULL;
@@ -238,9 +262,8 @@ static int check_queue(aks_transport_impl *t, int qi, const aks_call *call, aks_
 			t->host->error_free(e);
 		return rc;
 	}
-	const char *fifo = aks__jstr(aks__jget(out, "Attributes"), "FifoQueue");
 	bool is_fifo = fifo && strcmp(fifo, "true") == 0;
-	json_object_put(out);
+	free(fifo);
 	if (!is_fifo)
 		return t->host->error_set(err, AKS_EBROKER,
 		                          SQS_NAME ": the %s queue %s is not a FIFO queue: "
@@ -496,6 +519,54 @@ static int sqs_send(aks_transport_impl *t, const char *queue, const aks_message 
 	return rc;
 }
 
+/* ---- depth ---- */
+
+/*
+ * What waits on a queue: SQS's ApproximateNumberOfMessages, the messages a receive could
+ * return (those of a group queued behind its message in flight included; approximate, and a
+ * little late), plus those this process's consumers received and hold back behind their
+ * group's message in flight (sqs_hold.c), which SQS counts as in flight though no host has
+ * them. Another process's held-back messages cannot be seen from here and are not counted.
+ * A nacked message counts once its delay has passed and it is visible again.
+ */
+static int sqs_depth(aks_transport_impl *t, const char *queue, uint64_t *waiting, aks_error **err)
+{
+	const aks_host_api *host = t->host;
+	int qi = sqs_queue_index(queue);
+	if (qi < 0)
+		return host->error_set(err, AKS_EINVAL, SQS_NAME ": no queue '%s'",
+		                       queue ? queue : "(null)");
+	int rc = sqs_ready(t, qi, NULL, err);
+	if (rc != AKS_OK)
+		return rc;
+	aks_call call;
+	sqs_request_call(t, NULL, 0, &call);
+	aks_aws_fault fault;
+	char *value = NULL;
+	rc = queue_attribute(t, qi, "read the queue's depth", "ApproximateNumberOfMessages", &call,
+	                     &value, &fault, err);
+	if (rc != AKS_OK)
+		return rc;
+	char *end = NULL;
+	errno = 0;
+	unsigned long long visible =
+	    value && *value >= '0' && *value <= '9' ? strtoull(value, &end, 10) : 0;
+	if (!value)
+		rc = host->error_set(err, AKS_EBROKER,
+		                     SQS_NAME ": GetQueueAttributes of the %s queue answered no "
+		                              "ApproximateNumberOfMessages",
+		                     t->q[qi].name);
+	else if (!end || *end || errno)
+		rc = host->error_set(err, AKS_EBROKER,
+		                     SQS_NAME ": the %s queue's ApproximateNumberOfMessages is "
+		                              "'%.32s', not a count",
+		                     t->q[qi].name, value);
+	else
+		*waiting = visible + __atomic_load_n(&t->q[qi].held, __ATOMIC_RELAXED);
+	free(value);
+	return rc;
+}
+
 static const aks_transport_ops sqs_ops = {
     AKS_TRANSPORT_OPS_INIT,
     .init = sqs_init,
@@ -508,6 +579,7 @@ static const aks_transport_ops sqs_ops = {
     .dead_letter = sqs_dead_letter,
     .consumer_close = sqs_consumer_close,
     .in_progress = sqs_in_progress,
+    .depth = sqs_depth,
 };
 
 AKS_PLUGIN_DEFINE(AKS_PLUGIN_TRANSPORT, SQS_NAME, SQS_PLUGIN_VERSION, "Apache-2.0",

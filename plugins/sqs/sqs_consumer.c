@@ -49,6 +49,7 @@ int sqs_consumer_open(aks_transport_impl *t, const char *queue, aks_consumer **o
 		return t->host->error_set(err, AKS_ENOMEM, "out of memory");
 	c->t = t;
 	c->qi = qi;
+	c->lists.held_count = &t->q[qi].held;
 	*out = c;
 	return AKS_OK;
 }
@@ -383,7 +384,7 @@ void sqs_consumer_close(aks_consumer *c)
 		next = m->next;
 		release(c, m);
 	}
-	for (sqs_msg *m = c->lists.held, *next; m; m = next) {
+	for (sqs_msg *m = sqs_release_held(&c->lists), *next; m; m = next) {
 		next = m->next;
 		release(c, m);
 	}

@@ -22,6 +22,17 @@ bool sqs_group_busy(const sqs_lists *l, const sqs_msg *m)
 	return false;
 }
 
+/* Keeps the queue's count of held messages (depth reads it from another thread). */
+static void count_held(const sqs_lists *l, int delta)
+{
+	if (!l->held_count)
+		return;
+	if (delta > 0)
+		__atomic_add_fetch(l->held_count, (uint64_t)delta, __ATOMIC_RELAXED);
+	else
+		__atomic_sub_fetch(l->held_count, (uint64_t)-delta, __ATOMIC_RELAXED);
+}
+
 static void append(sqs_msg **list, sqs_msg *m)
 {
 	while (*list)
@@ -45,16 +56,19 @@ void sqs_hand_out_held(sqs_lists *l, aks_message **out, size_t max, size_t *n)
 			continue;
 		}
 		*p = m->next;
+		count_held(l, -1);
 		hand_out(l, m, out, n);
 	}
 }
 
 void sqs_hand_out_or_hold(sqs_lists *l, sqs_msg *m, aks_message **out, size_t max, size_t *n)
 {
-	if (*n < max && !sqs_group_busy(l, m))
+	if (*n < max && !sqs_group_busy(l, m)) {
 		hand_out(l, m, out, n);
-	else
+	} else {
 		append(&l->held, m);
+		count_held(l, 1);
+	}
 }
 
 sqs_msg *sqs_settle(sqs_lists *l, aks_message *msg)
@@ -84,10 +98,22 @@ sqs_msg *sqs_release_group(sqs_lists *l, const sqs_msg *m)
 		sqs_msg *h = *p;
 		if (same_group(h, m)) {
 			*p = h->next;
+			count_held(l, -1);
 			append(&released, h);
 		} else {
 			p = &h->next;
 		}
 	}
+	return released;
+}
+
+sqs_msg *sqs_release_held(sqs_lists *l)
+{
+	int count = 0;
+	for (const sqs_msg *h = l->held; h; h = h->next)
+		count++;
+	count_held(l, -count);
+	sqs_msg *released = l->held;
+	l->held = NULL;
 	return released;
 }

@@ -48,7 +48,8 @@ struct sqs_queue {
 	char *url;        /* the queue URL */
 	char *endpoint;   /* where its requests go */
 	aks_aws_service svc;
-	bool checked; /* exists (or was created) and is FIFO; under the transport's lock */
+	bool checked;  /* exists (or was created) and is FIFO; under the transport's lock */
+	uint64_t held; /* messages this process's consumers hold back (sqs_hold.c); atomic */
 };
 
 struct aks_transport_impl {
@@ -138,6 +139,7 @@ typedef struct sqs_msg {
 typedef struct sqs_lists {
 	sqs_msg *inflight;
 	sqs_msg *held;
+	uint64_t *held_count; /* the queue's count of held messages, kept up here; NULL: none */
 } sqs_lists;
 
 /* Whether a message of m's group is in flight with the host. */
@@ -152,6 +154,8 @@ sqs_msg *sqs_settle(sqs_lists *l, aks_message *msg);
 bool sqs_holds(const sqs_lists *l, const aks_message *msg);
 /* Takes the held messages of m's group off the held list, in order (a list; NULL: none). */
 sqs_msg *sqs_release_group(sqs_lists *l, const sqs_msg *m);
+/* Takes every held message off the held list, in order (a list; NULL: none). */
+sqs_msg *sqs_release_held(sqs_lists *l);
 
 /* One message of a ReceiveMessage answer (an element of Messages) as the host will see it:
  * AKS_OK with *out; AKS_EBROKER with the reason when the answer is not what SQS sends (no
