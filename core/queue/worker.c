@@ -88,6 +88,10 @@ typedef struct loop {
 	bool *settled;
 	size_t n;       /* messages in the current batch */
 	bool heartbeat; /* the transport has in_progress (until it says otherwise) */
+	/* For health: when the loop was last seen working (a fetch returned, a running request's
+	 * supervision woke), and whether its last fetch failed. */
+	atomic_int_least64_t alive_ms;
+	atomic_bool fetch_failing;
 } loop;
 
 struct aks_worker {
@@ -111,6 +115,7 @@ struct aks_worker {
 	bool joined;
 	atomic_uint_least64_t requests, request_failures, nacks, stored, store_failures,
 	    dead_lettered;
+	atomic_uint in_flight; /* requests whose process runs now */
 };
 
 /* Waits on w->cond (w->mu held) until deadline_ms on aks__now_ms's clock at the latest. */
@@ -163,6 +168,17 @@ void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out)
 	out->stored = atomic_load(&w->stored);
 	out->store_failures = atomic_load(&w->store_failures);
 	out->dead_lettered = atomic_load(&w->dead_lettered);
+	out->in_flight = atomic_load(&w->in_flight);
+	out->stopping = atomic_load(&w->stopping);
+	int64_t now = aks__now_ms(), stalest = now;
+	for (size_t k = 0; k < w->nloops; k++) {
+		if (atomic_load(&w->loops[k].fetch_failing))
+			out->fetch_failing++;
+		int64_t seen = atomic_load(&w->loops[k].alive_ms);
+		if (seen < stalest)
+			stalest = seen;
+	}
+	out->stalest_loop_ms = now - stalest;
 }
 
 /* ---- settling ---- */
@@ -424,9 +440,11 @@ static int run_process(loop *l, size_t i, const aks_wire_request *req, aks_wire_
 	}
 	bool cancelled = false;
 	int64_t next_beat = aks__now_ms() + HEARTBEAT_MS;
+	atomic_fetch_add(&w->in_flight, 1);
 	pthread_mutex_lock(&w->mu);
 	while (!j.done) {
 		int64_t now = aks__now_ms();
+		atomic_store(&l->alive_ms, now);
 		bool stopping = atomic_load(&w->stopping);
 		if (stopping && !cancelled && now >= w->cancel_at_ms) {
 			aks__log(
@@ -452,6 +470,7 @@ static int run_process(loop *l, size_t i, const aks_wire_request *req, aks_wire_
 	}
 	pthread_mutex_unlock(&w->mu);
 	pthread_join(helper, NULL);
+	atomic_fetch_sub(&w->in_flight, 1);
 	aks_cancel_free(j.cancel);
 	if (cancelled) {
 		aks__wire_completion_free(j.out);
@@ -758,6 +777,8 @@ static void run_loop(loop *l)
 		size_t n = 0;
 		int rc = aks__consumer_fetch(l->consumer, l->batch, w->cfg.batch_size, &n,
 		                             FETCH_SLICE_MS, &call, &e);
+		atomic_store(&l->alive_ms, aks__now_ms());
+		atomic_store(&l->fetch_failing, rc < 0);
 		if (rc < 0) {
 			aks__log(AKS_LOG_WARNING, LOG,
 			         "fetch on the %s queue failed (retrying in %d s): %s", queue_of(l),
@@ -946,6 +967,8 @@ int aks__worker_start(const aks_worker_config *config, aks_worker **out, aks_err
 		l->index = k;
 		l->input = k < config->input_consumers;
 		l->heartbeat = true;
+		atomic_init(&l->alive_ms, aks__now_ms());
+		atomic_init(&l->fetch_failing, false);
 		l->batch = calloc(config->batch_size, sizeof(*l->batch));
 		l->settled = calloc(config->batch_size, sizeof(*l->settled));
 		if (!l->batch || !l->settled)

@@ -102,9 +102,16 @@ int aks__worker_wait(aks_worker *w, aks_error **err);
 void aks__worker_free(aks_worker *w);
 
 /* Counters, for tests and health: messages processed, sent to the permanent-failure path,
- * nacked, and completions stored. */
+ * nacked, and completions stored; and the worker's state now: requests running, a stop asked
+ * for, consumer loops whose last fetch failed, and how long ago the least recently seen loop
+ * was last seen working (a fetch returns within about a second, a running request's
+ * supervision wakes every second: a loop unseen for minutes is stuck). */
 typedef struct aks_worker_stats {
 	uint64_t requests, request_failures, nacks, stored, store_failures, dead_lettered;
+	unsigned in_flight;
+	bool stopping;
+	unsigned fetch_failing;
+	int64_t stalest_loop_ms;
 } aks_worker_stats;
 void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out);
 
@@ -116,6 +123,14 @@ void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out);
  */
 bool aks__worker_truncate(aks_wire_completion *c, const char *conversation, int64_t limit,
                           bool *still_over);
+
+/* ---- aks_worker_monitor (worker_monitor.c) ---- */
+
+/* A running worker (borrowed, with its transport) is attached to a monitor (NULL: a no-op)
+ * after its start and detached before it is freed; detach waits for a read in progress. */
+void aks__worker_monitor_attach(aks_worker_monitor *m, aks_worker *w, aks_transport *t,
+                                unsigned input_consumers, unsigned output_consumers);
+void aks__worker_monitor_detach(aks_worker_monitor *m);
 
 /* ---- aks_worker_run (worker_api.c) ---- */
 

@@ -224,10 +224,13 @@ AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *
 		    "queue worker started: transport '%s', response store '%s', %u+%u consumers",
 		    aks__transport_name(wp.transport), aks__store_name(wp.responses),
 		    b->input_consumers, b->output_consumers);
+		aks__worker_monitor_attach(o.monitor, sw.worker, wp.transport, b->input_consumers,
+		                           b->output_consumers);
 		watching = pthread_create(&watcher, NULL, watch_stop, &sw) == 0;
 		if (!watching) /* no way to hear `stop`: do not run deaf */
 			aks__worker_stop(sw.worker, o.stop_grace);
 		rc = aks__worker_wait(sw.worker, err);
+		aks__worker_monitor_detach(o.monitor);
 		if (rc == AKS_OK && !watching)
 			rc = aks__error_set(err, AKS_ENOMEM,
 			                    "cannot start the worker's stop watcher");

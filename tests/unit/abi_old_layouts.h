@@ -70,4 +70,12 @@ typedef struct old_worker_options {
 	bool once;
 } old_worker_options;
 
+/* aks_worker_options before ABI 1.5 appended monitor. */
+typedef struct old_worker_options_1_4 {
+	uint32_t struct_version;
+	uint32_t struct_size;
+	bool once;
+	double stop_grace;
+} old_worker_options_1_4;
+
 #endif /* AKS_TESTS_UNIT_ABI_OLD_LAYOUTS_H */

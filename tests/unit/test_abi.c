@@ -32,7 +32,10 @@ _Static_assert(sizeof(aks_resolve_request) == 32, "resolve request size");
 _Static_assert(offsetof(aks_tool_context, on_output) == 40, "tool context layout");
 _Static_assert(offsetof(aks_tool_context, wait_timeout) == 56, "tool context layout");
 _Static_assert(sizeof(aks_tool_context) == 64, "tool context size");
-_Static_assert(sizeof(aks_worker_options) == 24, "worker options size");
+/* monitor was appended with ABI 1.5. */
+_Static_assert(offsetof(aks_worker_options, monitor) == 24, "worker options layout");
+_Static_assert(sizeof(aks_worker_options) == 32, "worker options size");
+_Static_assert(sizeof(aks_worker_status) == 104, "worker status size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
 /* The 1.0 table was 72 bytes; instance_description was appended after it. */
 _Static_assert(AKS_PROVIDER_OPS_MIN_SIZE == 72, "provider ops size before the append");

@@ -54,6 +54,9 @@ _Static_assert(sizeof(old_tool_context) == offsetof(aks_tool_context, on_output)
                "version 1 ends where on_output starts");
 SAME_FIELD(old_worker_options, aks_worker_options, once);
 _Static_assert(sizeof(old_worker_options) < sizeof(aks_worker_options), "old options");
+SAME_FIELD(old_worker_options_1_4, aks_worker_options, stop_grace);
+_Static_assert(sizeof(old_worker_options_1_4) == offsetof(aks_worker_options, monitor),
+               "the 1.4 options end where monitor starts");
 
 /* ---- guarded structs ---- */
 
@@ -284,7 +287,8 @@ static void test_entry_points_of_old_binaries(void **state)
 	GUARDED_INIT(opts);
 	(aks_worker_options_init)(&opts.s);
 	assert_guards(opts);
-	assert_int_equal(opts.s.struct_size, sizeof(aks_worker_options));
+	/* Version 1's first layout, frozen: it ended at stop_grace (monitor came with ABI 1.5). */
+	assert_int_equal(opts.s.struct_size, offsetof(aks_worker_options, monitor));
 }
 
 /* ---- the core, handed old structs ---- */
@@ -635,6 +639,19 @@ static void test_old_worker_options(void **state)
 	aks_error *err = NULL;
 	assert_int_equal(aks__worker_options_read(&o, &zero, &err), AKS_EINVAL);
 	aks_error_free(err);
+
+	/* A program built before the monitor: its grace is read, the monitor is none (not the
+	 * poison past its struct). */
+	GUARDED(old_worker_options_1_4) opts14;
+	GUARDED_INIT(opts14);
+	aks_worker_options_init_sized((aks_worker_options *)&opts14.s, sizeof(opts14.s));
+	assert_int_equal(opts14.s.struct_size, sizeof(opts14.s));
+	opts14.s.stop_grace = 7;
+	assert_int_equal(aks__worker_options_read(&o, (const aks_worker_options *)&opts14.s, NULL),
+	                 AKS_OK);
+	assert_true(o.stop_grace == 7.0);
+	assert_null(o.monitor);
+	assert_guards(opts14);
 }
 
 int main(void)

@@ -1038,6 +1038,75 @@ static void test_stop_within_grace(void **state)
 	fixture_close(&f);
 }
 
+static aks_worker_status read_status(aks_worker_monitor *m)
+{
+	aks_worker_status s;
+	aks_error *err = NULL;
+	assert_int_equal(aks_worker_monitor_read(m, &s, &err), AKS_OK);
+	assert_int_equal(s.struct_size, sizeof(s));
+	return s;
+}
+
+/* The monitor reads what the worker does: nothing before it runs; then its consumers, a
+ * running request in flight while the transport counts the one queued behind it; the
+ * counters after; stopping while a stop drains the running one; nothing once detached. */
+static void test_monitor(void **state)
+{
+	(void)state;
+	aks_worker_monitor *m = NULL;
+	assert_int_equal(aks_worker_monitor_new(&m, NULL), AKS_OK);
+	aks_worker_status s = read_status(m);
+	assert_false(s.running);
+	assert_int_equal(s.in_flight, 0);
+	assert_true(s.input_depth == -1 && s.output_depth == -1);
+
+	fixture f;
+	fixture_open(&f, NULL);
+	proc_state p;
+	proc_init(&p);
+	p.delay_ms = 600;
+	aks_worker_config c = base_config(&f, &p);
+	aks_worker *w = start(&c);
+	aks__worker_monitor_attach(m, w, f.t, 1, 1);
+	send_request(f.t, "t-m1", "g0", "x");
+	send_request(f.t, "t-m2", "g1", "y"); /* waits: one input consumer */
+	wait_started(&p);
+	s = read_status(m);
+	assert_true(s.running);
+	assert_false(s.stopping);
+	assert_int_equal(s.input_consumers, 1);
+	assert_int_equal(s.output_consumers, 1);
+	assert_int_equal(s.in_flight, 1);
+	assert_int_equal(s.input_depth, 1);
+	assert_int_equal(s.fetch_failing, 0);
+	assert_true(s.stalest_consumer_s >= 0 && s.stalest_consumer_s < 5);
+	int64_t end = aks__now_ms() + WAIT_MS;
+	while ((s = read_status(m)).completions_stored < 2 && aks__now_ms() < end)
+		sleep_ms(10);
+	assert_int_equal(s.requests, 2);
+	assert_int_equal(s.completions_stored, 2);
+	assert_int_equal(s.in_flight, 0);
+	assert_int_equal(s.input_depth, 0);
+	assert_int_equal(s.output_depth, 0);
+
+	atomic_store(&p.started, false);
+	send_request(f.t, "t-m3", "g2", "z");
+	wait_started(&p);
+	aks__worker_stop(w, 10);
+	s = read_status(m);
+	assert_true(s.running && s.stopping);
+	assert_int_equal(s.in_flight, 1);
+	assert_int_equal(aks__worker_wait(w, NULL), AKS_OK);
+	aks__worker_monitor_detach(m);
+	aks__worker_free(w);
+	s = read_status(m);
+	assert_false(s.running);
+	assert_int_equal(s.requests, 0);
+	aks_worker_monitor_free(m);
+	proc_fini(&p);
+	fixture_close(&f);
+}
+
 static void test_stop_past_grace(void **state)
 {
 	(void)state;
@@ -1784,6 +1853,7 @@ int main(void)
 	    cmocka_unit_test(test_stop_past_grace),
 	    cmocka_unit_test(test_once_drains),
 	    cmocka_unit_test(test_sweep_interval),
+	    cmocka_unit_test(test_monitor),
 	    cmocka_unit_test(test_garbage_never_crashes),
 	    cmocka_unit_test(test_heartbeat_keeps_lease),
 	    cmocka_unit_test(test_engine_own_policy),

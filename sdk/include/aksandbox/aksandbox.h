@@ -549,6 +549,8 @@ AKS_EXPORT int aks_runtime_start_reaper(aks_runtime *rt, double interval_seconds
  * gates apply, never a request's), sends the completions back and stores them in the
  * response store, and sweeps idle sandboxes. See docs/queue.md.
  */
+typedef struct aks_worker_monitor aks_worker_monitor;
+
 typedef struct aks_worker_options {
 	uint32_t struct_version; /* AKS_WORKER_OPTIONS_VERSION */
 	uint32_t struct_size;    /* sizeof(aks_worker_options) */
@@ -556,6 +558,10 @@ typedef struct aks_worker_options {
 	double stop_grace;       /* seconds in-flight operations get to finish after `stop` is
 	                          * triggered, before they are cancelled and handed back for
 	                          * redelivery (<= 0: 30) */
+	/* Appended with ABI 1.5: a monitor (aks_worker_monitor_new) through which other
+	 * threads read the worker's state while it runs; NULL: none. Borrowed: it must outlive
+	 * the call. */
+	aks_worker_monitor *monitor;
 } aks_worker_options;
 
 #define AKS_WORKER_OPTIONS_INIT                                                                    \
@@ -580,6 +586,45 @@ AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *
 /* Whether a worker could run here: the settings are a worker's, and the transport and the
  * response store answer. AKS_OK, or the error aks_worker_run would start with. */
 AKS_EXPORT int aks_worker_check(aks_settings *settings, aks_error **err);
+
+/*
+ * What a running worker is doing, for health checks and an autoscaler (`aksandbox worker
+ * --metrics`). A monitor is given to aks_worker_run in its options; any thread may read it at
+ * any time, also before the worker starts and after it ends (running false then).
+ */
+typedef struct aks_worker_status {
+	uint32_t struct_version; /* AKS_WORKER_STATUS_VERSION */
+	uint32_t struct_size;    /* sizeof(aks_worker_status) */
+	bool running;            /* the worker's consumers are open; until it ends */
+	bool stopping;           /* a stop was asked for: in-flight work is finishing */
+	unsigned input_consumers, output_consumers;
+	unsigned in_flight;        /* operations running now */
+	unsigned fetch_failing;    /* consumers whose last fetch failed (the transport is not
+	                            * answering) */
+	double stalest_consumer_s; /* seconds since the consumer seen least recently was last
+	                            * seen working; each is seen about every second */
+	/* Counted since the worker started: operations completed and sent back, requests sent to
+	 * the permanent-failure path, messages handed back for redelivery, messages
+	 * dead-lettered, completion records stored and the store's failures to. */
+	uint64_t requests, request_failures, nacks, dead_lettered, completions_stored,
+	    store_failures;
+	/* Messages waiting on each queue, as the transport counts them (approximate where the
+	 * service's count is: SQS); -1 when the transport cannot count (a transport plugin
+	 * older than ABI 1.5) or the count failed (logged). Each read asks the transport. */
+	int64_t input_depth, output_depth;
+} aks_worker_status;
+
+#define AKS_WORKER_STATUS_VERSION 1
+
+AKS_EXPORT int aks_worker_monitor_new(aks_worker_monitor **out, aks_error **err);
+/* After the aks_worker_run it was given has returned. NULL is a no-op. */
+AKS_EXPORT void aks_worker_monitor_free(aks_worker_monitor *m);
+/* Fills *out (of `size` bytes: the macro passes the caller's sizeof). AKS_OK, also when no
+ * worker runs (running false, the rest zero, depths -1). */
+AKS_EXPORT int aks_worker_monitor_read_sized(aks_worker_monitor *m, aks_worker_status *out,
+                                             size_t size, aks_error **err);
+#define aks_worker_monitor_read(m, out, err)                                                       \
+	aks_worker_monitor_read_sized((m), (out), sizeof(*(out)), (err))
 
 /* ---- entry points of binaries built before the sized initialisers ---------------- */
 
