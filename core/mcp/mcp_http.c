@@ -38,6 +38,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "http_listen.h"
 #include "mcp_http.h"
 
 #define ENDPOINT "/mcp"
@@ -688,100 +689,28 @@ static int listen_unix(const char *path, char *err, size_t errlen)
 	return fd;
 }
 
-static bool is_loopback(const struct sockaddr *sa)
-{
-	if (sa->sa_family == AF_INET)
-		return (ntohl(((const struct sockaddr_in *)sa)->sin_addr.s_addr) >> 24) == 127;
-	if (sa->sa_family == AF_INET6) {
-		const struct in6_addr *a = &((const struct sockaddr_in6 *)sa)->sin6_addr;
-		return IN6_IS_ADDR_LOOPBACK(a) ||
-		       (IN6_IS_ADDR_V4MAPPED(a) && a->s6_addr[12] == 127);
-	}
-	return false;
-}
-
 /* "[HOST:]PORT" or "[V6]:PORT"; the bound address goes to url. */
 static int listen_tcp(const char *spec, bool tls, bool authenticated, char *url, size_t urlsize,
                       char *err, size_t errlen)
 {
-	char host[256] = "127.0.0.1";
-	const char *port = spec;
-	const char *colon = strrchr(spec, ':');
-	if (spec[0] == '[') {
-		const char *close_br = strchr(spec, ']');
-		if (!close_br || close_br[1] != ':' ||
-		    (size_t)(close_br - spec - 1) >= sizeof(host)) {
-			snprintf(err, errlen, "'%s' is not [ADDRESS]:PORT", spec);
-			return -1;
-		}
-		memcpy(host, spec + 1, (size_t)(close_br - spec - 1));
-		host[close_br - spec - 1] = '\0';
-		port = close_br + 2;
-	} else if (colon) {
-		if ((size_t)(colon - spec) >= sizeof(host)) {
-			snprintf(err, errlen, "'%s': the host is too long", spec);
-			return -1;
-		}
-		memcpy(host, spec, (size_t)(colon - spec));
-		host[colon - spec] = '\0';
-		port = colon + 1;
-	}
-	if (!*port || strspn(port, "0123456789") != strlen(port) ||
-	    strtoul(port, NULL, 10) > 65535) {
-		snprintf(err, errlen, "'%s': the port is not a number from 0 to 65535", spec);
+	bool loopback = false;
+	char bound[INET6_ADDRSTRLEN + 16];
+	int fd = aks__http_listen_tcp(
+	    spec,
+	    authenticated ? NULL
+	                  : "without --auth, anyone who reaches the port could run programs; add "
+	                    "--auth (bearer tokens through the principal resolver), or listen on "
+	                    "127.0.0.1, [::1] or a unix socket",
+	    &loopback, bound, sizeof(bound), err, errlen);
+	if (fd < 0)
 		return -1;
-	}
-	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_family = AF_UNSPEC};
-	struct addrinfo *ai = NULL;
-	int gai = getaddrinfo(host, port, &hints, &ai);
-	if (gai != 0) {
-		snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(gai));
-		return -1;
-	}
-	if (!is_loopback(ai->ai_addr) && !authenticated) {
-		snprintf(err, errlen,
-		         "'%s' is not a loopback address: without --auth, anyone who reaches the "
-		         "port could run programs; add --auth (bearer tokens through the principal "
-		         "resolver), or listen on 127.0.0.1, [::1] or a unix socket",
-		         host);
-		freeaddrinfo(ai);
-		return -1;
-	}
-	if (!is_loopback(ai->ai_addr) && !tls)
-		aks__mcp_log("warning: %s is reachable from other machines over plain HTTP: bearer "
-		             "tokens cross the network in the clear unless a TLS proxy fronts it "
-		             "(or use --tls-cert and --tls-key)",
-		             host);
-	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-	if (fd >= 0)
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (fd < 0 || bind(fd, ai->ai_addr, ai->ai_addrlen) < 0 || listen(fd, 128) < 0) {
-		snprintf(err, errlen, "cannot listen on %s: %s", spec, strerror(errno));
-		if (fd >= 0)
-			close(fd);
-		freeaddrinfo(ai);
-		return -1;
-	}
-	freeaddrinfo(ai);
-	struct sockaddr_storage bound;
-	socklen_t blen = sizeof(bound);
-	char addr[INET6_ADDRSTRLEN] = "?";
-	unsigned port_no = 0;
-	if (getsockname(fd, (struct sockaddr *)&bound, &blen) == 0) {
-		if (bound.ss_family == AF_INET6) {
-			const struct sockaddr_in6 *b6 = (const struct sockaddr_in6 *)&bound;
-			inet_ntop(AF_INET6, &b6->sin6_addr, addr, sizeof(addr));
-			port_no = ntohs(b6->sin6_port);
-		} else {
-			const struct sockaddr_in *b4 = (const struct sockaddr_in *)&bound;
-			inet_ntop(AF_INET, &b4->sin_addr, addr, sizeof(addr));
-			port_no = ntohs(b4->sin_port);
-		}
-	}
-	bool v6 = bound.ss_family == AF_INET6;
-	snprintf(url, urlsize, "%s://%s%s%s:%u" ENDPOINT, tls ? "https" : "http", v6 ? "[" : "",
-	         addr, v6 ? "]" : "", port_no);
+	if (!loopback && !tls)
+		aks__mcp_log(
+		    "warning: %.*s is reachable from other machines over plain HTTP: bearer "
+		    "tokens cross the network in the clear unless a TLS proxy fronts it "
+		    "(or use --tls-cert and --tls-key)",
+		    (int)(strrchr(bound, ':') - bound), bound);
+	snprintf(url, urlsize, "%s://%s" ENDPOINT, tls ? "https" : "http", bound);
 	return fd;
 }
 
