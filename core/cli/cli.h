@@ -52,6 +52,13 @@ void cli_error_print(const cli_error *err);
 int cli_write_all(int fd, const void *data, size_t len);
 /* "aksandbox: <text>\n" on stderr. */
 void cli_warn(const char *fmt, ...) AKS_PRINTF(1, 2);
+
+/* `aksandbox worker --metrics` (worker_metrics.c): an HTTP server over a worker monitor
+ * (borrowed), started before aks_worker_run and stopped after it. Start says where it
+ * listens on stderr; -1 after saying why it cannot. */
+typedef struct cli_metrics cli_metrics;
+int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics **out);
+void cli_metrics_stop(cli_metrics *m);
 struct json_object;
 /* A command's JSON report on stdout: as is with `json`, else print_text of it parsed. Returns
  * CLI_EXIT_OK or CLI_EXIT_FAILURE (the output could not be written); *parsed is the parsed

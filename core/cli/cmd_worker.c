@@ -5,7 +5,8 @@
  *
  * SIGTERM and SIGINT stop it cleanly: no new work is taken, in-flight operations get the
  * grace to finish and have their completions sent, the rest is handed back to the transport
- * for another worker. Exit status 0 after a clean stop.
+ * for another worker. Exit status 0 after a clean stop. --metrics serves the worker's state
+ * over HTTP meanwhile (worker_metrics.c).
  */
 #include "config.h"
 
@@ -40,10 +41,15 @@ static int parse_grace(const char *arg, double *out)
 int cli_cmd_worker(int argc, char *argv[])
 {
 	static const struct option options[] = {
-	    {"help", no_argument, NULL, 'h'},        {"config", required_argument, NULL, 'c'},
-	    {"once", no_argument, NULL, 'o'},        {"check", no_argument, NULL, 'k'},
-	    {"grace", required_argument, NULL, 'g'}, {NULL, 0, NULL, 0},
+	    {"help", no_argument, NULL, 'h'},
+	    {"config", required_argument, NULL, 'c'},
+	    {"once", no_argument, NULL, 'o'},
+	    {"check", no_argument, NULL, 'k'},
+	    {"grace", required_argument, NULL, 'g'},
+	    {"metrics", required_argument, NULL, 'm'},
+	    {NULL, 0, NULL, 0},
 	};
+	const char *metrics = NULL;
 	aks_worker_options opts;
 	aks_worker_options_init(&opts);
 	bool check = false;
@@ -63,6 +69,9 @@ int cli_cmd_worker(int argc, char *argv[])
 			break;
 		case 'k':
 			check = true;
+			break;
+		case 'm':
+			metrics = optarg;
 			break;
 		case 'g':
 			if (parse_grace(optarg, &opts.stop_grace) < 0) {
@@ -85,6 +94,11 @@ int cli_cmd_worker(int argc, char *argv[])
 		cli_usage_hint("worker");
 		return CLI_EXIT_USAGE;
 	}
+	if (check && metrics) {
+		cli_warn("worker: --check and --metrics do not go together");
+		cli_usage_hint("worker");
+		return CLI_EXIT_USAGE;
+	}
 
 	char *file = cli_find_config();
 	aks_settings *settings = NULL;
@@ -96,7 +110,14 @@ int cli_cmd_worker(int argc, char *argv[])
 		if (rc == AKS_OK)
 			printf("ok: the transport and the response store answer\n");
 	} else if (rc == AKS_OK) {
-		if ((rc = aks_cancel_new(&stop_token, &e)) == AKS_OK) {
+		cli_metrics *server = NULL;
+		if (metrics && (rc = aks_worker_monitor_new(&opts.monitor, &e)) == AKS_OK &&
+		    cli_metrics_start(metrics, opts.monitor, &server) < 0) {
+			aks_worker_monitor_free(opts.monitor);
+			aks_settings_free(settings);
+			return CLI_EXIT_ERROR;
+		}
+		if (rc == AKS_OK && (rc = aks_cancel_new(&stop_token, &e)) == AKS_OK) {
 			struct sigaction sa;
 			memset(&sa, 0, sizeof(sa));
 			sa.sa_handler = on_signal;
@@ -110,6 +131,8 @@ int cli_cmd_worker(int argc, char *argv[])
 			aks_cancel_free(stop_token);
 			stop_token = NULL;
 		}
+		cli_metrics_stop(server);
+		aks_worker_monitor_free(opts.monitor);
 	}
 	if (rc < 0)
 		cli_warn("worker: %s", aks_error_message(e));

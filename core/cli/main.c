@@ -198,7 +198,8 @@ static const struct command commands[] = {
      "  --authorization-server URL  an authorization server that issues the\n"
      "                       tokens, for the metadata (repeatable)\n"
      "  -h, --help           show this help\n"},
-    {"worker", cli_cmd_worker, "[-c FILE] [--once | --check] [--grace SECONDS]",
+    {"worker", cli_cmd_worker,
+     "[-c FILE] [--once | --check] [--grace SECONDS] [--metrics [HOST:]PORT]",
      "run a queue broker worker (sandbox.broker.flavor: queue)",
      "Takes the operations agents send through sandbox.broker.queue, runs them\n"
      "on this machine's profiles (their policy and gates apply) and sends the\n"
@@ -221,6 +222,9 @@ static const struct command commands[] = {
      "                       (0: healthy); for supervisors and readiness probes\n"
      "  --grace SECONDS      how long in-flight work may finish after a stop\n"
      "                       signal (default 30)\n"
+     "  --metrics [HOST:]PORT  serve /metrics (Prometheus: queue depth, operations\n"
+     "                       in flight, counters), /healthz and /readyz over HTTP\n"
+     "                       there (HOST 127.0.0.1 unless given; PORT 0: any)\n"
      "  -h, --help           show this help\n"},
     {"help", cmd_help, "[COMMAND]", "show help for aksandbox or one of its commands", ""},
 };

@@ -4,9 +4,9 @@
  *
  * aks_worker_run attaches its worker and transport while they live; a read takes the monitor's
  * mutex for its whole length, so the worker is never freed, nor the transport closed, under a
- * read that is still asking the transport for its queues' depth. A read costs one depth
- * request per queue (a round trip to the service for nats and sqs): an autoscaler's scrape,
- * every few seconds, not a hot path.
+ * read that is still asking the transport for its queues' depth. A read that counts the
+ * queues costs one depth request per queue (a round trip to the service for nats and sqs):
+ * an autoscaler's scrape, every few seconds; a probe's read asks nothing of the transport.
  */
 #include "config.h"
 
@@ -91,7 +91,7 @@ static int64_t depth_of(aks_worker_monitor *m, size_t qi)
 }
 
 AKS_EXPORT int aks_worker_monitor_read_sized(aks_worker_monitor *m, aks_worker_status *out,
-                                             size_t size, aks_error **err)
+                                             size_t size, bool count_queues, aks_error **err)
 {
 	if (!m || !out)
 		return aks__error_set(err, AKS_EINVAL,
@@ -118,8 +118,10 @@ AKS_EXPORT int aks_worker_monitor_read_sized(aks_worker_monitor *m, aks_worker_s
 		s.dead_lettered = st.dead_lettered;
 		s.completions_stored = st.stored;
 		s.store_failures = st.store_failures;
-		s.input_depth = depth_of(m, 0);
-		s.output_depth = depth_of(m, 1);
+		if (count_queues) {
+			s.input_depth = depth_of(m, 0);
+			s.output_depth = depth_of(m, 1);
+		}
 	}
 	pthread_mutex_unlock(&m->mu);
 	aks__sized_write(out, size, &s, sizeof(s));

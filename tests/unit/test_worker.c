@@ -1042,7 +1042,7 @@ static aks_worker_status read_status(aks_worker_monitor *m)
 {
 	aks_worker_status s;
 	aks_error *err = NULL;
-	assert_int_equal(aks_worker_monitor_read(m, &s, &err), AKS_OK);
+	assert_int_equal(aks_worker_monitor_read(m, &s, true, &err), AKS_OK);
 	assert_int_equal(s.struct_size, sizeof(s));
 	return s;
 }
@@ -1080,6 +1080,10 @@ static void test_monitor(void **state)
 	assert_int_equal(s.input_depth, 1);
 	assert_int_equal(s.fetch_failing, 0);
 	assert_true(s.stalest_consumer_s >= 0 && s.stalest_consumer_s < 5);
+	aks_worker_status probe; /* without counting the queues */
+	assert_int_equal(aks_worker_monitor_read(m, &probe, false, NULL), AKS_OK);
+	assert_true(probe.running && probe.in_flight == 1);
+	assert_true(probe.input_depth == -1 && probe.output_depth == -1);
 	int64_t end = aks__now_ms() + WAIT_MS;
 	while ((s = read_status(m)).completions_stored < 2 && aks__now_ms() < end)
 		sleep_ms(10);

@@ -610,7 +610,8 @@ typedef struct aks_worker_status {
 	    store_failures;
 	/* Messages waiting on each queue, as the transport counts them (approximate where the
 	 * service's count is: SQS); -1 when the transport cannot count (a transport plugin
-	 * older than ABI 1.5) or the count failed (logged). Each read asks the transport. */
+	 * older than ABI 1.5) or the count failed (logged), or the read did not count the queues.
+	 */
 	int64_t input_depth, output_depth;
 } aks_worker_status;
 
@@ -619,12 +620,14 @@ typedef struct aks_worker_status {
 AKS_EXPORT int aks_worker_monitor_new(aks_worker_monitor **out, aks_error **err);
 /* After the aks_worker_run it was given has returned. NULL is a no-op. */
 AKS_EXPORT void aks_worker_monitor_free(aks_worker_monitor *m);
-/* Fills *out (of `size` bytes: the macro passes the caller's sizeof). AKS_OK, also when no
- * worker runs (running false, the rest zero, depths -1). */
+/* Fills *out (of `size` bytes: the macro passes the caller's sizeof); the depths only with
+ * count_queues (a request to the transport per queue: for a metrics scrape, not for a
+ * probe), else -1. AKS_OK, also when no worker runs (running false, the rest zero, depths
+ * -1). */
 AKS_EXPORT int aks_worker_monitor_read_sized(aks_worker_monitor *m, aks_worker_status *out,
-                                             size_t size, aks_error **err);
-#define aks_worker_monitor_read(m, out, err)                                                       \
-	aks_worker_monitor_read_sized((m), (out), sizeof(*(out)), (err))
+                                             size_t size, bool count_queues, aks_error **err);
+#define aks_worker_monitor_read(m, out, count_queues, err)                                         \
+	aks_worker_monitor_read_sized((m), (out), sizeof(*(out)), (count_queues), (err))
 
 /* ---- entry points of binaries built before the sized initialisers ---------------- */
 
