@@ -168,7 +168,8 @@ MAKE
 # own cost is the emulators'); queue-fleet.test itself (its minutes are its servers' and
 # workers' waits; the worker's code runs under the sanitizers in test_worker, worker-cli.test
 # and queue-config.test, the nats and redis plugins' in their contract suites and
-# test_nats_transport). The plain suite runs them all.
+# test_nats_transport); k8s-manifests.test (kubectl and YAML only). The plain suite runs them
+# all.
 sanitizer_leave_out="tests/integration/configure.test tests/integration/e2b/e2b-sdk.test
 tests/integration/e2b/e2b-cli.test tests/plugins/runner-rejects.test
 tests/integration/daytona/daytona-sdk.test tests/integration/daytona/daytona-cli.test
@@ -176,7 +177,8 @@ tests/integration/ec2_ssm/aws-sdk.test
 tests/integration/docker-contract-runsc.test tests/integration/docker-contract-runsc-agent.test
 tests/integration/egress-runsc.test tests/security/probes-runsc.test
 tests/integration/sqs/sqs-sdk.test tests/integration/dynamodb/dynamodb-sdk.test
-tests/integration/queue-fleet-aws.test tests/integration/queue-fleet.test"
+tests/integration/queue-fleet-aws.test tests/integration/queue-fleet.test
+tests/integration/k8s-manifests.test"
 # Everything the tests run is made before the first one starts (in a build dir). `make -j`
 # starts or queues every test whose log it can start at once, and comes back to one whose
 # prerequisites still need a recipe only when that queue is empty: a generated script, and
