@@ -1064,7 +1064,7 @@ static void test_monitor(void **state)
 	fixture_open(&f, NULL);
 	proc_state p;
 	proc_init(&p);
-	p.delay_ms = 600;
+	p.delay_ms = 1200; /* the reads below happen well inside it, under valgrind too */
 	aks_worker_config c = base_config(&f, &p);
 	aks_worker *w = start(&c);
 	aks__worker_monitor_attach(m, w, f.t, 1, 1);
