@@ -1084,8 +1084,11 @@ static void test_monitor(void **state)
 	assert_int_equal(aks_worker_monitor_read(m, &probe, false, NULL), AKS_OK);
 	assert_true(probe.running && probe.in_flight == 1);
 	assert_true(probe.input_depth == -1 && probe.output_depth == -1);
+	/* A request counts once its completion is sent, which the output loop may store before
+	 * the request loop counts it: wait for both. */
 	int64_t end = aks__now_ms() + WAIT_MS;
-	while ((s = read_status(m)).completions_stored < 2 && aks__now_ms() < end)
+	while (((s = read_status(m)).completions_stored < 2 || s.requests < 2) &&
+	       aks__now_ms() < end)
 		sleep_ms(10);
 	assert_int_equal(s.requests, 2);
 	assert_int_equal(s.completions_stored, 2);
