@@ -121,10 +121,13 @@ show_failures() { # build dir
 # starts them in order, $test_jobs at a time, so the slowest go first and none starts late
 # and runs alone at the end. Slowest by the durations a reference tree's last run measured,
 # then by the list below (the slowest in CI, slowest first), then the rest in TESTS order.
+# The two queue fleets start with sessions.test beside them, not with test_docker_agent:
+# their workers and emulators are timing-sensitive, and a run that started all three
+# heaviest at once saw the sqs fleet's two sessions run one after the other.
 slow_tests="tests/integration/queue-fleet.test tests/integration/queue-fleet-aws.test
-tests/integration/test_docker_agent
+tests/integration/sessions.test tests/integration/test_docker_agent
 tests/plugins/runner-rejects.test tests/integration/test_kubernetes_agent
-tests/integration/sessions.test tests/integration/e2b/e2b-cli.test tests/integration/daytona/daytona-cli.test
+tests/integration/e2b/e2b-cli.test tests/integration/daytona/daytona-cli.test
 tests/integration/ec2_ssm/ec2_ssm-cli.test
 tests/integration/configure.test tests/integration/test_docker
 tests/integration/docker-contract-runsc.test tests/integration/test_kubernetes
