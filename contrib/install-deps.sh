@@ -9,12 +9,13 @@ packages="build-essential autoconf automake libtool pkg-config autoconf-archive
   libnats-dev nats-server
   libseccomp-dev bubblewrap
   libxml2-dev sudo
-  curl git python3-pip openssl iproute2
+  curl git python3-pip openssl iproute2 python3-yaml
   debhelper dpkg-dev fakeroot lintian"
 # curl, git, python3-pip, openssl, iproute2: the egress tests run these clients inside
 # sandboxes that see this host's /usr (bubblewrap), and make their test certificates.
 # libxml2-dev: the AWS plugins read STS's XML answers; sudo: the ec2_ssm tests' fake instance
 # runs a user's commands with `sudo -u` as SSM's agent does.
+# python3-yaml: k8s-manifests.test reads the rendered manifests with Debian's python3.
 # debhelper, dpkg-dev, fakeroot, lintian: `make deb` and contrib/deb-test.sh (docs/packaging.md).
 # The MCP tests drive the server with the official TypeScript SDK: Node.js and npm (the
 # machine's own when present, else Debian's).

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "aks_buf.h"
 #include "cli.h"
 #include "mcp/http_listen.h"
 
@@ -41,36 +42,38 @@ struct cli_metrics {
 };
 
 /* One metric's HELP and TYPE lines. */
-static void head(FILE *f, const char *name, const char *type, const char *help)
+static void head(aks_buf *f, const char *name, const char *type, const char *help)
 {
-	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+	aks__buf_printf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
 }
 
-static void render_metrics(FILE *f, const aks_worker_status *s)
+static void render_metrics(aks_buf *f, const aks_worker_status *s)
 {
 	head(f, "aksandbox_worker_up", "gauge", "1 while the worker's consumers are open.");
-	fprintf(f, "aksandbox_worker_up %d\n", s->running);
+	aks__buf_printf(f, "aksandbox_worker_up %d\n", s->running);
 	head(f, "aksandbox_worker_stopping", "gauge",
 	     "1 while a stop lets in-flight operations finish.");
-	fprintf(f, "aksandbox_worker_stopping %d\n", s->stopping);
+	aks__buf_printf(f, "aksandbox_worker_stopping %d\n", s->stopping);
 	head(f, "aksandbox_worker_consumers", "gauge", "Consumer threads per queue.");
-	fprintf(f, "aksandbox_worker_consumers{queue=\"input\"} %u\n", s->input_consumers);
-	fprintf(f, "aksandbox_worker_consumers{queue=\"output\"} %u\n", s->output_consumers);
+	aks__buf_printf(f, "aksandbox_worker_consumers{queue=\"input\"} %u\n", s->input_consumers);
+	aks__buf_printf(f, "aksandbox_worker_consumers{queue=\"output\"} %u\n",
+	                s->output_consumers);
 	head(f, "aksandbox_worker_in_flight", "gauge", "Operations this worker runs now.");
-	fprintf(f, "aksandbox_worker_in_flight %u\n", s->in_flight);
+	aks__buf_printf(f, "aksandbox_worker_in_flight %u\n", s->in_flight);
 	/* Left out, not reported as 0, when the transport cannot count: a scaler must not read
 	 * an unknown backlog as an empty one. */
 	head(f, "aksandbox_queue_depth", "gauge",
 	     "Messages waiting on the queue, as the transport counts them (the same for every "
 	     "worker of a fleet).");
 	if (s->input_depth >= 0)
-		fprintf(f, "aksandbox_queue_depth{queue=\"input\"} %" PRId64 "\n", s->input_depth);
+		aks__buf_printf(f, "aksandbox_queue_depth{queue=\"input\"} %" PRId64 "\n",
+		                s->input_depth);
 	if (s->output_depth >= 0)
-		fprintf(f, "aksandbox_queue_depth{queue=\"output\"} %" PRId64 "\n",
-		        s->output_depth);
+		aks__buf_printf(f, "aksandbox_queue_depth{queue=\"output\"} %" PRId64 "\n",
+		                s->output_depth);
 	head(f, "aksandbox_worker_fetch_failing", "gauge",
 	     "Consumers whose last fetch failed (the transport does not answer).");
-	fprintf(f, "aksandbox_worker_fetch_failing %u\n", s->fetch_failing);
+	aks__buf_printf(f, "aksandbox_worker_fetch_failing %u\n", s->fetch_failing);
 	static const struct {
 		const char *name, *help;
 		size_t offset;
@@ -95,33 +98,34 @@ static void render_metrics(FILE *f, const aks_worker_status *s)
 		uint64_t v;
 		memcpy(&v, (const char *)s + counters[i].offset, sizeof(v));
 		head(f, counters[i].name, "counter", counters[i].help);
-		fprintf(f, "%s %" PRIu64 "\n", counters[i].name, v);
+		aks__buf_printf(f, "%s %" PRIu64 "\n", counters[i].name, v);
 	}
 }
 
 /* The probes' verdicts: 200 or 503, with the reason as the body. */
-static unsigned live(const aks_worker_status *s, FILE *f)
+static unsigned live(const aks_worker_status *s, aks_buf *f)
 {
 	if (s->running && s->stalest_consumer_s > STALE_S) {
-		fprintf(f, "stuck: a consumer has not been seen working for %.0f s\n",
-		        s->stalest_consumer_s);
+		aks__buf_printf(f, "stuck: a consumer has not been seen working for %.0f s\n",
+		                s->stalest_consumer_s);
 		return MHD_HTTP_SERVICE_UNAVAILABLE;
 	}
-	fputs("ok\n", f);
+	aks__buf_puts(f, "ok\n");
 	return MHD_HTTP_OK;
 }
 
-static unsigned ready(const aks_worker_status *s, FILE *f)
+static unsigned ready(const aks_worker_status *s, aks_buf *f)
 {
 	if (!s->running)
-		fputs("not running: starting, or ended\n", f);
+		aks__buf_puts(f, "not running: starting, or ended\n");
 	else if (s->stopping)
-		fputs("stopping: in-flight operations are finishing\n", f);
+		aks__buf_puts(f, "stopping: in-flight operations are finishing\n");
 	else if (s->fetch_failing)
-		fprintf(f, "%u of %u consumers cannot fetch: the transport does not answer\n",
-		        s->fetch_failing, s->input_consumers + s->output_consumers);
+		aks__buf_printf(f,
+		                "%u of %u consumers cannot fetch: the transport does not answer\n",
+		                s->fetch_failing, s->input_consumers + s->output_consumers);
 	else {
-		fputs("ready\n", f);
+		aks__buf_puts(f, "ready\n");
 		return MHD_HTTP_OK;
 	}
 	return MHD_HTTP_SERVICE_UNAVAILABLE;
@@ -160,24 +164,20 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		*upload_data_size = 0;
 		return MHD_YES;
 	}
-	char *body = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&body, &len);
-	if (!f)
-		return MHD_NO;
+	aks_buf out = AKS_BUF_INIT, *f = &out;
 	const char *type = "text/plain; charset=utf-8";
 	unsigned status = MHD_HTTP_OK;
 	aks_worker_status s;
 	aks_error *e = NULL;
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
-		fputs("only GET and HEAD\n", f);
+		aks__buf_puts(f, "only GET and HEAD\n");
 		status = MHD_HTTP_METHOD_NOT_ALLOWED;
 	} else if (strcmp(url, "/metrics") != 0 && strcmp(url, "/healthz") != 0 &&
 	           strcmp(url, "/readyz") != 0) {
-		fputs("not found: /metrics, /healthz and /readyz are served\n", f);
+		aks__buf_puts(f, "not found: /metrics, /healthz and /readyz are served\n");
 		status = MHD_HTTP_NOT_FOUND;
 	} else if (aks_worker_monitor_read(m->monitor, &s, strcmp(url, "/metrics") == 0, &e) < 0) {
-		fprintf(f, "cannot read the worker's state: %s\n", aks_error_message(e));
+		aks__buf_printf(f, "cannot read the worker's state: %s\n", aks_error_message(e));
 		status = MHD_HTTP_INTERNAL_SERVER_ERROR;
 		aks_error_free(e);
 	} else if (strcmp(url, "/metrics") == 0) {
@@ -188,10 +188,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	} else {
 		status = ready(&s, f);
 	}
-	if (fclose(f) != 0) {
-		free(body);
+	size_t len = out.len;
+	char *body = aks__buf_steal(&out);
+	if (!body)
 		return MHD_NO;
-	}
 	return reply(c, status, type, body, len);
 }
 
