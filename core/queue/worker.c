@@ -430,9 +430,13 @@ static int run_process(loop *l, size_t i, const aks_wire_request *req, aks_wire_
 		aks_error_free(e);
 		return AKS_ENOMEM;
 	}
+	/* Counted before the thread starts: the request may be running before this thread
+	 * runs again, and a monitor must never see it running and not in flight. */
+	atomic_fetch_add(&w->in_flight, 1);
 	pthread_t helper;
 	int err = pthread_create(&helper, NULL, job_main, &j);
 	if (err) {
+		atomic_fetch_sub(&w->in_flight, 1);
 		aks__log(AKS_LOG_ERROR, LOG, "cannot start a thread for sandbox request %s: %s",
 		         req->task_id, strerror(err));
 		aks_cancel_free(j.cancel);
@@ -440,7 +444,6 @@ static int run_process(loop *l, size_t i, const aks_wire_request *req, aks_wire_
 	}
 	bool cancelled = false;
 	int64_t next_beat = aks__now_ms() + HEARTBEAT_MS;
-	atomic_fetch_add(&w->in_flight, 1);
 	pthread_mutex_lock(&w->mu);
 	while (!j.done) {
 		int64_t now = aks__now_ms();
