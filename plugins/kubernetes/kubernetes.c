@@ -237,6 +237,10 @@ static int read_config(aks_provider_impl *prov, const aks_config *cfg, aks_error
 	ke.code = AKS_OK;
 	if (k8s_conn_cfg_load(kubeconfig, context, NULL, &prov->conn, &ke) != AKS_OK)
 		return host->error_set(err, ke.code, "%s", ke.msg);
+	/* Which cluster, found how: kubeconfig: null picks one by a lookup order, and an operator
+	 * (or a worker pod's log) should not have to guess which entry won. */
+	host->log(AKS_LOG_INFO, K8S_NAME, "the API server at %s, from the %s", prov->conn.server,
+	          prov->conn.source);
 	/* the agent: null = the installed one when there is one, false = none; stateful
 	 * while it runs python3 in its session (aks_agent.h clears it in place otherwise) */
 	prov->caps.stateful = true;
