@@ -20,7 +20,9 @@
 #           and busybox images (docker import: no registry is reachable), then
 #           etcd, the apiserver, controller-manager, scheduler and kubelet
 #           (dockershim, driving the engine docker-setup.sh starts) on
-#           loopback, non-default ports, with state in $AKS_K8S_STATE; applies
+#           loopback, non-default ports, with state in $AKS_K8S_STATE, and a
+#           socat that lets pods reach the apiserver on the pod bridge's host
+#           side (no kube-proxy: see POD_API_HOST); applies
 #           the tests' namespace and RBAC (k8s/rbac.yaml); waits for the node
 #           to be Ready and proves a pod can be created, exec'd (busybox and
 #           the python image) and deleted. Restores the sysctls kubelet
@@ -57,6 +59,12 @@ NODE=localhost
 # pods, no masquerading (no iptables here).
 BRIDGE=k8sv0
 POD_CIDR=198.51.100.0/24
+# Pods reach the API server at the bridge's host side: there is no kube-proxy for the
+# `kubernetes` Service's cluster IP. A socat on that address forwards to the apiserver (which
+# listens on loopback only), whose certificate names the address; an in-cluster client gets it
+# as KUBERNETES_SERVICE_HOST and _PORT (k8s-in-cluster.test sets them in the worker pods).
+POD_API_HOST=198.51.100.1
+POD_API_PORT=$API_PORT
 
 PAUSE_IMAGE=k8s.gcr.io/pause:3.2
 BUSYBOX_IMAGE=local/busybox:1
@@ -263,8 +271,24 @@ kubeconfig() {
 
 tok() { awk -F, -v u="$1" '$2 == u {print $1}' "$PKI/tokens.csv"; }
 
+sign_apiserver() {
+	sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1,IP:$POD_API_HOST"
+}
+
 make_pki() {
-	if [ -f "$PKI/complete" ] && [ -f "$CONF/complete" ]; then return 0; fi
+	if [ -f "$PKI/complete" ] && [ -f "$CONF/complete" ]; then
+		# A cache from before the pods' address was in the serving certificate: sign it
+		# again (an apiserver running with the old one is restarted by cmd_start).
+		openssl x509 -in "$PKI/apiserver.crt" -noout -ext subjectAltName 2>/dev/null |
+			grep -q "IP Address:$POD_API_HOST\(,\|\$\)" && return 0
+		say "signing the apiserver's certificate again, for $POD_API_HOST too"
+		sign_apiserver
+		stop_one kube-apiserver
+		return 0
+	fi
 	say "making the PKI, tokens and kubeconfigs in $CACHE"
 	rm -rf "$PKI" "$CONF"
 	mkdir -p "$PKI" "$CONF"
@@ -272,10 +296,7 @@ make_pki() {
 	gen_key "$PKI/ca.key"
 	openssl req -x509 -new -key "$PKI/ca.key" -subj "/CN=aksandbox-test-ca" -days 3650 -sha256 \
 		-out "$PKI/ca.crt" 2>/dev/null
-	sign apiserver "/CN=kube-apiserver" "basicConstraints=CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
-subjectAltName=DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local,IP:127.0.0.1,IP:10.0.0.1"
+	sign_apiserver
 	client="basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=clientAuth"
@@ -378,6 +399,9 @@ api_ready() { kc get --raw /readyz 2>/dev/null | grep -qx ok; }
 node_ready() {
 	[ "$(kc get node "$NODE" -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" = True ]
 }
+pod_api_ready() {
+	curl -s -o /dev/null --max-time 5 --cacert "$PKI/ca.crt" "https://$POD_API_HOST:$POD_API_PORT/readyz"
+}
 default_sa() { kc -n default get serviceaccount default >/dev/null 2>&1; }
 
 save_sysctls() {
@@ -468,6 +492,17 @@ start_components() {
 			--kubelet-preferred-address-types=Hostname
 	fi
 	wait_for kube-apiserver 90 api_ready
+	# The bridge with its host side, made before the first pod (the CNI bridge plugin takes
+	# it as it is), so that the forwarder for the pods can listen there.
+	if ! ip link show "$BRIDGE" >/dev/null 2>&1; then
+		ip link add "$BRIDGE" type bridge && ip addr add "$POD_API_HOST/${POD_CIDR#*/}" dev "$BRIDGE" &&
+			ip link set "$BRIDGE" up || die "cannot make the bridge $BRIDGE"
+	fi
+	if ! running socat; then
+		launch socat socat "TCP-LISTEN:$POD_API_PORT,bind=$POD_API_HOST,reuseaddr,fork" \
+			"TCP:127.0.0.1:$API_PORT"
+	fi
+	wait_for socat 10 pod_api_ready
 	if ! running kube-controller-manager; then
 		launch kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig="$CONF/admin.kubeconfig" \
 			--authentication-kubeconfig="$CONF/admin.kubeconfig" --authorization-kubeconfig="$CONF/admin.kubeconfig" \
@@ -562,7 +597,7 @@ stop_one() {
 
 cmd_stop() {
 	need_root stop
-	for c in kubelet kube-scheduler kube-controller-manager kube-apiserver etcd; do stop_one $c; done
+	for c in kubelet kube-scheduler kube-controller-manager socat kube-apiserver etcd; do stop_one $c; done
 	# The pod containers kubelet's dockershim made (they carry its labels).
 	if docker version >/dev/null 2>&1; then
 		ids=$(docker ps -aq --filter label=io.kubernetes.docker.type)
@@ -606,6 +641,8 @@ AKS_K8S_BOB_TOKEN=$(tok bob)
 AKS_K8S_BOB_KUBECONFIG=$CONF/bob.kubeconfig
 AKS_K8S_NAMESPACE=aks-test
 AKS_K8S_NODE=$NODE
+AKS_K8S_POD_API_HOST=$POD_API_HOST
+AKS_K8S_POD_API_PORT=$POD_API_PORT
 AKS_K8S_IMAGE=$BUSYBOX_IMAGE
 AKS_K8S_PY_IMAGE=$PY_IMAGE
 EOF
