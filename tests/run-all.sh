@@ -13,16 +13,18 @@
 #     _build-asan/ and runs `make check` there (any finding fails a test), every
 #     test but those that would only repeat it (sanitizer_leave_out below: no compiled
 #     code, the gVisor repeats of the runc suites, two slow ones whose code runs under the
-#     sanitizers elsewhere); then stops the cluster
-#     and the Docker Engine it started: nothing after this needs them;
+#     sanitizers elsewhere); then, with the Debian packages built in the background
+#     meanwhile (_build-deb/_deb), runs the worker tier in the cluster from an image of
+#     them (tests/integration/k8s-in-cluster.test; its TAP in _build-deb/in-cluster.tap);
+#     then stops the cluster and the Docker Engine it started: nothing after this needs them;
 #  4. runs `make distcheck` (the tarball ships every tracked file, builds in a tree of
 #     its own, installs, and passes the tests that need no service: the whole suite ran
 #     twice over the same sources already; make distcheck-self-contained);
 #  5. runs each libFuzzer target for a bounded time (clang, _build-fuzz/; 5 s each: the
 #     corpora already ran in make check, and make fuzz-long is the real search);
-#  6. builds the Debian packages (without their build-time tests, which make distcheck
-#     ran) and tests them installed, then purges them (contrib/deb-test.sh, as root; its
-#     TAP in _deb/deb-test.tap);
+#  6. tests the Debian packages built in step 3 (without their build-time tests, which make
+#     distcheck ran) installed, then purges them (contrib/deb-test.sh, as root; its TAP in
+#     _deb/deb-test.tap);
 # then prints one summary line: "N passed, N failed[, N skipped]".
 #
 # Every test case counts: the TAP drivers record one :test-result: per case.
@@ -261,12 +263,24 @@ step "make check"
 run_suite _build _build ""
 bg_start _build-fuzz "CC=clang --enable-fuzzing" fuzz-build
 bg_fuzz=$!
+# The Debian packages (without their build-time tests: make distcheck runs them), for the
+# in-cluster test's worker image and then for deb-test.sh.
+bg_start _build-deb "" "deb DEB_BUILD_OPTIONS=nocheck"
+bg_deb=$!
 step "valgrind memcheck over the unit tests, the provider tests and the contract suite"
 ( cd _build && make --no-print-directory check-valgrind ) >_build/valgrind.out 2>&1 || status=1
 cat _build/valgrind.out
 step "make check under AddressSanitizer + UndefinedBehaviorSanitizer"
 bg_wait _build-asan "$bg_asan"
 run_suite _build-asan _build "$sanitizer_leave_out" --enable-sanitizers
+
+step "the worker tier in the Kubernetes cluster, its image from the packages (tests/integration/k8s-in-cluster.test)"
+bg_wait _build-deb "$bg_deb"
+deb_built=$(cat _build-deb/background-build.rc 2>/dev/null)
+mkdir -p _build-deb
+AKS_TEST_SRCDIR="$top" AKS_TEST_BUILDDIR="$top/_build" AKS_DEB_DIR="$top/_build-deb/_deb" \
+	sh "$top/tests/integration/k8s-in-cluster.test" >_build-deb/in-cluster.tap 2>&1 || status=1
+cat _build-deb/in-cluster.tap
 
 # Nothing after this needs a container or a pod: an idle cluster (apiserver, etcd, kubelet)
 # takes a tenth of the machine's two cores. Stop the cluster k8s-setup.sh started (before
@@ -293,7 +307,10 @@ step "Debian packages: make deb, lintian, install and run, purge (contrib/deb-te
 mkdir -p _deb
 # nocheck: the package build's own tests (make check-packaging) are a part of what make
 # distcheck ran above from the same tarball; what deb-test.sh checks is the packages.
-DEB_BUILD_OPTIONS=nocheck "$top/contrib/deb-test.sh" "$top/_build" >_deb/deb-test.tap 2>&1 || status=1
+# The packages built in the background are used as they are (when that build failed, this
+# builds them again and shows why).
+[ "$deb_built" = 0 ] && export AKS_DEB_BUILT=1
+DEB_BUILD_OPTIONS=nocheck "$top/contrib/deb-test.sh" "$top/_build-deb" >_deb/deb-test.tap 2>&1 || status=1
 cat _deb/deb-test.tap
 
 # Count every test case of both suites.
@@ -312,9 +329,15 @@ done
 vp=$(grep -c '^ok ' _build/valgrind.out 2>/dev/null) vf=$(grep -c '^not ok ' _build/valgrind.out 2>/dev/null)
 [ "${vp:-0}" -eq 0 ] && vf=$((${vf:-0} + 1)) # no valgrind result at all is a failure
 passed=$((passed + ${vp:-0})); failed=$((failed + ${vf:-0}))
-dp=$(grep -c '^ok ' _deb/deb-test.tap 2>/dev/null) df=$(grep -cE '^(not ok |Bail out!)' _deb/deb-test.tap 2>/dev/null)
-[ "${dp:-0}" -eq 0 ] && df=$((${df:-0} + 1)) # no packaging result at all is a failure
-passed=$((passed + ${dp:-0})); failed=$((failed + ${df:-0}))
+for tap in _deb/deb-test.tap _build-deb/in-cluster.tap; do
+	tp=$(grep -c '^ok ' $tap 2>/dev/null) tf=$(grep -cE '^(not ok |Bail out!)' $tap 2>/dev/null)
+	if grep -q '^1\.\.0 # SKIP' $tap 2>/dev/null; then
+		skipped=$((skipped + 1)) # it says why; never a pass
+	elif [ "${tp:-0}" -eq 0 ]; then
+		tf=$((${tf:-0} + 1)) # no result at all is a failure
+	fi
+	passed=$((passed + ${tp:-0})); failed=$((failed + ${tf:-0}))
+done
 printf '=== (%s: %d s)\n=== the whole run: %d s\n' "$step_name" $(($(date +%s) - step_started)) \
 	$(($(date +%s) - run_started))
 echo
