@@ -421,15 +421,26 @@ static void idle_wait(aks_consumer *c, int64_t ms, const aks_call *call)
  * nothing to deliver. The mark is only a hint: when the request fails, or
  * the stream keeps acked messages (limits retention), every partition is
  * pulled, which is slower but just as correct. Returns how many are marked.
+ *
+ * The request waits no longer than the fetch would (deadline_ms; at least the
+ * grace a pull's answer gets), not request_timeout: a server that stops
+ * while the request is out leaves it unanswered (libnats fails a request
+ * only at its timeout, even while reconnecting), and a fetch, or a worker's
+ * stop waiting for it, must not hang on a hint for ten seconds.
  */
-static unsigned mark_nonempty(aks_consumer *c)
+static unsigned mark_nonempty(aks_consumer *c, int64_t deadline_ms)
 {
 	aks_transport_impl *t = c->t;
 	char filter[512];
 	snprintf(filter, sizeof(filter), "%s.*", c->q->prefix);
+	int64_t wait = deadline_ms - t->host->now_ms();
+	if (wait < NT_ANSWER_GRACE_MS)
+		wait = NT_ANSWER_GRACE_MS;
+	if (wait > nt_request_ms(t))
+		wait = nt_request_ms(t);
 	jsOptions jo;
 	jsOptions_Init(&jo);
-	jo.Wait = nt_request_ms(t);
+	jo.Wait = wait;
 	jo.Stream.Info.SubjectsFilter = filter;
 	jsStreamInfo *si = NULL;
 	jsErrCode code = 0;
@@ -509,7 +520,7 @@ int nt_fetch(aks_consumer *c, aks_message **out, size_t max, size_t *n, int64_t 
 			                    NT_NAME ": not connected to the NATS server at %s "
 			                            "(reconnecting)",
 			                    t->url);
-		unsigned todo = mark_nonempty(c);
+		unsigned todo = mark_nonempty(c, deadline);
 		for (unsigned i = 0; i < t->partitions && todo > 0 && *n < max; i++) {
 			if (call && h->cancelled(call))
 				return AKS_OK;

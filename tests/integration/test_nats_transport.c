@@ -938,6 +938,29 @@ static void test_cancel_and_deadline(void **state)
 	ops()->fini(t);
 }
 
+/* A server that stops answering while the connection stays up (frozen): a fetch still ends
+ * within about its own wait, never request_timeout (10 s by default). Its stream-info hint
+ * waits no longer than the fetch would, each pull only its grace: a worker stopping then is
+ * not held up ten seconds per request. */
+static void test_fetch_bounded_by_wait(void **state)
+{
+	(void)state;
+	aks_transport_impl *t = must_open(g_url, "FW", "auto_provision: true\npartitions: 2\n");
+	aks_consumer *c = must_consumer(t, AKS_QUEUE_INPUT);
+	assert_null(fetch1(c, 100)); /* connected, the stream there */
+	pid_t pid = server_pid();
+	freeze_server(pid);
+	int64_t t0 = now_ms();
+	aks_message *m = fetch1(c, 1000);
+	int64_t dt = now_ms() - t0;
+	kill(pid, SIGCONT);
+	assert_null(m);
+	if (dt >= 4000)
+		fail_msg("a fetch of 1 s took %lld ms with the server frozen", (long long)dt);
+	ops()->consumer_close(c);
+	ops()->fini(t);
+}
+
 static void *cont_later(void *arg)
 {
 	usleep(1600 * 1000);
@@ -1414,6 +1437,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_fifo_across_processes),
 	    cmocka_unit_test(test_batch_fetch),
 	    cmocka_unit_test(test_cancel_and_deadline),
+	    cmocka_unit_test(test_fetch_bounded_by_wait),
 	    cmocka_unit_test(test_late_delivery),
 	    cmocka_unit_test(test_missing_objects),
 	    cmocka_unit_test(test_server_down),
