@@ -7,15 +7,17 @@
  *                 operations in flight, consumers, and the worker's counters;
  *   GET /healthz  liveness: 200 unless a consumer has not been seen working for STALE_S
  *                 (it is stuck; a restart hands its messages to another worker);
- *   GET /readyz   readiness: 200 while the consumers are open, every last fetch succeeded and
- *                 no stop is draining the worker; 503 with the reason otherwise.
+ *   GET /readyz   readiness: 200 while the consumers are open, every last fetch succeeded,
+ *                 the response store answers and no stop is draining the worker; 503 with
+ *                 the reason otherwise.
  *
  * Everything it serves is read through the public aks_worker_monitor. It answers GET and HEAD
  * only, reads no request body and changes nothing, so, unlike `aksandbox mcp --listen`, it may
  * listen on any address: what it tells is counts. One thread (libmicrohttpd's internal
  * polling thread) serves a few connections at a time; a scrape asks the transport for each
- * queue's depth, a round trip to the service; a probe asks the transport nothing (its
- * answer is the worker's own state: a transport outage shows as failing fetches).
+ * queue's depth, a round trip to the service; a probe asks the transport and the store
+ * nothing (its answer is the worker's own state: a transport outage shows as failing
+ * fetches, a store outage as failing stores and operations waiting for their session's lock).
  */
 #include "config.h"
 
@@ -74,6 +76,9 @@ static void render_metrics(aks_buf *f, const aks_worker_status *s)
 	head(f, "aksandbox_worker_fetch_failing", "gauge",
 	     "Consumers whose last fetch failed (the transport does not answer).");
 	aks__buf_printf(f, "aksandbox_worker_fetch_failing %u\n", s->fetch_failing);
+	head(f, "aksandbox_worker_store_failing", "gauge",
+	     "1 while the response store does not answer (completions or operations wait for it).");
+	aks__buf_printf(f, "aksandbox_worker_store_failing %d\n", s->store_failing);
 	static const struct {
 		const char *name, *help;
 		size_t offset;
@@ -124,6 +129,9 @@ static unsigned ready(const aks_worker_status *s, aks_buf *f)
 		aks__buf_printf(f,
 		                "%u of %u consumers cannot fetch: the transport does not answer\n",
 		                s->fetch_failing, s->input_consumers + s->output_consumers);
+	else if (s->store_failing)
+		aks__buf_puts(f, "the response store does not answer: completions and operations "
+		                 "wait for it (retrying)\n");
 	else {
 		aks__buf_puts(f, "ready\n");
 		return MHD_HTTP_OK;

@@ -115,7 +115,8 @@ struct aks_worker {
 	bool joined;
 	atomic_uint_least64_t requests, request_failures, nacks, stored, store_failures,
 	    dead_lettered;
-	atomic_uint in_flight; /* requests whose process runs now */
+	atomic_uint in_flight;     /* requests whose process runs now */
+	atomic_bool store_failing; /* the last completion record could not be stored */
 };
 
 /* Waits on w->cond (w->mu held) until deadline_ms on aks__now_ms's clock at the latest. */
@@ -170,6 +171,8 @@ void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out)
 	out->dead_lettered = atomic_load(&w->dead_lettered);
 	out->in_flight = atomic_load(&w->in_flight);
 	out->stopping = atomic_load(&w->stopping);
+	out->store_failing = atomic_load(&w->store_failing) ||
+	                     (w->cfg.store_waits && w->cfg.store_waits(w->cfg.ctx) > 0);
 	int64_t now = aks__now_ms(), stalest = now;
 	for (size_t k = 0; k < w->nloops; k++) {
 		if (atomic_load(&w->loops[k].fetch_failing))
@@ -725,6 +728,7 @@ static void handle_completion(loop *l, size_t i)
 	 * operation itself never runs again. */
 	if (aks__store_put_expiring(w->cfg.responses, AKS_QUEUE_NS, id, rec, w->cfg.response_ttl,
 	                            &e) < 0) {
+		atomic_store(&w->store_failing, true);
 		atomic_fetch_add(&w->store_failures, 1);
 		aks__log(AKS_LOG_WARNING, LOG,
 		         "cannot store the completion record of request %s (delivery %" PRIu32
@@ -733,6 +737,7 @@ static void handle_completion(loop *l, size_t i)
 		nack(l, i, NACK_STORE_S);
 	} else {
 		atomic_fetch_add(&w->stored, 1);
+		atomic_store(&w->store_failing, false);
 		ack(l, i);
 	}
 	aks_error_free(e);

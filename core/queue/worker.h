@@ -65,6 +65,9 @@ int aks__worker_engine_sweep(aks_worker_engine *e, size_t *destroyed, aks_error 
 struct json_object;
 int aks__worker_engine_gc(aks_worker_engine *e, bool dry_run, struct json_object **report,
                           aks_error **err);
+/* How many requests wait for the response store now (their session's lock cannot be taken
+ * because the store does not answer). */
+unsigned aks__worker_engine_store_waits(aks_worker_engine *e);
 
 /* ---- the runtime ---- */
 
@@ -78,6 +81,9 @@ typedef struct aks_worker_config {
 	int (*process)(void *ctx, const aks_wire_request *req, aks_cancel *cancel,
 	               aks_wire_completion **out);
 	int (*sweep)(void *ctx, size_t *destroyed, aks_error **err);
+	/* May be NULL: how many requests process() holds waiting for the response store now
+	 * (health: see aks_worker_stats.store_failing). */
+	unsigned (*store_waits)(void *ctx);
 	void *ctx;
 	unsigned input_consumers;   /* threads on AKS_QUEUE_INPUT (>= 1) */
 	unsigned output_consumers;  /* threads on AKS_QUEUE_OUTPUT (>= 1) */
@@ -103,15 +109,18 @@ void aks__worker_free(aks_worker *w);
 
 /* Counters, for tests and health: messages processed, sent to the permanent-failure path,
  * nacked, and completions stored; and the worker's state now: requests running, a stop asked
- * for, consumer loops whose last fetch failed, and how long ago the least recently seen loop
+ * for, consumer loops whose last fetch failed, how long ago the least recently seen loop
  * was last seen working (a fetch returns within about a second, a running request's
- * supervision wakes every second: a loop unseen for minutes is stuck). */
+ * supervision wakes every second: a loop unseen for minutes is stuck), and whether the
+ * response store is failing: the last attempt to store a completion record failed (it is
+ * retried; the next success clears it), or a request waits for the store (store_waits). */
 typedef struct aks_worker_stats {
 	uint64_t requests, request_failures, nacks, stored, store_failures, dead_lettered;
 	unsigned in_flight;
 	bool stopping;
 	unsigned fetch_failing;
 	int64_t stalest_loop_ms;
+	bool store_failing;
 } aks_worker_stats;
 void aks__worker_get_stats(aks_worker *w, aks_worker_stats *out);
 

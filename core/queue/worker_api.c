@@ -140,6 +140,11 @@ static int engine_sweep(void *ctx, size_t *destroyed, aks_error **err)
 	return rc;
 }
 
+static unsigned engine_store_waits(void *ctx)
+{
+	return aks__worker_engine_store_waits(ctx);
+}
+
 /* Turns `stop` into aks__worker_stop, until the worker ends by itself (`done`). */
 typedef struct stop_watch {
 	aks_worker *worker;
@@ -199,6 +204,7 @@ AKS_EXPORT int aks_worker_run(aks_settings *settings, const aks_worker_options *
 	    .responses = wp.responses,
 	    .process = engine_process,
 	    .sweep = engine_sweep,
+	    .store_waits = engine_store_waits,
 	    .ctx = wp.engine,
 	    .input_consumers = b->input_consumers,
 	    .output_consumers = b->output_consumers,

@@ -18,6 +18,7 @@
 #include "config.h"
 
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ struct aks_worker_engine {
 	aks_settings *settings;
 	aks_state_store *responses;
 	aks_owner *owner; /* the response store's: it holds the inventory of what is created */
+	atomic_uint store_waits; /* requests in lock_session waiting for the store */
 };
 
 char *aks__queue_session_key(const char *ns, const char *id)
@@ -83,6 +85,11 @@ void aks__worker_engine_free(aks_worker_engine *e)
 		return;
 	aks__owner_free(e->owner);
 	free(e);
+}
+
+unsigned aks__worker_engine_store_waits(aks_worker_engine *e)
+{
+	return atomic_load(&e->store_waits);
 }
 
 int aks__worker_engine_gc(aks_worker_engine *e, bool dry_run, struct json_object **report,
@@ -191,6 +198,8 @@ static int lock_session(aks_worker_engine *e, const char *ikey, const char *id, 
 		aks_call_init(&call, 0, NULL, NULL, cancel);
 		int rc = aks__store_lock(e->responses, AKS_QUEUE_NS, ikey, &call, lk, &le);
 		if (rc == AKS_OK || rc == AKS_ECANCELLED || rc == AKS_ENOMEM || rc == AKS_EINVAL) {
+			if (told)
+				atomic_fetch_sub(&e->store_waits, 1);
 			if (rc < 0 && le && rc != AKS_ECANCELLED)
 				aks__error_prefix(le, "cannot lock sandbox session '%s'", id);
 			if (rc < 0)
@@ -202,17 +211,21 @@ static int lock_session(aks_worker_engine *e, const char *ikey, const char *id, 
 				         id);
 			return rc;
 		}
-		if (!told)
+		if (!told) {
+			atomic_fetch_add(&e->store_waits, 1);
 			aks__log(
 			    AKS_LOG_WARNING, "worker",
 			    "cannot lock sandbox session '%s' in the response store (%s); waiting "
 			    "for the store before running it",
 			    id, aks_error_message(le));
+		}
 		aks_error_free(le);
-		if (nap(cancel, pause_ms))
+		if (nap(cancel, pause_ms)) {
+			atomic_fetch_sub(&e->store_waits, 1);
 			return aks__error_set(
 			    err, AKS_ECANCELLED,
 			    "the worker stopped while waiting for the response store");
+		}
 		pause_ms = pause_ms * 2 > LOCK_RETRY_MAX_MS ? LOCK_RETRY_MAX_MS : pause_ms * 2;
 	}
 }

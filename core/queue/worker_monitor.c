@@ -118,6 +118,7 @@ AKS_EXPORT int aks_worker_monitor_read_sized(aks_worker_monitor *m, aks_worker_s
 		s.dead_lettered = st.dead_lettered;
 		s.completions_stored = st.stored;
 		s.store_failures = st.store_failures;
+		s.store_failing = st.store_failing;
 		if (count_queues) {
 			s.input_depth = depth_of(m, 0);
 			s.output_depth = depth_of(m, 1);

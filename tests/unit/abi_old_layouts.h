@@ -78,4 +78,16 @@ typedef struct old_worker_options_1_4 {
 	double stop_grace;
 } old_worker_options_1_4;
 
+/* aks_worker_status as it was before store_failing was appended: it ended at the depths. */
+typedef struct old_worker_status {
+	uint32_t struct_version;
+	uint32_t struct_size;
+	bool running, stopping;
+	unsigned input_consumers, output_consumers, in_flight, fetch_failing;
+	double stalest_consumer_s;
+	uint64_t requests, request_failures, nacks, dead_lettered, completions_stored,
+	    store_failures;
+	int64_t input_depth, output_depth;
+} old_worker_status;
+
 #endif /* AKS_TESTS_UNIT_ABI_OLD_LAYOUTS_H */

@@ -35,7 +35,9 @@ _Static_assert(sizeof(aks_tool_context) == 64, "tool context size");
 /* monitor was appended with ABI 1.5. */
 _Static_assert(offsetof(aks_worker_options, monitor) == 24, "worker options layout");
 _Static_assert(sizeof(aks_worker_options) == 32, "worker options size");
-_Static_assert(sizeof(aks_worker_status) == 104, "worker status size");
+/* The depths ended the first layout (104 bytes); store_failing was appended after them. */
+_Static_assert(offsetof(aks_worker_status, store_failing) == 104, "worker status layout");
+_Static_assert(sizeof(aks_worker_status) == 112, "worker status size");
 _Static_assert(offsetof(aks_provider_ops, capabilities) == 8, "provider ops layout");
 /* The 1.0 table was 72 bytes; instance_description was appended after it. */
 _Static_assert(AKS_PROVIDER_OPS_MIN_SIZE == 72, "provider ops size before the append");

@@ -55,6 +55,9 @@ _Static_assert(sizeof(old_tool_context) == offsetof(aks_tool_context, on_output)
 SAME_FIELD(old_worker_options, aks_worker_options, once);
 _Static_assert(sizeof(old_worker_options) < sizeof(aks_worker_options), "old options");
 SAME_FIELD(old_worker_options_1_4, aks_worker_options, stop_grace);
+SAME_FIELD(old_worker_status, aks_worker_status, output_depth);
+_Static_assert(sizeof(old_worker_status) == offsetof(aks_worker_status, store_failing),
+               "the first worker status ends where store_failing starts");
 _Static_assert(sizeof(old_worker_options_1_4) == offsetof(aks_worker_options, monitor),
                "the 1.4 options end where monitor starts");
 
@@ -654,6 +657,26 @@ static void test_old_worker_options(void **state)
 	assert_guards(opts14);
 }
 
+/* A monitor read into the status as a program built before store_failing has it: that
+ * struct is filled, its size stamped, nothing past it written. */
+static void test_old_worker_status(void **state)
+{
+	(void)state;
+	aks_worker_monitor *m = NULL;
+	assert_int_equal(aks_worker_monitor_new(&m, NULL), AKS_OK);
+	GUARDED(old_worker_status) st;
+	GUARDED_INIT(st);
+	assert_int_equal(
+	    aks_worker_monitor_read_sized(m, (aks_worker_status *)&st.s, sizeof(st.s), false, NULL),
+	    AKS_OK);
+	assert_int_equal(st.s.struct_size, sizeof(st.s));
+	assert_int_equal(st.s.struct_version, AKS_WORKER_STATUS_VERSION);
+	assert_false(st.s.running);
+	assert_true(st.s.input_depth == -1 && st.s.output_depth == -1);
+	assert_guards(st);
+	aks_worker_monitor_free(m);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -672,6 +695,7 @@ int main(void)
 	    cmocka_unit_test(test_old_principal_at_the_gate),
 	    cmocka_unit_test(test_old_request_with_resolver),
 	    cmocka_unit_test(test_old_worker_options),
+	    cmocka_unit_test(test_old_worker_status),
 	};
 	return cmocka_run_group_tests_name("abi_compat", tests, NULL, NULL);
 }

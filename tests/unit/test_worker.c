@@ -571,6 +571,76 @@ static void test_store_failure_retried(void **state)
 	fixture_close(&f);
 }
 
+/* What the engine would say of requests waiting for the store (worker_config.store_waits). */
+static atomic_uint waits_for_store;
+static unsigned report_store_waits(void *ctx)
+{
+	(void)ctx;
+	return atomic_load(&waits_for_store);
+}
+
+static aks_worker_status read_status(aks_worker_monitor *m);
+
+static aks_worker_status status_when(aks_worker_monitor *m, bool store_failing)
+{
+	aks_worker_status s;
+	int64_t end = aks__now_ms() + WAIT_MS;
+	do {
+		assert_int_equal(aks_worker_monitor_read(m, &s, false, NULL), AKS_OK);
+		if (s.store_failing == store_failing)
+			break;
+		sleep_ms(10);
+	} while (aks__now_ms() < end);
+	return s;
+}
+
+/* The store is failing, for health (/readyz), from the first completion record it could not
+ * store until one is stored, and while a request waits for the store; not before, not
+ * after. */
+static void test_store_failing(void **state)
+{
+	(void)state;
+	aks_worker_monitor *m = NULL;
+	assert_int_equal(aks_worker_monitor_new(&m, NULL), AKS_OK);
+	fixture f;
+	fixture_open(&f, failing_store(1 << 20));
+	proc_state p;
+	proc_init(&p);
+	aks_worker_config c = base_config(&f, &p);
+	c.store_waits = report_store_waits;
+	atomic_store(&waits_for_store, 0);
+	aks_worker *w = start(&c);
+	aks__worker_monitor_attach(m, w, f.t, 1, 1);
+	aks_worker_status s = read_status(m);
+	assert_true(s.running);
+	assert_false(s.store_failing);
+
+	send_request(f.t, "t-sf", "g0", "hi");
+	s = status_when(m, true);
+	assert_true(s.store_failing);
+	assert_true(s.store_failures >= 1);
+	assert_int_equal(s.completions_stored, 0);
+	atomic_store(&puts_to_fail, 0); /* the store answers again: the retry stores it */
+	struct json_object *r = wait_record(f.store, "t-sf", WAIT_MS);
+	assert_non_null(r);
+	json_object_put(r);
+	s = status_when(m, false);
+	assert_false(s.store_failing);
+	assert_int_equal(s.completions_stored, 1);
+
+	atomic_store(&waits_for_store, 2); /* two requests wait for their session's lock */
+	assert_true(read_status(m).store_failing);
+	atomic_store(&waits_for_store, 0);
+	assert_false(read_status(m).store_failing);
+
+	aks__worker_monitor_detach(m);
+	stop_and_free(w, 5);
+	assert_int_equal(atomic_load(&p.calls), 1); /* the operation ran once */
+	aks_worker_monitor_free(m);
+	proc_fini(&p);
+	fixture_close(&f);
+}
+
 /* §11 item 21: a record that can never be stored leaves a terminal failed record instead of
  * a task pending forever. */
 static void test_output_permanent_failure(void **state)
@@ -1855,6 +1925,7 @@ int main(void)
 	    cmocka_unit_test(test_request_permanent_failure_decodable),
 	    cmocka_unit_test(test_undecodable_without_id),
 	    cmocka_unit_test(test_store_failure_retried),
+	    cmocka_unit_test(test_store_failing),
 	    cmocka_unit_test(test_output_permanent_failure),
 	    cmocka_unit_test(test_stop_within_grace),
 	    cmocka_unit_test(test_stop_past_grace),

@@ -613,6 +613,11 @@ typedef struct aks_worker_status {
 	 * older than ABI 1.5) or the count failed (logged), or the read did not count the queues.
 	 */
 	int64_t input_depth, output_depth;
+	/* The response store does not answer: the last attempt to store a completion record
+	 * failed (it is retried; the next that succeeds clears this), or an operation waits for
+	 * its session's lock in the store. Appended after the depths (still ABI 1.5): a caller
+	 * whose struct_size ends before it is not given it. */
+	bool store_failing;
 } aks_worker_status;
 
 #define AKS_WORKER_STATUS_VERSION 1
