@@ -1,6 +1,8 @@
 /* Unit tests: warm pools (core/session/pool.h) with real local_subprocess sandboxes and the
  * file store — filled, taken by sessions and `run`, never taken twice by concurrent takers,
- * replaced after max_idle, kept by gc while pooled, refilled by the background reaper. */
+ * replaced after max_idle, kept by gc while pooled, refilled by the background reaper; a
+ * pooled sandbox that no longer answers is cleaned up and the next taken; a pool that cannot
+ * be read falls back to creating. */
 #include "config.h"
 
 #include <setjmp.h>
@@ -176,16 +178,43 @@ static int boxes(fixture *fx)
 	return n;
 }
 
-static char *call(fixture *fx, const char *tool, const char *args)
+static char *call_in(aks_runtime *rt, const char *tool, const char *args)
 {
 	aks_tool_context ctx;
 	aks_tool_context_init(&ctx, "conv-a", NULL);
 	char *out = NULL;
 	aks_error *err = NULL;
-	if (aks_runtime_call_tool(fx->rt, tool, args, &ctx, &out, &err) != AKS_OK)
+	if (aks_runtime_call_tool(rt, tool, args, &ctx, &out, &err) != AKS_OK)
 		fail_msg("%s: %s", tool, aks_error_message(err));
 	assert_non_null(out);
 	return out;
+}
+
+static char *call(fixture *fx, const char *tool, const char *args)
+{
+	return call_in(fx->rt, tool, args);
+}
+
+/* Another host on the same configuration and store: its own providers, so none of the
+ * handles the fixture's runtime keeps for what it pooled (it must attach, as a separate
+ * process does). */
+typedef struct host {
+	aks_settings *settings;
+	aks_runtime *rt;
+} host;
+
+static void host_open(fixture *fx, host *h)
+{
+	aks_error *e = NULL;
+	if (aks_settings_load(fx->cfg, no_env, &h->settings, &e) < 0 ||
+	    aks_runtime_open(h->settings, fx->state, &h->rt, &e) < 0)
+		fail_msg("another host: %s", aks_error_message(e));
+}
+
+static void host_close(host *h)
+{
+	aks_runtime_close(h->rt);
+	aks_settings_free(h->settings);
 }
 
 /* The record of conversation conv-a's session of `profile` (aks__session_clear it). */
@@ -512,6 +541,120 @@ static void test_kept_pooled_gone(void **state)
 	ids_free(&l);
 }
 
+/* The oldest pooled sandbox of `profile` (the first a take tries), and the other ones. */
+typedef struct by_created {
+	char *oldest;
+	double at;
+} by_created;
+
+static int note_oldest(void *ctx, const char *key, json_object *rec)
+{
+	(void)key;
+	by_created *b = ctx;
+	double at = json_object_get_double(json_object_object_get(rec, "created_at"));
+	if (!b->oldest || at < b->at) {
+		free(b->oldest);
+		b->oldest =
+		    strdup(json_object_get_string(json_object_object_get(rec, "sandbox_id")));
+		b->at = at;
+	}
+	return AKS_OK;
+}
+
+static char *oldest_pooled(fixture *fx, const char *profile)
+{
+	by_created b = {NULL, 0};
+	aks_state_store *st = NULL;
+	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "pool:%s:", profile);
+	assert_int_equal(aks__store_scan(st, "@pool", prefix, note_oldest, &b, NULL), AKS_OK);
+	aks__store_close(st);
+	assert_non_null(b.oldest);
+	return b.oldest;
+}
+
+/* Another host takes from the pool: the first pooled sandbox it tries no longer answers (its
+ * directory is gone), so it is cleaned up and the next one taken; the session never had the
+ * dead one, so there is no "recreated" notice, and nothing is created. */
+static void test_pooled_gone_next_tried(void **state)
+{
+	fixture *fx = *state;
+	assert_int_equal(fill(fx, "warm", "created"), 2);
+	ids l;
+	pooled(fx, "warm", &l);
+	assert_int_equal(l.n, 2);
+	char *dead = oldest_pooled(fx, "warm");
+	const char *alive = strcmp(l.v[0], dead) == 0 ? l.v[1] : l.v[0];
+	char cmd[160];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dead);
+	assert_int_equal(system(cmd), 0);
+	int made = boxes(fx); /* the fill made every profile's pool */
+
+	host other;
+	host_open(fx, &other);
+	char *got =
+	    call_in(other.rt, "run_command", "{\"command\": \"pwd\", \"profile\": \"warm\"}");
+	assert_non_null(strstr(got, "\"exit_code\": 0"));
+	assert_non_null(strstr(got, alive)); /* it ran in the next pooled one */
+	assert_null(strstr(got, "recreated"));
+	free(got);
+	aks_session_rec s;
+	session_of(fx, "warm", &s);
+	assert_string_equal(s.sandbox_id, alive);
+	aks__session_clear(&s);
+	ids after;
+	pooled(fx, "warm", &after);
+	assert_int_equal(after.n, 0); /* both records taken: the dead one's too */
+	ids_free(&after);
+	assert_int_equal(boxes(fx), made); /* nothing created */
+	host_close(&other);
+	free(dead);
+	ids_free(&l);
+}
+
+/* A pool that cannot be read only costs the time it would have saved: the session's first
+ * call creates a sandbox as without a pool, and succeeds. (The pool's namespace is made a
+ * file here, which the file store cannot list; a store plugin's outage looks the same.) */
+static void test_pool_unreadable_creates(void **state)
+{
+	fixture *fx = *state;
+	assert_int_equal(fill(fx, "warm", "created"), 2);
+	ids l;
+	pooled(fx, "warm", &l);
+	char ns[160], aside[176];
+	snprintf(ns, sizeof(ns), "%s/ns/%%40pool.d", fx->state);
+	snprintf(aside, sizeof(aside), "%s.aside", ns);
+	assert_int_equal(rename(ns, aside), 0);
+	FILE *f = fopen(ns, "w");
+	assert_non_null(f);
+	assert_int_equal(fclose(f), 0);
+	int made = boxes(fx); /* the fill made every profile's pool */
+
+	host other;
+	host_open(fx, &other);
+	char *got =
+	    call_in(other.rt, "run_command", "{\"command\": \"pwd\", \"profile\": \"warm\"}");
+	assert_non_null(strstr(got, "\"exit_code\": 0"));
+	aks_session_rec s;
+	session_of(fx, "warm", &s);
+	assert_false(ids_has(&l, s.sandbox_id)); /* a new one, not a pooled one */
+	assert_non_null(strstr(got, s.sandbox_id));
+	assert_true(exists(s.sandbox_id));
+	free(got);
+	aks__session_clear(&s);
+	assert_int_equal(boxes(fx), made + 1);
+	host_close(&other);
+
+	assert_int_equal(unlink(ns), 0); /* the pool as it was: both still pooled */
+	assert_int_equal(rename(aside, ns), 0);
+	ids after;
+	pooled(fx, "warm", &after);
+	assert_int_equal(after.n, 2);
+	ids_free(&after);
+	ids_free(&l);
+}
+
 /* A new sandbox that fails its warm-up is destroyed and reported, never pooled. */
 static void test_warm_up_failure(void **state)
 {
@@ -576,6 +719,8 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_fill_warms_and_keeps, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_kept_pooled_gone, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_warm_up_failure, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pooled_gone_next_tried, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_pool_unreadable_creates, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
