@@ -262,28 +262,35 @@ static void test_destroy_unknown_session(void **state)
 static void test_absolute_path_refused(void **state)
 {
 	fixture *fx = *state;
-	const char *why = "path '/tmp/x' is absolute; the file tools reach only the sandbox's "
-	                  "workspace and take paths relative to it (the working directory of "
-	                  "run_command and run_code): use a relative path, and run_command to move "
-	                  "a file elsewhere";
-	char want[512];
+	/* An absolute path of this test's own (a shared one such as /tmp/x may exist already). */
+	char abs[96], why[512], want[768], args[256];
+	snprintf(abs, sizeof(abs), "%s/abs/x", fx->dir);
+	snprintf(why, sizeof(why),
+	         "path '%s' is absolute; the file tools reach only the sandbox's "
+	         "workspace and take paths relative to it (the working directory of "
+	         "run_command and run_code): use a relative path, and run_command to move "
+	         "a file elsewhere",
+	         abs);
 	snprintf(want, sizeof(want),
 	         "{\"error\": \"write_sandbox_file: %s\", "
 	         "\"sandbox_session_id\": \"\"}",
 	         why);
-	expect(fx, "write_sandbox_file", "{\"path\": \"/tmp/x\", \"content\": \"x\"}", want);
+	snprintf(args, sizeof(args), "{\"path\": \"%s\", \"content\": \"x\"}", abs);
+	expect(fx, "write_sandbox_file", args, want);
 	snprintf(want, sizeof(want),
 	         "{\"error\": \"read_sandbox_file: %s\", "
 	         "\"sandbox_session_id\": \"default:default\"}",
 	         why);
-	expect(fx, "read_sandbox_file",
-	       "{\"path\": \"/tmp/x\", \"sandbox_session_id\": \"default:default\"}", want);
+	snprintf(args, sizeof(args),
+	         "{\"path\": \"%s\", \"sandbox_session_id\": \"default:default\"}", abs);
+	expect(fx, "read_sandbox_file", args, want);
 	assert_int_equal(sandboxes(fx), 0);
-	expect(fx, "write_sandbox_file", "{\"path\": \"tmp/x\", \"content\": \"rel\"}",
-	       "{\"path\": \"tmp/x\", \"written\": true, \"sandbox_session_id\": "
+	expect(fx, "write_sandbox_file", "{\"path\": \"abs/x\", \"content\": \"rel\"}",
+	       "{\"path\": \"abs/x\", \"written\": true, \"sandbox_session_id\": "
 	       "\"default:default\"}");
-	char *got =
-	    call(fx, "run_command", "{\"command\": \"cat tmp/x; test -e /tmp/x || echo ' none'\"}");
+	snprintf(args, sizeof(args), "{\"command\": \"cat abs/x; test -e %s || echo ' none'\"}",
+	         abs);
+	char *got = call(fx, "run_command", args);
 	assert_non_null(strstr(got, "\"stdout\": \"rel none\\n\""));
 	free(got);
 }
