@@ -132,15 +132,21 @@ static int note_id(void *ctx, const char *key, json_object *rec)
 	return AKS_OK;
 }
 
-static void pooled(fixture *fx, const char *profile, ids *out)
+/* Calls fn for every pool record of `profile` in the store. */
+static void scan_pool_records(fixture *fx, const char *profile, aks_store_each_fn fn, void *ctx)
 {
-	memset(out, 0, sizeof(*out));
 	aks_state_store *st = NULL;
 	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
 	char prefix[64];
 	snprintf(prefix, sizeof(prefix), "pool:%s:", profile);
-	assert_int_equal(aks__store_scan(st, "@pool", prefix, note_id, out, NULL), AKS_OK);
+	assert_int_equal(aks__store_scan(st, "@pool", prefix, fn, ctx, NULL), AKS_OK);
 	aks__store_close(st);
+}
+
+static void pooled(fixture *fx, const char *profile, ids *out)
+{
+	memset(out, 0, sizeof(*out));
+	scan_pool_records(fx, profile, note_id, out);
 }
 
 static void ids_free(ids *l)
@@ -564,12 +570,7 @@ static int note_oldest(void *ctx, const char *key, json_object *rec)
 static char *oldest_pooled(fixture *fx, const char *profile)
 {
 	by_created b = {NULL, 0};
-	aks_state_store *st = NULL;
-	assert_int_equal(aks__store_open(fx->state, &st, NULL), AKS_OK);
-	char prefix[64];
-	snprintf(prefix, sizeof(prefix), "pool:%s:", profile);
-	assert_int_equal(aks__store_scan(st, "@pool", prefix, note_oldest, &b, NULL), AKS_OK);
-	aks__store_close(st);
+	scan_pool_records(fx, profile, note_oldest, &b);
 	assert_non_null(b.oldest);
 	return b.oldest;
 }
