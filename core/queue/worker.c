@@ -661,12 +661,14 @@ static void store_terminal_failure(aks_worker *w, const aks_message *m, const ch
 	else
 		rc = aks__store_put_expiring(w->cfg.responses, AKS_QUEUE_NS, id, rec,
 		                             w->cfg.response_ttl, &e);
-	if (rc < 0)
+	if (rc < 0) {
 		aks__log(AKS_LOG_ERROR, LOG,
 		         "cannot store a failed record for request %s either; it stays pending: %s",
 		         id, msg_text(e));
-	else
+	} else {
+		atomic_store(&w->store_failing, false); /* it answers: that record is stored */
 		aks__log(AKS_LOG_WARNING, LOG, "request %s recorded as failed", id);
+	}
 	aks_error_free(e);
 	json_object_put(rec);
 	free(record);
@@ -747,6 +749,35 @@ static void handle_completion(loop *l, size_t i)
 /* ---- the consumer loops ---- */
 
 /*
+ * The store is failing (health) until a record is stored. When the last record that failed
+ * was dead-lettered and no other comes, nothing would store one: an idle output loop then
+ * writes a small expiring record of its own, so that a store that answers again makes the
+ * worker ready again without waiting for the next operation. A write, not a read: a store
+ * can answer reads and still refuse writes. Only a store failure counted since the probe
+ * began keeps the state failing.
+ */
+#define STORE_PROBE_TTL_S 60
+
+static void probe_store(loop *l)
+{
+	aks_worker *w = l->w;
+	if (l->input || !atomic_load(&w->store_failing))
+		return;
+	uint64_t failures = atomic_load(&w->store_failures);
+	struct json_object *rec = json_object_new_object();
+	aks_error *e = NULL;
+	int rc =
+	    rec ? aks__store_put_expiring(w->cfg.responses, AKS_QUEUE_NS, AKS_QUEUE_STORE_PROBE_KEY,
+	                                  rec, STORE_PROBE_TTL_S, &e)
+	        : AKS_ENOMEM;
+	json_object_put(rec);
+	aks_error_free(e);
+	if (rc == AKS_OK && atomic_load(&w->store_failures) == failures &&
+	    atomic_exchange(&w->store_failing, false))
+		aks__log(AKS_LOG_INFO, LOG, "the response store answers again");
+}
+
+/*
  * `once`: the worker stops by itself when the queues are drained. Precisely: every loop
  * (input and output alike) completed an empty fetch that started in the current epoch, no
  * loop holds a message, and no message this worker nacked is still waiting for its
@@ -804,6 +835,7 @@ static void run_loop(loop *l)
 		if (n == 0) {
 			note_quiet(w, l, start_epoch);
 			pthread_mutex_unlock(&w->mu);
+			probe_store(l);
 			continue;
 		}
 		w->epoch++;

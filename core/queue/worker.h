@@ -22,10 +22,12 @@
 #include "queue/wire.h"
 #include "store/store.h"
 
-/* The response store's namespace: completion records keyed by task id, and the session
- * inventory keyed by AKS_QUEUE_INVENTORY_PREFIX + the session key. */
+/* The response store's namespace: completion records keyed by task id, the session
+ * inventory keyed by AKS_QUEUE_INVENTORY_PREFIX + the session key, and the record an idle
+ * worker writes to learn whether a failing store answers again (it expires by itself). */
 #define AKS_QUEUE_NS               "@queue"
 #define AKS_QUEUE_INVENTORY_PREFIX "session:"
+#define AKS_QUEUE_STORE_PROBE_KEY  "@store-probe"
 
 /*
  * A session's key on the queue: its group id and the name of its inventory record. Sessions

@@ -49,16 +49,18 @@ static void sleep_ms(int ms)
 
 /* ---- a store that fails on demand: the in_memory store with put_expiring wrapped ---- */
 
-static atomic_int puts_to_fail;
-static atomic_int put_calls;
+static atomic_int puts_to_fail; /* records; a probe is refused while this is above 0 */
+static atomic_int put_calls;    /* records */
+static atomic_int probe_calls;  /* the worker's store probes */
 static aks_store_ops failing_ops;
 static aks_plugin_descriptor failing_desc;
 
 static int failing_put(aks_store_impl *store, const char *ns, const char *key, const char *value,
                        size_t len, int64_t ttl, aks_error **err)
 {
-	atomic_fetch_add(&put_calls, 1);
-	if (atomic_fetch_sub(&puts_to_fail, 1) > 0)
+	bool probe = strcmp(key, AKS_QUEUE_STORE_PROBE_KEY) == 0;
+	atomic_fetch_add(probe ? &probe_calls : &put_calls, 1);
+	if (probe ? atomic_load(&puts_to_fail) > 0 : atomic_fetch_sub(&puts_to_fail, 1) > 0)
 		return aks__error_set(err, AKS_EIO, "test store: put_expiring refused");
 	const aks_store_ops *real = aks__memory_store_descriptor.ops;
 	return real->put_expiring(store, ns, key, value, len, ttl, err);
@@ -72,6 +74,7 @@ static const aks_plugin_descriptor *failing_store(int failures)
 	failing_desc.ops = &failing_ops;
 	atomic_store(&puts_to_fail, failures);
 	atomic_store(&put_calls, 0);
+	atomic_store(&probe_calls, 0);
 	return &failing_desc;
 }
 
@@ -641,6 +644,48 @@ static void test_store_failing(void **state)
 	fixture_close(&f);
 }
 
+/* A completion record dead-lettered after failed stores, and no other operation: the store
+ * stays failing while it refuses writes, and turns healthy by itself once it takes them
+ * (an idle output loop writes a probe record), not at the next operation. */
+static void test_store_failing_idle_recovery(void **state)
+{
+	(void)state;
+	aks_worker_monitor *m = NULL;
+	assert_int_equal(aks_worker_monitor_new(&m, NULL), AKS_OK);
+	fixture f;
+	fixture_open(&f, failing_store(1 << 20));
+	proc_state p;
+	proc_init(&p);
+	aks_worker_config c = base_config(&f, &p);
+	c.output_max_receive = 1;
+	aks_worker *w = start(&c);
+	aks__worker_monitor_attach(m, w, f.t, 1, 1);
+	send_request(f.t, "t-dl", "g0", "hi");
+	aks_worker_status s;
+	int64_t end = aks__now_ms() + WAIT_MS;
+	while ((s = read_status(m)).dead_lettered == 0 && aks__now_ms() < end)
+		sleep_ms(10);
+	assert_int_equal(s.dead_lettered, 1);
+	sleep_ms(2500); /* idle output fetches, each probing a store that still refuses */
+	s = read_status(m);
+	assert_true(s.store_failing);
+	assert_int_equal(atomic_load(&put_calls), 2); /* the first delivery, the failed record */
+	assert_true(atomic_load(&probe_calls) >= 1);
+
+	atomic_store(&puts_to_fail, 0); /* the store takes writes again; no operation comes */
+	s = status_when(m, false);
+	assert_false(s.store_failing);
+	assert_false(has_record(f.store, "t-dl")); /* dead-lettered: nothing was stored for it */
+	assert_int_equal(s.completions_stored, 0);
+
+	aks__worker_monitor_detach(m);
+	stop_and_free(w, 5);
+	assert_int_equal(atomic_load(&p.calls), 1);
+	aks_worker_monitor_free(m);
+	proc_fini(&p);
+	fixture_close(&f);
+}
+
 /* §11 item 21: a record that can never be stored leaves a terminal failed record instead of
  * a task pending forever. */
 static void test_output_permanent_failure(void **state)
@@ -675,6 +720,7 @@ static void test_output_permanent_failure(void **state)
 	} while (st.dead_lettered == 0 && aks__now_ms() < end);
 	stop_and_free(w, 5);
 	assert_int_equal(st.dead_lettered, 1);
+	assert_false(st.store_failing); /* the failed record was stored: the store answers */
 	assert_int_equal(st.stored, 0);
 	assert_int_equal(atomic_load(&p.calls), 1);
 	proc_fini(&p);
@@ -1926,6 +1972,7 @@ int main(void)
 	    cmocka_unit_test(test_undecodable_without_id),
 	    cmocka_unit_test(test_store_failure_retried),
 	    cmocka_unit_test(test_store_failing),
+	    cmocka_unit_test(test_store_failing_idle_recovery),
 	    cmocka_unit_test(test_output_permanent_failure),
 	    cmocka_unit_test(test_stop_within_grace),
 	    cmocka_unit_test(test_stop_past_grace),
