@@ -5,7 +5,8 @@
  *
  *   GET /metrics  Prometheus text format 0.0.4: queue depth (as the transport counts it),
  *                 operations in flight, consumers, and the worker's counters;
- *   GET /healthz  liveness: 200 unless a consumer has not been seen working for STALE_S
+ *   GET /healthz  liveness: 200 unless a consumer has not been seen working for
+ *                 CLI_WORKER_STUCK_AFTER_S (worker_probe.h)
  *                 (it is stuck; a restart hands its messages to another worker);
  *   GET /readyz   readiness: 200 while the consumers are open, every last fetch succeeded,
  *                 the response store answers and no stop is draining the worker; 503 with
@@ -31,10 +32,8 @@
 #include "aks_buf.h"
 #include "cli.h"
 #include "mcp/http_listen.h"
+#include "worker_probe.h"
 
-/* A consumer fetches at least every second or two and a running operation's supervision
- * wakes every second: five minutes unseen is stuck, not busy. */
-#define STALE_S            300.0
 #define MAX_CONNECTIONS    16
 #define CONNECTION_TIMEOUT 10 /* seconds */
 
@@ -107,36 +106,11 @@ static void render_metrics(aks_buf *f, const aks_worker_status *s)
 	}
 }
 
-/* The probes' verdicts: 200 or 503, with the reason as the body. */
-static unsigned live(const aks_worker_status *s, aks_buf *f)
+/* A probe's verdict: 200 or 503, with the reason as the body. */
+static unsigned probe(aks_buf *f, bool healthy, const char *why)
 {
-	if (s->running && s->stalest_consumer_s > STALE_S) {
-		aks__buf_printf(f, "stuck: a consumer has not been seen working for %.0f s\n",
-		                s->stalest_consumer_s);
-		return MHD_HTTP_SERVICE_UNAVAILABLE;
-	}
-	aks__buf_puts(f, "ok\n");
-	return MHD_HTTP_OK;
-}
-
-static unsigned ready(const aks_worker_status *s, aks_buf *f)
-{
-	if (!s->running)
-		aks__buf_puts(f, "not running: starting, or ended\n");
-	else if (s->stopping)
-		aks__buf_puts(f, "stopping: in-flight operations are finishing\n");
-	else if (s->fetch_failing)
-		aks__buf_printf(f,
-		                "%u of %u consumers cannot fetch: the transport does not answer\n",
-		                s->fetch_failing, s->input_consumers + s->output_consumers);
-	else if (s->store_failing)
-		aks__buf_puts(f, "the response store does not answer: completions and operations "
-		                 "wait for it (retrying)\n");
-	else {
-		aks__buf_puts(f, "ready\n");
-		return MHD_HTTP_OK;
-	}
-	return MHD_HTTP_SERVICE_UNAVAILABLE;
+	aks__buf_printf(f, "%s\n", why);
+	return healthy ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE;
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned status, const char *type,
@@ -177,6 +151,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	unsigned status = MHD_HTTP_OK;
 	aks_worker_status s;
 	aks_error *e = NULL;
+	char why[160];
 	if (strcmp(method, MHD_HTTP_METHOD_GET) != 0 && strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
 		aks__buf_puts(f, "only GET and HEAD\n");
 		status = MHD_HTTP_METHOD_NOT_ALLOWED;
@@ -192,9 +167,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 		render_metrics(f, &s);
 		type = "text/plain; version=0.0.4; charset=utf-8";
 	} else if (strcmp(url, "/healthz") == 0) {
-		status = live(&s, f);
+		status =
+		    probe(f, cli_worker_live(&s, CLI_WORKER_STUCK_AFTER_S, why, sizeof(why)), why);
 	} else {
-		status = ready(&s, f);
+		status = probe(f, cli_worker_ready(&s, why, sizeof(why)), why);
 	}
 	size_t len = out.len;
 	char *body = aks__buf_steal(&out);

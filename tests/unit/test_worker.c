@@ -28,6 +28,7 @@
 
 #include <json-c/json.h>
 
+#include "core/cli/worker_probe.h"
 #include "core/config/block.h"
 #include "core/config/yaml_tree.h"
 #include "core/plugin/result.h"
@@ -49,6 +50,7 @@ static void sleep_ms(int ms)
 
 /* ---- a store that fails on demand: the in_memory store with put_expiring wrapped ---- */
 
+static atomic_bool puts_block;  /* a put waits (up to a minute) while this is true */
 static atomic_int puts_to_fail; /* records; a probe is refused while this is above 0 */
 static atomic_int put_calls;    /* records */
 static atomic_int probe_calls;  /* the worker's store probes */
@@ -60,6 +62,8 @@ static int failing_put(aks_store_impl *store, const char *ns, const char *key, c
 {
 	bool probe = strcmp(key, AKS_QUEUE_STORE_PROBE_KEY) == 0;
 	atomic_fetch_add(probe ? &probe_calls : &put_calls, 1);
+	for (int i = 0; i < 6000 && atomic_load(&puts_block); i++)
+		sleep_ms(10);
 	if (probe ? atomic_load(&puts_to_fail) > 0 : atomic_fetch_sub(&puts_to_fail, 1) > 0)
 		return aks__error_set(err, AKS_EIO, "test store: put_expiring refused");
 	const aks_store_ops *real = aks__memory_store_descriptor.ops;
@@ -73,6 +77,7 @@ static const aks_plugin_descriptor *failing_store(int failures)
 	failing_ops.put_expiring = failing_put;
 	failing_desc.ops = &failing_ops;
 	atomic_store(&puts_to_fail, failures);
+	atomic_store(&puts_block, false);
 	atomic_store(&put_calls, 0);
 	atomic_store(&probe_calls, 0);
 	return &failing_desc;
@@ -684,6 +689,94 @@ static void test_store_failing_idle_recovery(void **state)
 	aks_worker_monitor_free(m);
 	proc_fini(&p);
 	fixture_close(&f);
+}
+
+/* /healthz: a consumer that hangs (here the output loop, in a store write that does not
+ * return) goes unseen for longer and longer, and liveness turns "stuck" past its bound (the
+ * CLI's is five minutes; the verdict takes it as a parameter); once the write returns, the
+ * worker is live again. */
+static void test_stuck_consumer_not_live(void **state)
+{
+	(void)state;
+	aks_worker_monitor *m = NULL;
+	assert_int_equal(aks_worker_monitor_new(&m, NULL), AKS_OK);
+	fixture f;
+	fixture_open(&f, failing_store(0));
+	atomic_store(&puts_block, true);
+	proc_state p;
+	proc_init(&p);
+	aks_worker_config c = base_config(&f, &p);
+	aks_worker *w = start(&c);
+	aks__worker_monitor_attach(m, w, f.t, 1, 1);
+	char why[160];
+	aks_worker_status s = read_status(m);
+	assert_true(cli_worker_live(&s, 1.0, why, sizeof(why)));
+	assert_string_equal(why, "ok");
+
+	send_request(f.t, "t-hang", "g0", "hi");
+	int64_t end = aks__now_ms() + WAIT_MS;
+	while (atomic_load(&put_calls) == 0 && aks__now_ms() < end)
+		sleep_ms(10);
+	assert_int_equal(atomic_load(&put_calls), 1); /* the output loop is in the write */
+	sleep_ms(1600);
+	s = read_status(m);
+	assert_true(s.stalest_consumer_s >= 1.5);
+	assert_false(cli_worker_live(&s, 1.0, why, sizeof(why)));
+	char expect[96];
+	snprintf(expect, sizeof(expect), "stuck: a consumer has not been seen working for %.0f s",
+	         s.stalest_consumer_s);
+	assert_string_equal(why, expect);
+	assert_true(cli_worker_live(&s, CLI_WORKER_STUCK_AFTER_S, why, sizeof(why)));
+
+	atomic_store(&puts_block, false);
+	struct json_object *r = wait_record(f.store, "t-hang", WAIT_MS);
+	assert_non_null(r);
+	json_object_put(r);
+	end = aks__now_ms() + WAIT_MS; /* a fetch returns within about a second */
+	while (!cli_worker_live((s = read_status(m), &s), 1.5, why, sizeof(why)) &&
+	       aks__now_ms() < end)
+		sleep_ms(10);
+	assert_string_equal(why, "ok");
+
+	aks__worker_monitor_detach(m);
+	stop_and_free(w, 5);
+	aks_worker_monitor_free(m);
+	proc_fini(&p);
+	fixture_close(&f);
+}
+
+/* /readyz's verdicts and reasons, in their order of precedence. */
+static void test_ready_verdicts(void **state)
+{
+	(void)state;
+	char why[160];
+	aks_worker_status s = {
+	    .struct_size = sizeof(s), .input_consumers = 2, .output_consumers = 1};
+	assert_false(cli_worker_ready(&s, why, sizeof(why)));
+	assert_string_equal(why, "not running: starting, or ended");
+	assert_true(cli_worker_live(&s, 0, why, sizeof(why))); /* nothing runs to be stuck */
+	s.running = true;
+	s.stopping = s.store_failing = true;
+	s.fetch_failing = 1;
+	assert_false(cli_worker_ready(&s, why, sizeof(why)));
+	assert_string_equal(why, "stopping: in-flight operations are finishing");
+	s.stopping = false;
+	assert_false(cli_worker_ready(&s, why, sizeof(why)));
+	assert_string_equal(why, "1 of 3 consumers cannot fetch: the transport does not answer");
+	s.fetch_failing = 0;
+	assert_false(cli_worker_ready(&s, why, sizeof(why)));
+	assert_string_equal(why, "the response store does not answer: completions and "
+	                         "operations wait for it (retrying)");
+	s.store_failing = false;
+	assert_true(cli_worker_ready(&s, why, sizeof(why)));
+	assert_string_equal(why, "ready");
+	char small[6];
+	assert_true(cli_worker_ready(&s, small, sizeof(small)));
+	assert_string_equal(small, "ready");
+	assert_false(
+	    cli_worker_live(&(aks_worker_status){.running = true, .stalest_consumer_s = 301},
+	                    CLI_WORKER_STUCK_AFTER_S, small, sizeof(small)));
+	assert_string_equal(small, "stuck");
 }
 
 /* §11 item 21: a record that can never be stored leaves a terminal failed record instead of
@@ -1973,6 +2066,8 @@ int main(void)
 	    cmocka_unit_test(test_store_failure_retried),
 	    cmocka_unit_test(test_store_failing),
 	    cmocka_unit_test(test_store_failing_idle_recovery),
+	    cmocka_unit_test(test_stuck_consumer_not_live),
+	    cmocka_unit_test(test_ready_verdicts),
 	    cmocka_unit_test(test_output_permanent_failure),
 	    cmocka_unit_test(test_stop_within_grace),
 	    cmocka_unit_test(test_stop_past_grace),
