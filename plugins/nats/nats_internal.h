@@ -38,7 +38,8 @@ struct nt_queue {
 
 struct aks_transport_impl {
 	const aks_host_api *host;
-	char *url; /* as configured, for messages */
+	char *url;         /* as configured, any user:password@ shown as ***@: for messages */
+	char *connect_url; /* as configured, until the connection is set up */
 	unsigned partitions;
 	double ack_wait, retry_backoff, duplicate_window, max_age, request_timeout;
 	bool auto_provision;

@@ -49,6 +49,14 @@ static const aks_config_key nt_config_keys[] = {
     AKS_CONFIG_KEY("auto_provision", AKS_CONFIG_BOOL, false, "false",
                    "create missing streams and consumers (development); otherwise a missing "
                    "one is an error"),
+    AKS_CONFIG_KEY("token_env", AKS_CONFIG_STRING, false, NULL,
+                   "environment variable holding the server's authentication token (read at "
+                   "start)"),
+    AKS_CONFIG_KEY("user", AKS_CONFIG_STRING, false, NULL,
+                   "user name for the server's user/password authentication (with "
+                   "password_env)"),
+    AKS_CONFIG_KEY("password_env", AKS_CONFIG_STRING, false, NULL,
+                   "environment variable holding that user's password (read at start)"),
     AKS_CONFIG_KEY("doorbell", AKS_CONFIG_BOOL, false, "true",
                    "after each send, publish a core-NATS hint on _AKS.bell.<stream> that wakes "
                    "idle consumers at once; off, they find messages by polling (up to 32 ms)"),
@@ -82,6 +90,53 @@ int nt_queue_index(const char *queue)
 void nt_durable_name(const struct nt_queue *q, unsigned p, char *buf, size_t size)
 {
 	snprintf(buf, size, "%s_p%u", q->stream, p);
+}
+
+/* Frees a string that may hold a secret, wiping it first. */
+static void forget(char *secret)
+{
+	if (secret) {
+		explicit_bzero(secret, strlen(secret));
+		free(secret);
+	}
+}
+
+/* The URL list with each URL's user information (user:password@, token@) shown as "***@":
+ * what messages and logs may say. NULL on ENOMEM. */
+static char *redact_urls(const char *list)
+{
+	size_t len = strlen(list), urls = 1;
+	for (const char *c = list; *c; c++)
+		urls += *c == ',';
+	char *out = malloc(len + 3 * urls + 1); /* "***" may be longer than what it stands for */
+	if (!out)
+		return NULL;
+	size_t o = 0;
+	const char *p = list;
+	while (*p) {
+		const char *end = p + strcspn(p, ",");
+		const char *scheme = strstr(p, "://");
+		const char *host = scheme && scheme < end ? scheme + 3 : p;
+		const char *auth_end = host + strcspn(host, "/,");
+		const char *at = NULL;
+		for (const char *q = host; q < auth_end; q++)
+			if (*q == '@')
+				at = q;
+		if (at) {
+			memcpy(out + o, p, (size_t)(host - p));
+			o += (size_t)(host - p);
+			memcpy(out + o, "***", 3);
+			o += 3;
+			p = at;
+		}
+		memcpy(out + o, p, (size_t)(end - p));
+		o += (size_t)(end - p);
+		p = end;
+		if (*p == ',')
+			out[o++] = *p++;
+	}
+	out[o] = '\0';
+	return out;
 }
 
 /* ---- connection callbacks --------------------------------------------------------- */
@@ -193,6 +248,7 @@ static void nt_free(aks_transport_impl *t)
 		free(t->q[i].prefix);
 	}
 	free(t->url);
+	forget(t->connect_url);
 	pthread_mutex_destroy(&t->lock);
 	free(t);
 }
@@ -234,7 +290,7 @@ static int read_config(aks_transport_impl *t, const aks_config *cfg, aks_error *
 	const aks_host_api *h = t->host;
 	int64_t partitions = 0;
 	int rc;
-	if ((rc = copy_string(t, cfg, "url", &t->url, err)) < 0 ||
+	if ((rc = copy_string(t, cfg, "url", &t->connect_url, err)) < 0 ||
 	    (rc = copy_string(t, cfg, "input_stream", &t->q[NT_INPUT].stream, err)) < 0 ||
 	    (rc = copy_string(t, cfg, "input_subject_prefix", &t->q[NT_INPUT].prefix, err)) < 0 ||
 	    (rc = copy_string(t, cfg, "output_stream", &t->q[NT_OUTPUT].stream, err)) < 0 ||
@@ -249,6 +305,8 @@ static int read_config(aks_transport_impl *t, const aks_config *cfg, aks_error *
 	    h->config_bool(cfg, "auto_provision", &t->auto_provision) != AKS_OK ||
 	    h->config_bool(cfg, "doorbell", &t->doorbell) != AKS_OK)
 		return h->error_set(err, AKS_ECONFIG, NT_NAME ": cannot read the config block");
+	if (!(t->url = redact_urls(t->connect_url)))
+		return h->error_set(err, AKS_ENOMEM, "out of memory");
 	if (partitions < 1 || partitions > NT_MAX_PARTITIONS)
 		return h->error_set(err, AKS_ECONFIG,
 		                    NT_NAME ": partitions must be 1..%d, not %lld",
@@ -316,6 +374,7 @@ static int split_urls(const char *list, char ***out, int *count)
 		if (n < 0)
 			break;
 	}
+	explicit_bzero(copy, strlen(list)); /* the URLs may hold a password */
 	free(copy);
 	if (!urls || n <= 0) {
 		for (int i = 0; urls && i < cap; i++)
@@ -328,17 +387,63 @@ static int split_urls(const char *list, char ***out, int *count)
 	return 0;
 }
 
-static int connect_server(aks_transport_impl *t, aks_error **err)
+/* The secret an environment variable named by config key `key` holds: NULL (AKS_OK) when
+ * the key is not set; AKS_ECONFIG when the variable is unset or empty. */
+static int secret_from_env(const aks_transport_impl *t, const aks_config *cfg, const char *key,
+                           const char **out, aks_error **err)
+{
+	const char *name = NULL;
+	*out = NULL;
+	if (t->host->config_string(cfg, key, &name) != AKS_OK || !name)
+		return AKS_OK;
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return t->host->error_set(err, AKS_ECONFIG,
+		                          NT_NAME ".%s: the environment variable %s is not set",
+		                          key, name);
+	*out = v;
+	return AKS_OK;
+}
+
+/* token_env, or user with password_env: the server's authentication, if it asks for one.
+ * (Credentials in the URL work too; messages never show them.) */
+static natsStatus set_auth(aks_transport_impl *t, const aks_config *cfg, int *rc, aks_error **err)
+{
+	const aks_host_api *h = t->host;
+	const char *user = NULL, *token = NULL, *password = NULL;
+	h->config_string(cfg, "user", &user);
+	if ((*rc = secret_from_env(t, cfg, "token_env", &token, err)) < 0 ||
+	    (*rc = secret_from_env(t, cfg, "password_env", &password, err)) < 0)
+		return NATS_ERR;
+	if (token && (user || password)) {
+		*rc = h->error_set(err, AKS_ECONFIG,
+		                   NT_NAME ": token_env, or user with password_env: not both");
+		return NATS_ERR;
+	}
+	if (!user != !password) {
+		*rc = h->error_set(err, AKS_ECONFIG, NT_NAME ": user and password_env go together");
+		return NATS_ERR;
+	}
+	if (token)
+		return natsOptions_SetToken(t->opts, token);
+	if (user)
+		return natsOptions_SetUserInfo(t->opts, user, password);
+	return NATS_OK;
+}
+
+static int connect_server(aks_transport_impl *t, const aks_config *cfg, aks_error **err)
 {
 	const aks_host_api *h = t->host;
 	char **urls = NULL;
 	int count = 0;
-	if (split_urls(t->url, &urls, &count) < 0)
+	if (split_urls(t->connect_url, &urls, &count) < 0)
 		return h->error_set(err, AKS_ECONFIG, NT_NAME ": url '%s' names no server", t->url);
+	forget(t->connect_url);
+	t->connect_url = NULL;
 	t->cb = calloc(1, sizeof(*t->cb));
 	if (!t->cb || !(t->cb->url = strdup(t->url))) {
 		for (int i = 0; i < count; i++)
-			free(urls[i]);
+			forget(urls[i]);
 		free(urls);
 		return h->error_set(err, AKS_ENOMEM, "out of memory");
 	}
@@ -349,8 +454,13 @@ static int connect_server(aks_transport_impl *t, aks_error **err)
 	if (s == NATS_OK)
 		s = natsOptions_SetServers(t->opts, (const char **)urls, count);
 	for (int i = 0; i < count; i++)
-		free(urls[i]);
+		forget(urls[i]);
 	free(urls);
+	int rc = AKS_OK;
+	if (s == NATS_OK)
+		s = set_auth(t, cfg, &rc, err);
+	if (rc < 0)
+		return rc;
 	if (s == NATS_OK)
 		s = natsOptions_SetName(t->opts, "aksandbox");
 	if (s == NATS_OK)
@@ -403,7 +513,7 @@ static int nt_init(const aks_host_api *host, const aks_config *config, aks_trans
 	t->q[NT_OUTPUT].name = AKS_QUEUE_OUTPUT;
 	int rc = read_config(t, config, err);
 	if (rc == AKS_OK)
-		rc = connect_server(t, err);
+		rc = connect_server(t, config, err);
 	if (rc == AKS_OK)
 		rc = nt_ensure_streams(t, err);
 	if (rc == AKS_OK)

@@ -1275,6 +1275,108 @@ static void test_missing_objects(void **state)
 	ops()->fini(t);
 }
 
+/* Starts a private server asking for authentication (args as nats-server takes them) in
+ * g_dir/<name>; its URL to url. */
+static void start_auth_server(const char *name, const char *args, char *url, size_t size)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/%s", g_dir, name);
+	setenv("NATS_SERVER_ARGS", args, 1);
+	int rc = server_cmd("start", dir, NULL, url, size);
+	unsetenv("NATS_SERVER_ARGS");
+	assert_int_equal(rc, 0);
+}
+
+static void stop_auth_server(const char *name)
+{
+	char dir[256];
+	snprintf(dir, sizeof(dir), "%s/%s", g_dir, name);
+	server_cmd("stop", dir, NULL, NULL, 0);
+}
+
+/* init with `extra` fails with rc; the message has `want` and never `secret`. */
+static void expect_refused(const char *url, const char *extra, int rc, const char *want,
+                           const char *secret)
+{
+	char *path = write_block(url, "AU", extra);
+	aks_transport_impl *t = NULL;
+	aks_error *err = NULL;
+	assert_int_equal(open_t(path, &t, &err), rc);
+	const char *msg = aks_error_message(err);
+	if (!strstr(msg, want) || (secret && strstr(msg, secret)))
+		fail_msg("wanted '%s' and not '%s' in: %s", want, secret ? secret : "", msg);
+	aks_error_free(err);
+	unlink(path);
+	free(path);
+}
+
+/* One message through a transport opened with `extra`. */
+static void round_trip_with(const char *url, const char *name, const char *extra)
+{
+	char all[512];
+	snprintf(all, sizeof(all), "auto_provision: true\npartitions: 1\n%s", extra);
+	aks_transport_impl *t = must_open(url, name, all);
+	aks_consumer *c = must_consumer(t, AKS_QUEUE_INPUT);
+	send_str(t, "authenticated", NULL, NULL);
+	aks_message *m = fetch1(c, 5000);
+	assert_non_null(m);
+	assert_true(body_is(m, "authenticated"));
+	must_ack(c, m);
+	ops()->consumer_close(c);
+	ops()->fini(t);
+}
+
+/* A server that asks for authentication (as the worker tier's does): without credentials,
+ * or with wrong ones, init fails with the server's refusal and the URL, never the secret;
+ * with the token (token_env), the user and password (user, password_env) or credentials in
+ * the URL, messages go through. Half-given or unset credentials are config errors. */
+static void test_auth(void **state)
+{
+	(void)state;
+	char url[128], creds_url[192];
+	setenv("AKS_TEST_NATS_TOKEN", "tok-3f9a1c0e", 1);
+	setenv("AKS_TEST_NATS_WRONG", "wrong-77e2b4", 1);
+	setenv("AKS_TEST_NATS_PASSWORD", "pw-51c0de9a", 1);
+	unsetenv("AKS_TEST_NATS_UNSET");
+
+	start_auth_server("auth-token", "--auth tok-3f9a1c0e", url, sizeof(url));
+	expect_refused(url, "request_timeout: 3\n", AKS_EBROKER, "uthorization", NULL);
+	expect_refused(url, "request_timeout: 3\n", AKS_EBROKER, url, NULL);
+	expect_refused(url, "token_env: AKS_TEST_NATS_WRONG\nrequest_timeout: 3\n", AKS_EBROKER,
+	               "uthorization", "wrong-77e2b4");
+	round_trip_with(url, "AT", "token_env: AKS_TEST_NATS_TOKEN\n");
+	expect_refused(url, "token_env: AKS_TEST_NATS_UNSET\n", AKS_ECONFIG,
+	               "nats.token_env: the environment variable AKS_TEST_NATS_UNSET is not set",
+	               NULL);
+	expect_refused(url,
+	               "token_env: AKS_TEST_NATS_TOKEN\nuser: aks\n"
+	               "password_env: AKS_TEST_NATS_PASSWORD\n",
+	               AKS_ECONFIG, "token_env, or user with password_env: not both",
+	               "tok-3f9a1c0e");
+	stop_auth_server("auth-token");
+
+	start_auth_server("auth-user", "--user aks --pass pw-51c0de9a", url, sizeof(url));
+	round_trip_with(url, "AP", "user: aks\npassword_env: AKS_TEST_NATS_PASSWORD\n");
+	expect_refused(url, "user: aks\npassword_env: AKS_TEST_NATS_WRONG\nrequest_timeout: 3\n",
+	               AKS_EBROKER, "uthorization", "wrong-77e2b4");
+	expect_refused(url, "user: aks\n", AKS_ECONFIG, "user and password_env go together", NULL);
+	/* In the URL: it works, and a message shows the URL with ***@ for the credentials. */
+	const char *hostport = strstr(url, "://") + 3;
+	snprintf(creds_url, sizeof(creds_url), "nats://aks:pw-51c0de9a@%s", hostport);
+	round_trip_with(creds_url, "AU", "");
+	snprintf(creds_url, sizeof(creds_url), "nats://aks:wrong-77e2b4@%s", hostport);
+	char shown[192];
+	snprintf(shown, sizeof(shown), "nats://***@%s", hostport);
+	expect_refused(creds_url, "request_timeout: 3\n", AKS_EBROKER, shown, "wrong-77e2b4");
+	/* A list: every URL's credentials hidden, the rest kept. */
+	char list[512];
+	snprintf(list, sizeof(list), "nats://tok-3f9a1c0e@127.0.0.1:1, %s", creds_url);
+	char shown_list[512];
+	snprintf(shown_list, sizeof(shown_list), "nats://***@127.0.0.1:1, %s", shown);
+	expect_refused(list, "request_timeout: 3\n", AKS_EBROKER, shown_list, "tok-3f9a1c0e");
+	stop_auth_server("auth-user");
+}
+
 /* Nothing listens: init fails, naming the URL. */
 static void test_server_down(void **state)
 {
@@ -1401,6 +1503,8 @@ static int group_teardown(void **state)
 	char restart[256];
 	snprintf(restart, sizeof(restart), "%s/restart", g_dir);
 	server_cmd("stop", restart, NULL, NULL, 0); /* when test_server_restart failed */
+	stop_auth_server("auth-token");             /* or test_auth */
+	stop_auth_server("auth-user");
 	server_cmd("stop", g_dir, NULL, NULL, 0);
 	if (getenv("NATS_TEST_KEEP"))
 		return 0;
@@ -1449,6 +1553,7 @@ int main(int argc, char **argv)
 	    cmocka_unit_test(test_late_delivery),
 	    cmocka_unit_test(test_missing_objects),
 	    cmocka_unit_test(test_server_down),
+	    cmocka_unit_test(test_auth),
 	    /* After every other test of the shared server: the fallback test leaves
 	     * a stream that captures "_AKS.bell.>" (every later bell is off). */
 	    cmocka_unit_test(test_doorbell_pickup),
