@@ -439,6 +439,28 @@ PY
 	)
 }
 t "the installed aksandbox mcp lists the eight tools and runs run_command" mcp_ok
+http_ok() { # mcp --listen loads the packaged HTTP module; /usr/bin/aksandbox itself links no libmicrohttpd
+	module=/usr/lib/$ma/aksandbox/aksandbox-http.so
+	dpkg -S "$module" | grep -q '^aksandbox:' || { echo "$module: not aksandbox's"; return 1; }
+	! readelf -d /usr/bin/aksandbox | grep -q 'NEEDED.*libmicrohttpd' || { echo "the CLI links libmicrohttpd"; return 1; }
+	cli -c "$tmp/local.yaml" mcp --listen 127.0.0.1:0 2>"$tmp/listen.err" &
+	lp=$!
+	url= i=0
+	while [ -z "$url" ] && [ $i -lt 100 ] && kill -0 $lp 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+		url=$(sed -n 's/.*listening on \(http:[^ ]*\).*/\1/p' "$tmp/listen.err")
+	done
+	code=$(curl -s -o /dev/null -w '%{http_code}' -X POST -H 'Content-Type: application/json' \
+		-H 'Accept: application/json, text/event-stream' \
+		-d '{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"deb-test","version":"1"}}}' \
+		"$url" 2>&1)
+	kill $lp 2>/dev/null
+	wait $lp
+	echo "url=$url initialize=$code"; cat "$tmp/listen.err"
+	[ -n "$url" ] && [ "$code" = 200 ]
+}
+t "the installed aksandbox mcp --listen loads the packaged HTTP module (the CLI itself links no libmicrohttpd)" http_ok
 
 # ---- with aksandbox-agent installed, local_subprocess runs through it -------------
 apt_fix "$(deb aksandbox-agent)"

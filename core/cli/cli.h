@@ -12,6 +12,7 @@
 #ifndef AKS_CORE_CLI_CLI_H
 #define AKS_CORE_CLI_CLI_H
 
+#include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -53,12 +54,16 @@ int cli_write_all(int fd, const void *data, size_t len);
 /* "aksandbox: <text>\n" on stderr. */
 void cli_warn(const char *fmt, ...) AKS_PRINTF(1, 2);
 
-/* `aksandbox worker --metrics` (worker_metrics.c): an HTTP server over a worker monitor
- * (borrowed), started before aks_worker_run and stopped after it. Start says where it
- * listens on stderr; -1 after saying why it cannot. */
+/* `aksandbox worker --metrics` (worker_metrics.c, in aksandbox-http.so: http_load.c loads
+ * it): an HTTP server over a worker monitor (borrowed), started before aks_worker_run and
+ * stopped after it. Start says where it listens on stderr; -1 after saying why it cannot. */
 typedef struct cli_metrics cli_metrics;
 int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics **out);
 void cli_metrics_stop(cli_metrics *m);
+/* `aksandbox mcp --listen`: aks__mcp_http_serve, in aksandbox-http.so; -1 after saying why
+ * the module cannot be loaded. */
+struct aks__mcp_http_options;
+int cli_mcp_http_serve(const struct aks__mcp_http_options *opt, volatile sig_atomic_t *stop);
 struct json_object;
 /* A command's JSON report on stdout: as is with `json`, else print_text of it parsed. Returns
  * CLI_EXIT_OK or CLI_EXIT_FAILURE (the output could not be written); *parsed is the parsed

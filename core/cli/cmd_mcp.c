@@ -326,7 +326,7 @@ int cli_cmd_mcp(int argc, char *argv[])
 			}
 		}
 		log_start(&h, conversation, auth);
-		int rc = aks__mcp_http_serve(&http, &stop_requested);
+		int rc = cli_mcp_http_serve(&http, &stop_requested);
 		cli_tool_host_close(&h);
 		return rc < 0 ? CLI_EXIT_ERROR : CLI_EXIT_OK;
 	}

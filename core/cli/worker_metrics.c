@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "aks_buf.h"
-#include "cli.h"
+#include "http_module.h"
 #include "mcp/http_listen.h"
 #include "worker_probe.h"
 
@@ -179,7 +179,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 	return reply(c, status, type, body, len);
 }
 
-int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics **out)
+int cli_http_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics **out)
 {
 	*out = NULL;
 	char err[512], bound[128];
@@ -187,13 +187,13 @@ int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics
 	int fd =
 	    aks__http_listen_tcp(spec, NULL, &loopback, bound, sizeof(bound), err, sizeof(err));
 	if (fd < 0) {
-		cli_warn("worker: --metrics: %s", err);
+		fprintf(stderr, "aksandbox: worker: --metrics: %s\n", err);
 		return -1;
 	}
 	cli_metrics *m = calloc(1, sizeof(*m));
 	if (!m) {
 		close(fd);
-		cli_warn("worker: --metrics: out of memory");
+		fprintf(stderr, "aksandbox: worker: --metrics: out of memory\n");
 		return -1;
 	}
 	m->monitor = monitor;
@@ -205,7 +205,9 @@ int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics
 	if (!m->mhd) {
 		close(fd);
 		free(m);
-		cli_warn("worker: --metrics: cannot start the HTTP server on %s", bound);
+		fprintf(stderr,
+		        "aksandbox: worker: --metrics: cannot start the HTTP server on %s\n",
+		        bound);
 		return -1;
 	}
 	/* Always said, as `aksandbox mcp --listen` says where it listens: with port 0 it is how
@@ -217,7 +219,7 @@ int cli_metrics_start(const char *spec, aks_worker_monitor *monitor, cli_metrics
 	return 0;
 }
 
-void cli_metrics_stop(cli_metrics *m)
+void cli_http_metrics_stop(cli_metrics *m)
 {
 	if (!m)
 		return;
