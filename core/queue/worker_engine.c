@@ -512,20 +512,29 @@ static bool sweep_one(aks_worker_engine *e, const char *ikey)
 		if (still.n && pname &&
 		    aks_settings_find_profile(e->settings, pname, &p, NULL) == AKS_OK &&
 		    !aks__engine_is_attached(p)) {
-			aks_session_rec s = {0};
-			s.id = (char *)json_object_get_string(
+			const char *sid = json_object_get_string(
 			    json_object_object_get(body, "sandbox_session_id"));
-			s.sandbox_id = strdup(
-			    json_object_get_string(json_object_object_get(body, "sandbox_id")));
+			const char *box =
+			    json_object_get_string(json_object_object_get(body, "sandbox_id"));
+			sid = sid ? sid : "?";
 			aks__log(AKS_LOG_INFO, "worker",
 			         "idle sweep: destroying sandbox %s of session '%s' (profile %s)",
-			         s.sandbox_id ? s.sandbox_id : "?", s.id ? s.id : "?", pname);
-			if (s.sandbox_id)
-				aks__engine_destroy(p, &s);
-			if (aks__store_delete(e->responses, AKS_QUEUE_NS, ikey, &err) < 0)
-				aks__log(AKS_LOG_WARNING, "worker", "idle sweep: %s",
-				         aks_error_message(err));
-			destroyed = true;
+			         box ? box : "?", sid, pname);
+			/* A sandbox the backend would not destroy now (a bad credential, an outage)
+			 * stays in the inventory and the next pass tries again: forgotten, it would
+			 * keep running with only `aksandbox gc` to find it. */
+			if (box && aks__engine_destroy_sandbox(p, box, NULL) < 0) {
+				aks__log(AKS_LOG_WARNING, "worker",
+				         "idle sweep: sandbox %s of session '%s' stays in the "
+				         "inventory; "
+				         "the next pass tries again",
+				         box, sid);
+			} else {
+				if (aks__store_delete(e->responses, AKS_QUEUE_NS, ikey, &err) < 0)
+					aks__log(AKS_LOG_WARNING, "worker", "idle sweep: %s",
+					         aks_error_message(err));
+				destroyed = true;
+			}
 		} else if (still.n && pname && !p) {
 			aks__log(AKS_LOG_INFO, "worker",
 			         "idle sweep: profile '%s' is not configured on this worker; its "

@@ -706,11 +706,25 @@ static bool reap_one(aks_manager *m, const char *ns, const char *id)
 	if (aks__sessions_find_in(m->store, ns, id, &s, NULL) == AKS_OK) {
 		aks_profile *p = reapable(m, &s, aks__epoch_now());
 		char *notice = p ? aks__engine_idle_notice(p, s.id) : NULL;
-		if (notice) {
+		if (notice)
 			aks__log(AKS_LOG_INFO, "sandbox",
 			         "idle reaper: destroying sandbox %s of session '%s'", s.sandbox_id,
 			         s.id);
-			aks__engine_destroy(p, &s);
+		/* A sandbox the backend would not destroy now (a bad credential, an outage) stays
+		 * recorded and the next pass tries again: forgotten, it would keep running with
+		 * only `aksandbox gc` to find it. */
+		if (notice && aks__engine_destroy_sandbox(p, s.sandbox_id, NULL) < 0) {
+			aks__log(
+			    AKS_LOG_WARNING, "sandbox",
+			    "idle reaper: sandbox %s of session '%s' stays recorded; the next pass "
+			    "tries again",
+			    s.sandbox_id, s.id);
+			free(notice);
+			notice = NULL;
+		}
+		if (notice) {
+			free(s.sandbox_id);
+			s.sandbox_id = NULL;
 			s.closed = false; /* the session stays usable: the next call starts clean */
 			free(s.reset_notice);
 			s.reset_notice = notice;

@@ -61,9 +61,12 @@ static int write_config(fixture *fx, bool enabled)
 	        "          fake: {attaches_external: true, attach_to: ext-1}}\n"
 	        "    sluggish: {type: fake, policy: {timeout: 0.3}, fake: {create_delay: 30}}\n"
 	        "    lazy: {type: local_subprocess, idle_timeout: 600,\n"
-	        "           local_subprocess: {workdir: %s/boxes}}\n",
+	        "           local_subprocess: {workdir: %s/boxes}}\n"
+	        "    refusing: {type: fake, idle_timeout: 1,\n"
+	        "               fake: {destroy_log: %s/destroys.log, destroy_refused_while: "
+	        "%s/refuse}}\n",
 	        enabled ? "true" : "false", fx->dir, fx->dir, fx->dir, fx->dir, fx->dir, fx->dir,
-	        fx->dir, fx->dir);
+	        fx->dir, fx->dir, fx->dir, fx->dir);
 	return fclose(f);
 }
 
@@ -299,11 +302,11 @@ static void test_unknown_session_and_profile(void **state)
 	       "{\"error\": \"unknown sandbox session ''\", \"sandbox_session_id\": \"\"}");
 	expect(fx, "run_code", "{\"code\": \"1\", \"sandbox_session_id\": \"nope\"}",
 	       "{\"error\": \"unknown sandbox session 'nope'\", \"sandbox_session_id\": \"nope\"}");
-	expect(
-	    fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
-	    "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
-	    "'ext', 'idle', 'lazy', 'local', 'quick', 'shared', 'slow', 'sluggish', 'strictp']\", "
-	    "\"sandbox_session_id\": \"\"}");
+	expect(fx, "run_code", "{\"code\": \"1\", \"profile\": \"x\"}",
+	       "{\"error\": \"unknown sandbox profile 'x'; configured profiles: ['default', 'eph', "
+	       "'ext', 'idle', 'lazy', 'local', 'quick', 'refusing', 'shared', 'slow', 'sluggish', "
+	       "'strictp']\", "
+	       "\"sandbox_session_id\": \"\"}");
 	/* a miss creates nothing */
 	expect(fx, "list_sandbox_sessions", NULL, "{\"sessions\": []}");
 }
@@ -727,6 +730,65 @@ static void test_background_reaper(void **state)
 	    "reset; its previous workspace state was discarded\"}");
 }
 
+/* How many times destroys.log lists `id`. */
+static int destroys_of(fixture *fx, const char *id)
+{
+	char path[256], line[128];
+	snprintf(path, sizeof(path), "%s/destroys.log", fx->dir);
+	FILE *f = fopen(path, "r");
+	int n = 0;
+	while (f && fgets(line, sizeof(line), f))
+		n += strncmp(line, id, strlen(id)) == 0 && line[strlen(id)] == '\n';
+	if (f)
+		fclose(f);
+	return n;
+}
+
+/* The session's recorded sandbox (copied), or NULL. */
+static char *recorded_sandbox(fixture *fx, const char *id)
+{
+	aks_state_store *st = open_store(fx);
+	aks_session_rec s;
+	assert_int_equal(aks__sessions_find_in(st, "conv-a", id, &s, NULL), AKS_OK);
+	char *sandbox = s.sandbox_id ? strdup(s.sandbox_id) : NULL;
+	aks__session_clear(&s);
+	aks__store_close(st);
+	return sandbox;
+}
+
+/* A sandbox the backend refuses to destroy stays recorded, so a later pass destroys it:
+ * forgotten, it would run on with only `aksandbox gc` to find it. */
+static void test_reaper_keeps_refused(void **state)
+{
+	fixture *fx = *state;
+	free(call(fx, "run_command", "{\"command\": \"true\", \"profile\": \"refusing\"}"));
+	char *box = recorded_sandbox(fx, "default:refusing");
+	assert_non_null(box);
+	char refuse[128];
+	snprintf(refuse, sizeof(refuse), "%s/refuse", fx->dir);
+	FILE *f = fopen(refuse, "w");
+	assert_non_null(f);
+	fclose(f);
+	age_session(fx, "default:refusing", 5);
+	assert_int_equal(aks_runtime_reap(fx->rt, NULL), AKS_OK);
+	char *kept = recorded_sandbox(fx, "default:refusing");
+	assert_non_null(kept);
+	assert_string_equal(kept, box);
+	assert_int_equal(destroys_of(fx, box), 0);
+	/* The backend takes the destroy again: the next pass destroys it and forgets it. */
+	assert_int_equal(unlink(refuse), 0);
+	assert_int_equal(aks_runtime_reap(fx->rt, NULL), AKS_OK);
+	assert_null(recorded_sandbox(fx, "default:refusing"));
+	assert_int_equal(destroys_of(fx, box), 1);
+	expect(fx, "run_command", "{\"command\": \"true\", \"profile\": \"refusing\"}",
+	       "{\"stdout\": \"true\", \"stderr\": \"\", \"exit_code\": 0, "
+	       "\"sandbox_session_id\": \"default:refusing\", \"notice\": \"sandbox session "
+	       "'default:refusing' was idle for more than 1s and has been reset; its previous "
+	       "workspace state was discarded\"}");
+	free(kept);
+	free(box);
+}
+
 static void test_reaper_close_is_prompt(void **state)
 {
 	fixture *fx = *state;
@@ -1107,6 +1169,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_attached_idle, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_background_reaper, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_reaper_close_is_prompt, setup, teardown),
+	    cmocka_unit_test_setup_teardown(test_reaper_keeps_refused, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_policy_gate, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),

@@ -90,8 +90,10 @@ static int write_config(fixture *fx, const char *flavor, double wait, double swe
 	    "    lazy: {type: fake, fake: {create_delay: 1, create_log: %s/creates.log}}\n"
 	    "    local: {type: local_subprocess, local_subprocess: {workdir: %s/boxes}}\n"
 	    "    slow: {type: local_subprocess, policy: {timeout: 0.5},\n"
-	    "           local_subprocess: {workdir: %s/boxes}}\n",
-	    flavor, wait, sweep, d, d, d, d, d, d, d, d, d, d, d, d);
+	    "           local_subprocess: {workdir: %s/boxes}}\n"
+	    "    refusing: {type: fake, idle_timeout: 1, fake: {destroy_log: %s/destroys.log,\n"
+	    "               destroy_refused_while: %s/refuse}}\n",
+	    flavor, wait, sweep, d, d, d, d, d, d, d, d, d, d, d, d, d, d);
 	return fclose(f);
 }
 
@@ -954,6 +956,28 @@ static void test_sweep_recreated_notice(void **state)
 	free(old);
 }
 
+/* A sandbox the backend refuses to destroy stays in the inventory, so a later pass destroys
+ * it once the backend takes the destroy: forgotten, it would run on with only gc to find it. */
+static void test_sweep_keeps_refused(void **state)
+{
+	fixture *fx = *state;
+	char refuse[128];
+	snprintf(refuse, sizeof(refuse), "%s/refuse", fx->dir);
+	FILE *f = fopen(refuse, "w");
+	assert_non_null(f);
+	fclose(f);
+	free(call(fx, "write_sandbox_file",
+	          "{\"path\": \"w\", \"content\": \"x\", \"profile\": \"refusing\"}"));
+	char *box = recorded_sandbox(fx, "conv-a", "default:refusing");
+	assert_non_null(box);
+	/* idle for 1 s, swept every 0.2 s: several passes have been refused by now */
+	usleep(2500 * 1000);
+	assert_int_equal(log_has(fx, "destroys.log", box), 0);
+	assert_int_equal(unlink(refuse), 0);
+	assert_true(wait_log_has(fx, "destroys.log", box, WAIT_MS));
+	free(box);
+}
+
 /* A sandbox destroyed behind everyone's back: the worker recreates it and says so. */
 static void test_self_heal(void **state)
 {
@@ -1187,6 +1211,7 @@ int main(void)
 	    cmocka_unit_test_setup_teardown(test_idle_reset, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_sweep, setup_sweep, teardown),
 	    cmocka_unit_test_setup_teardown(test_sweep_recreated_notice, setup_sweep, teardown),
+	    cmocka_unit_test_setup_teardown(test_sweep_keeps_refused, setup_sweep, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal, setup, teardown),
 	    cmocka_unit_test_setup_teardown(test_self_heal_once_worker, setup, teardown),
 	    cmocka_unit_test(test_self_heal_once_manager),

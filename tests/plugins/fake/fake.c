@@ -32,6 +32,8 @@
  *    `create_log: PATH` likewise appends each id create mints, so a test can
  *    count the sandboxes the host made (and, pointed at the same file as
  *    destroy_log, see the order of creates and destroys).
+ *    `destroy_refused_while: PATH` makes destroy fail (AKS_ERROR, nothing
+ *    destroyed or logged) while PATH exists, as a backend refusing for now would.
  *    `create_delay: SECONDS` makes create take that long, as a slow backend
  *    would; it gives up at the call's deadline (AKS_ETIMEOUT) or when the
  *    call is cancelled (AKS_ECANCELLED), as a provider must.
@@ -89,11 +91,12 @@ struct fake_box {
 
 struct aks_provider_impl {
 	const aks_host_api *host;
-	bool attaches_external; /* config: declare it, and accept "ext-" ids */
-	bool claim_packages;    /* config: the instance declares package_install (a lie) */
-	double create_delay;    /* config: seconds create takes */
-	char *destroy_log;      /* config: where destroy calls are recorded, or NULL */
-	char *create_log;       /* config: where created ids are recorded, or NULL */
+	bool attaches_external;      /* config: declare it, and accept "ext-" ids */
+	bool claim_packages;         /* config: the instance declares package_install (a lie) */
+	double create_delay;         /* config: seconds create takes */
+	char *destroy_log;           /* config: where destroy calls are recorded, or NULL */
+	char *create_log;            /* config: where created ids are recorded, or NULL */
+	char *destroy_refused_while; /* config: destroy fails while this file exists */
 	pthread_mutex_t lock;
 	struct fake_box *boxes;
 };
@@ -442,20 +445,22 @@ static int fake_init(const aks_host_api *host, const aks_config *config, aks_pro
 		prov->claim_packages = false;
 	if (host->config_double(config, "create_delay", &prov->create_delay) != AKS_OK)
 		prov->create_delay = 0;
-	const char *log = NULL;
-	if (host->config_string(config, "destroy_log", &log) == AKS_OK && log &&
-	    !(prov->destroy_log = strdup(log))) {
-		pthread_mutex_destroy(&prov->lock);
-		free(prov);
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
-	}
-	log = NULL;
-	if (host->config_string(config, "create_log", &log) == AKS_OK && log &&
-	    !(prov->create_log = strdup(log))) {
-		pthread_mutex_destroy(&prov->lock);
-		free(prov->destroy_log);
-		free(prov);
-		return host->error_set(err, AKS_ENOMEM, "out of memory");
+	struct {
+		const char *key;
+		char **to;
+	} paths[] = {{"destroy_log", &prov->destroy_log},
+	             {"create_log", &prov->create_log},
+	             {"destroy_refused_while", &prov->destroy_refused_while}};
+	for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+		const char *path = NULL;
+		if (host->config_string(config, paths[i].key, &path) == AKS_OK && path &&
+		    !(*paths[i].to = strdup(path))) {
+			pthread_mutex_destroy(&prov->lock);
+			free(prov->destroy_log);
+			free(prov->create_log);
+			free(prov);
+			return host->error_set(err, AKS_ENOMEM, "out of memory");
+		}
 	}
 	*out = prov;
 	return AKS_OK;
@@ -497,6 +502,7 @@ static void fake_fini(aks_provider_impl *prov)
 	pthread_mutex_destroy(&prov->lock);
 	free(prov->destroy_log);
 	free(prov->create_log);
+	free(prov->destroy_refused_while);
 	free(prov);
 }
 
@@ -612,6 +618,11 @@ static int fake_destroy(aks_provider_impl *prov, const char *sandbox_id, const a
 {
 	bool found = false;
 
+	/* A backend that refuses for now (a bad credential, an outage): nothing is destroyed,
+	 * nothing logged. */
+	if (prov->destroy_refused_while && access(prov->destroy_refused_while, F_OK) == 0)
+		return prov->host->error_set(err, AKS_ERROR, "fake: destroy of '%s' refused",
+		                             sandbox_id);
 	pthread_mutex_lock(&prov->lock);
 	fake_log_id(prov->destroy_log, sandbox_id);
 	for (struct fake_box **p = &prov->boxes; *p; p = &(*p)->next) {
@@ -704,6 +715,9 @@ static const aks_config_key fake_config_keys[] = {
                    "a file each destroyed id is appended to (for tests)"),
     AKS_CONFIG_KEY("create_log", AKS_CONFIG_STRING, false, NULL,
                    "a file each created id is appended to (for tests)"),
+    AKS_CONFIG_KEY("destroy_refused_while", AKS_CONFIG_STRING, false, NULL,
+                   "destroy fails while this file exists, as a backend refusing would (for "
+                   "tests)"),
     AKS_CONFIG_END,
 };
 
