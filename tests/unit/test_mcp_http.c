@@ -75,6 +75,25 @@ enum server_kind {
 	BOUNDED,
 };
 
+/* Whether the server takes connections within 5 s. Its socket file appears at bind(), a
+ * moment before listen(): a connect() in between is refused. */
+static bool wait_listening(const fixture *fx)
+{
+	struct sockaddr_un sa = {.sun_family = AF_UNIX};
+	strcpy(sa.sun_path, fx->sock);
+	for (int i = 0; i < 500; i++) {
+		int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return false;
+		int rc = connect(fd, (struct sockaddr *)&sa, sizeof(sa));
+		close(fd);
+		if (rc == 0)
+			return true;
+		sleep_ms(10);
+	}
+	return false;
+}
+
 static int setup_with(void **state, enum server_kind kind)
 {
 	bool auth = kind == AUTH;
@@ -129,10 +148,8 @@ static int setup_with(void **state, enum server_kind kind)
 	}
 	if (pthread_create(&fx->thread, NULL, serve_main, fx) != 0)
 		return -1;
-	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
-		sleep_ms(10);
 	*state = fx;
-	return access(fx->sock, F_OK) == 0 ? 0 : -1;
+	return wait_listening(fx) ? 0 : -1;
 }
 
 static int setup(void **state)
@@ -408,8 +425,7 @@ static void test_stop_cancels(void **state)
 	/* teardown joins again: run a fresh server so it has one to stop */
 	assert_int_equal(fx->served, 0);
 	assert_int_equal(pthread_create(&fx->thread, NULL, serve_main, fx), 0);
-	for (int i = 0; i < 200 && access(fx->sock, F_OK) != 0; i++)
-		sleep_ms(10);
+	assert_true(wait_listening(fx));
 }
 
 /* Bearer tokens: none or a forged one is 401 with the challenge; a user's session is unknown
