@@ -368,11 +368,14 @@ not_enabled() {
 t "aksandbox-worker.service is neither enabled nor started by the install" not_enabled
 
 # The installed CLI in a clean environment: no AKS_* variables, LD_LIBRARY_PATH
-# or build-tree paths; its own HOME, state directory and working directory.
-mkdir -p "$tmp/home" "$tmp/state" "$tmp/work"
+# or build-tree paths; its own HOME, state directory and working directory, and
+# its own TMPDIR, where local_subprocess makes its sandboxes by default: the
+# sessions the tool and MCP checks open are kept (as sessions are), and go with
+# $tmp instead of staying in /tmp with no state directory left to name them.
+mkdir -p "$tmp/home" "$tmp/state" "$tmp/work" "$tmp/boxes"
 cli() {
 	(cd "$tmp/work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" LANG=C.UTF-8 \
-		AKS_STATE_DIR="$tmp/state" /usr/bin/aksandbox "$@")
+		TMPDIR="$tmp/boxes" AKS_STATE_DIR="$tmp/state" /usr/bin/aksandbox "$@")
 }
 printf 'sandbox:\n  enabled: true\n  type: local_subprocess\n  local_subprocess: {}\n' >"$tmp/local.yaml"
 printf 'sandbox:\n  enabled: true\n  type: docker\n  docker: {}\n' >"$tmp/docker.yaml"
@@ -410,7 +413,7 @@ sys.exit(0 if r["stdout"] == "hi from 42\n" and r["exit_code"] == 0 else 1)'
 t "the installed aksandbox serves the run_command tool" tool_ok
 mcp_ok() { # an MCP client session over stdio: initialize, list the tools, call one
 	(cd "$tmp/work" && env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$tmp/home" LANG=C.UTF-8 \
-		AKS_STATE_DIR="$tmp/state" timeout 60 python3 - "$tmp/local.yaml" <<'PY'
+		TMPDIR="$tmp/boxes" AKS_STATE_DIR="$tmp/state" timeout 60 python3 - "$tmp/local.yaml" <<'PY'
 import json, subprocess, sys
 srv = subprocess.Popen(["/usr/bin/aksandbox", "-c", sys.argv[1], "mcp"],
                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -439,6 +442,11 @@ PY
 	)
 }
 t "the installed aksandbox mcp lists the eight tools and runs run_command" mcp_ok
+sessions_kept() { # the two sessions above (the CLI's conversation, the MCP server's) keep their sandboxes
+	ls -la "$tmp/boxes"
+	[ "$(find "$tmp/boxes" -mindepth 1 -maxdepth 1 -type d -name 'ak-sandbox-*' | wc -l)" -eq 2 ]
+}
+t "the sandboxes of the sessions the tool and MCP calls opened are kept in the CLI's TMPDIR" sessions_kept
 http_ok() { # mcp --listen loads the packaged HTTP module; /usr/bin/aksandbox itself links no libmicrohttpd
 	module=/usr/lib/$ma/aksandbox/aksandbox-http.so
 	dpkg -S "$module" | grep -q '^aksandbox:' || { echo "$module: not aksandbox's"; return 1; }
