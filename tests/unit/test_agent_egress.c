@@ -414,6 +414,7 @@ static void t_environment(void **state)
 	assert_memory_equal(got, want, len);
 	aks_result_free(res);
 	stop();
+	unlink(fx.log);
 }
 
 static void t_http_allowed_and_blocked(void **state)
