@@ -116,7 +116,8 @@ fi
 
 # ---- lintian ------------------------------------------------------------------
 changes=$(ls "$debdir"/*.changes | head -1)
-lintian --fail-on error --pedantic -I "$changes" >"$tmp/lintian.out" 2>&1
+# Its own TMPDIR: lintian leaves mldbm-elf-by-member-* files in it on every run.
+TMPDIR="$tmp" lintian --fail-on error --pedantic -I "$changes" >"$tmp/lintian.out" 2>&1
 lrc=$?
 if [ $lrc -eq 0 ] && ! grep -q '^E: ' "$tmp/lintian.out"; then
 	ok "lintian reports no errors on the source and binary packages"
