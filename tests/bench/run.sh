@@ -84,6 +84,27 @@ echo
 hyperfine_pair "Process: aksandbox run -- true vs bash -c true" "$T/run_bash.json" \
 	"aksandbox run -- true" "$AKS run -- true" "bash -c true" "bash -c true"
 echo
+# ... and the floor under it, all in one hyperfine run: bash -c true (what the command costs
+# by itself) and aksandbox --version (the CLI's exec and dynamic loading, no work). Their
+# sum, as a ratio to sh -c true, is what no CLI that runs the command through bash can go
+# below; with `check` instead, the same once it has read its config and loaded the plugin.
+hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$T/floor.json" \
+	-n "sh -c true" "sh -c true" -n "bash -c true" "bash -c true" \
+	-n "aksandbox --version" "$AKS --version" -n "aksandbox check" "$AKS check" \
+	-n "aksandbox run -- true" "$AKS run -- true" >"$T/hyperfine.log" 2>&1 ||
+	{ cat "$T/hyperfine.log" >&2; exit 1; }
+python3 - "$T/floor.json" <<'EOF'
+import json, sys
+res = {r["command"]: r["median"] for r in json.load(open(sys.argv[1]))["results"]}
+base = res["sh -c true"]
+print("Process: the floor under aksandbox run -- true (medians in ms, ratio to sh -c true)")
+for name, median in res.items():
+    print("  %-44s %8.3f %6.2fx" % (name, median * 1e3, median / base))
+for what, cli in (("--version", "aksandbox --version"), ("check", "aksandbox check")):
+    floor = res["bash -c true"] + res[cli]
+    print("  %-44s %8.3f %6.2fx" % ("bash -c true + aksandbox " + what, floor * 1e3, floor / base))
+EOF
+echo
 
 # 2. One execution in process, against bare fork/exec.
 "$BENCH_EXEC" exec -n "$ITER"
