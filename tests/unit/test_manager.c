@@ -82,17 +82,25 @@ static int open_runtime(fixture *fx, aks_settings **settings, aks_runtime **rt)
 	return 0;
 }
 
+static int teardown(void **state);
+
 static int setup_with(void **state, bool enabled)
 {
 	fixture *fx = calloc(1, sizeof(*fx));
-	strcpy(fx->dir, "/tmp/aks-manager-XXXXXX");
-	if (!fx || !mkdtemp(fx->dir))
+	if (!fx)
 		return -1;
+	strcpy(fx->dir, "/tmp/aks-manager-XXXXXX");
+	if (!mkdtemp(fx->dir)) {
+		free(fx);
+		return -1;
+	}
 	snprintf(fx->cfg, sizeof(fx->cfg), "%s/config.yaml", fx->dir);
 	snprintf(fx->state, sizeof(fx->state), "%s/state", fx->dir);
-	if (write_config(fx, enabled) < 0 || open_runtime(fx, &fx->settings, &fx->rt) < 0)
-		return -1;
 	*state = fx;
+	if (write_config(fx, enabled) < 0 || open_runtime(fx, &fx->settings, &fx->rt) < 0) {
+		teardown(state); /* cmocka does not run it after a failed setup */
+		return -1;
+	}
 	return 0;
 }
 
