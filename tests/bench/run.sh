@@ -55,11 +55,17 @@ trap 'rm -rf "$T"' EXIT
 
 # hyperfine_pair TITLE JSON LABEL_A CMD_A LABEL_B CMD_B: medians of two
 # commands (no intermediate shell) and their ratio.
+# hyperfine_json JSON HYPERFINE_ARGS...: one hyperfine run (no intermediate shell) into JSON;
+# on failure its output, and the benchmarks stop.
+hyperfine_json() {
+	json=$1
+	shift
+	hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$json" "$@" \
+		>"$T/hyperfine.log" 2>&1 || { cat "$T/hyperfine.log" >&2; exit 1; }
+}
 hyperfine_pair() {
 	title=$1 json=$2
-	hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$json" \
-		-n "$3" "$4" -n "$5" "$6" >"$T/hyperfine.log" 2>&1 ||
-		{ cat "$T/hyperfine.log" >&2; exit 1; }
+	hyperfine_json "$json" -n "$3" "$4" -n "$5" "$6"
 	python3 - "$json" "$title" <<'EOF'
 import json, sys
 res = json.load(open(sys.argv[1]))["results"]
@@ -88,11 +94,9 @@ echo
 # by itself) and aksandbox --version (the CLI's exec and dynamic loading, no work). Their
 # sum, as a ratio to sh -c true, is what no CLI that runs the command through bash can go
 # below; with `check` instead, the same once it has read its config and loaded the plugin.
-hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$T/floor.json" \
-	-n "sh -c true" "sh -c true" -n "bash -c true" "bash -c true" \
+hyperfine_json "$T/floor.json" -n "sh -c true" "sh -c true" -n "bash -c true" "bash -c true" \
 	-n "aksandbox --version" "$AKS --version" -n "aksandbox check" "$AKS check" \
-	-n "aksandbox run -- true" "$AKS run -- true" >"$T/hyperfine.log" 2>&1 ||
-	{ cat "$T/hyperfine.log" >&2; exit 1; }
+	-n "aksandbox run -- true" "$AKS run -- true"
 python3 - "$T/floor.json" <<'EOF'
 import json, sys
 res = {r["command"]: r["median"] for r in json.load(open(sys.argv[1]))["results"]}
