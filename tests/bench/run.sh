@@ -53,8 +53,6 @@ export LD_LIBRARY_PATH AKS_LOG_LEVEL
 T=$(mktemp -d "${TMPDIR:-/tmp}/aks-bench.XXXXXX")
 trap 'rm -rf "$T"' EXIT
 
-# hyperfine_pair TITLE JSON LABEL_A CMD_A LABEL_B CMD_B: medians of two
-# commands (no intermediate shell) and their ratio.
 # hyperfine_json JSON HYPERFINE_ARGS...: one hyperfine run (no intermediate shell) into JSON;
 # on failure its output, and the benchmarks stop.
 hyperfine_json() {
@@ -63,6 +61,9 @@ hyperfine_json() {
 	hyperfine -N --style basic --warmup 5 --runs "$RUNS" --export-json "$json" "$@" \
 		>"$T/hyperfine.log" 2>&1 || { cat "$T/hyperfine.log" >&2; exit 1; }
 }
+
+# hyperfine_pair TITLE JSON LABEL_A CMD_A LABEL_B CMD_B: medians of two
+# commands (no intermediate shell) and their ratio.
 hyperfine_pair() {
 	title=$1 json=$2
 	hyperfine_json "$json" -n "$3" "$4" -n "$5" "$6"
